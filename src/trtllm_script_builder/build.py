@@ -1,0 +1,806 @@
+"""request -> resolve -> render -> job_spec: the whole procedure of the seed, Steps 1 to 6."""
+
+from __future__ import annotations
+
+import os
+import platform
+import posixpath
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import BuildError
+from .jobspec import JobSpec, OutFile, SlurmParams
+from .render import render
+from .request import Request
+from .resolve import image as img
+from .resolve import mounts as mnt
+from .resolve.commands import find_model_dir, parse_custom_env, parse_eval, replace_option
+from .resolve.slurm import ClusterFacts, cluster_facts, require_slurm_fields
+from .resolve.workflows import (
+    Sizing,
+    size_bench_job,
+    size_custom_job,
+    size_eval_job,
+    size_pytest_job,
+)
+from .site_config import SiteConfig
+from .slurm_env import SlurmEnv, load_slurm_env
+
+CATEGORY_TITLES = {
+    1: "local Docker command",
+    2: "pytest Slurm script",
+    3: "custom command Slurm script",
+    4: "perf-sanity launch script (the repo's submit.py)",
+    5: "trtllm-eval Slurm script",
+    6: "trtllm-bench Slurm script",
+}
+SUFFIX = {"pytest": "auto_test", "custom": "custom", "eval": "eval", "bench": "bench"}
+# The seed's table (callers depend on it), widened to what the real tools print (DESIGN 8).
+PATTERNS: dict[str, tuple[list[str], list[str]]] = {
+    "pytest": (["passed"], ["FAILED", "ERROR"]),
+    "eval": (["accuracy:", "score:", "rouge1:"], ["AssertionError", "Error"]),
+    "bench": (["token/s", "throughput", "tokens/sec", "Throughput"], ["Error", "Traceback"]),
+    "perf_sanity": (["8_done_", "test completed successfully"], ["FAILED", "Error"]),
+    "custom": (["Custom command finished with exit code 0"], ["Error", "Traceback"]),
+}
+
+
+def _refuse_ask(field: str, question: str) -> str:
+    flag = "--" + field.replace("_", "-")
+    key = {
+        "llm_models_root": "default_llm_models_root",
+        "models_path": "default_models_repo_host",
+    }.get(field, field)
+    raise BuildError(
+        field,
+        f"is not given and nothing supplies it ({question.lower()})",
+        f"pass {flag} or set {key} in the site config",
+    )
+
+
+@dataclass
+class SubmitStep:
+    """Category 4: files submit.py needs first, its arguments, and the remote path rewrite."""
+
+    repo_root: str
+    before: list[OutFile]
+    args: list[str]
+    launch_sh: Path
+    rewrite: dict[str, str] | None = None
+
+
+@dataclass
+class BuildResult:
+    spec: JobSpec
+    files: list[OutFile]
+    work_dir: Path
+    warnings: list[str] = field(default_factory=list)
+    submit: SubmitStep | None = None
+
+    def report(self) -> str:
+        s = self.spec
+        names = ", ".join(f.name for f in self.files)
+        devices = f"{s.required_devices} GPU{'s' if s.required_devices != 1 else ''} across {s.node_count} node{'s' if s.node_count != 1 else ''}"
+        lines = [
+            f"Generated:    {names} in {self.work_dir}",
+            f"Script:       {s.script_path}",
+            f"Workflow:     {s.workflow_type} (category {s.category}: {CATEGORY_TITLES[s.category]})",
+            f"Model:        {s.model_name}",
+            f"Docker image: {s.container_image}",
+            f"Devices:      {devices}",
+        ]
+        if s.slurm_params:
+            p = s.slurm_params
+            lines.append(
+                f"Slurm:        partition {p.partition}, account {p.account}, time {p.time_limit}, gres {p.gres or 'none'}, mpi {p.mpi_plugin}"
+            )
+        run = (
+            f"bash {s.script_path}"
+            if s.category == 1
+            else f"sbatch {s.remote_script_path or s.script_path}"
+        )
+        lines.append(f"Run:          {run}")
+        lines += [f"Warning:      {w}" for w in s.warnings]
+        return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def sbatch_value(value: str, field: str) -> str:
+    """A value on an `#SBATCH` line: sbatch splits at white space and knows no shell quoting."""
+    bad = next((c for c in value if c.isspace() or c in "\"'\\"), None)
+    if bad is not None:
+        raise BuildError(
+            field,
+            f"{value!r} holds {bad!r}, which an #SBATCH line cannot carry",
+            "use a path without white space, quotes or backslashes",
+        )
+    return value.replace("%", "%%")
+
+
+def _command_for(req: Request, wf: str) -> None:
+    need = {
+        "pytest": ("test_cmd",),
+        "eval": ("eval_cmd",),
+        "bench": ("bench_cmd",),
+        "custom": ("custom_cmd", "custom_script"),
+    }
+    fields = need.get(wf, ())
+    if fields and not any(getattr(req, f) for f in fields):
+        flag = " or ".join("--" + f.replace("_", "-") for f in fields)
+        raise BuildError(fields[0], f"is required for workflow_type {wf}", f"pass {flag}")
+
+
+def is_perf_sanity(req: Request, wf: str) -> bool:
+    if wf == "perf_sanity":
+        return True
+    if wf != "pytest":
+        return False
+    from .perf.testid import is_perf_sanity_cmd
+
+    return is_perf_sanity_cmd(req.test_cmd or "") or bool(req.perf_config_yaml)
+
+
+@dataclass
+class Paths:
+    project: str
+    log_dir: str
+    home: str
+    remote: bool
+
+    def to_script(self, local_repo: str, local_path: str) -> str | None:
+        """A local path under the repo, as the script sees it (remote: under remote_repo_path)."""
+        if not self.remote:
+            return local_path
+        if mnt.covers(local_repo, local_path):
+            return self.project + local_path[len(local_repo.rstrip("/")) :]
+        return None
+
+
+def _paths(req: Request, env: SlurmEnv | None, site: SiteConfig) -> Paths:
+    if not req.is_remote:
+        home = os.environ.get("HOME") or str(Path.home())
+        return Paths(req.repo_root.rstrip("/") or "/", req.work_dir.rstrip("/") or "/", home, False)
+    repo = req.remote_repo_path
+    if not repo and site.default_user_root_dir:
+        repo = posixpath.join(
+            site.default_user_root_dir, posixpath.basename(req.repo_root.rstrip("/"))
+        )
+    if not repo:
+        raise BuildError(
+            "remote_repo_path",
+            "is required for remote_slurm",
+            "pass --remote-repo-path (or set default_user_root_dir in the site config)",
+        )
+    work = req.remote_work_dir or posixpath.join(
+        repo, "work_dirs", posixpath.basename(req.work_dir.rstrip("/"))
+    )
+    cwd = env.remote_cwd if env else None
+    if not cwd:
+        raise BuildError(
+            "remote_cwd",
+            "slurm_env has no remote_cwd, so the cluster home is unknown",
+            "add remote_cwd to slurm_env.json (probe --ssh HOST records it)",
+        )
+    home = posixpath.dirname(cwd.rstrip("/")) or "/"
+    return Paths(repo.rstrip("/"), work.rstrip("/"), home, True)
+
+
+def _image(
+    req: Request, facts: ClusterFacts | None, env: SlurmEnv | None
+) -> tuple[str, str | None]:
+    """Step 1. Returns the canonical URI and, when it was looked up, the arch used."""
+    if req.container_image:
+        return req.container_image, None
+    arch: str | None
+    if not req.is_slurm:
+        arch = img.normalise_arch(platform.machine()) or "x86_64"
+    else:
+        arch = facts.partition.arch if facts and facts.partition and not facts.fallback else None
+        arch = img.normalise_arch(arch) or img.arch_from_device_type(req.device_type)
+        if arch is None:
+            arch = (
+                img.normalise_arch(platform.machine())
+                if req.execution_scenario == "local_slurm"
+                else "x86_64"
+            )
+    text, source = img.read_properties(req.repo_root)
+    return img.image_from_properties(text, arch or "x86_64", source), arch
+
+
+def _check_image(image: str) -> None:
+    if not image or any(c.isspace() for c in image) or "," in image:
+        raise BuildError(
+            "container_image",
+            f"{image!r} is not an image reference",
+            "give registry/path:tag or a .sqsh path",
+        )
+
+
+# ---------------------------------------------------------------- the build
+
+
+def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = None) -> BuildResult:
+    site = site or SiteConfig()
+    ask = ask or _refuse_ask
+    wf = req.workflow()
+    _command_for(req, wf)
+    env: SlurmEnv | None = None
+    env_raw: dict[str, Any] | None = None
+    if req.is_slurm:
+        require_slurm_fields(req)
+        assert req.slurm_env_file is not None
+        env, env_raw = load_slurm_env(req.slurm_env_file)
+    perf = is_perf_sanity(req, wf)
+    if perf and not req.is_slurm:
+        raise BuildError(
+            "execution_scenario",
+            "perf-sanity runs through the repo's submit.py, which needs Slurm",
+            "use local_slurm or remote_slurm",
+        )
+    facts = cluster_facts(req, env) if req.is_slurm else None
+    gpn, gpn_source = (facts.gpus_per_node, facts.gpus_source) if facts else _docker_gpus(req)
+
+    common = _common(req, facts, env, site, ask)
+    if perf:
+        from .perf.category4 import plan_perf_sanity
+
+        plan = plan_perf_sanity(
+            repo_root=req.repo_root,
+            test_cmd=req.test_cmd,
+            perf_config_yaml=req.perf_config_yaml,
+            perf_test_name=req.perf_test_name,
+            model_name=req.model_name,
+            remote=req.is_remote,
+        )
+        return _category4(req, "perf_sanity", plan, env, env_raw, facts, *common, site, ask, [])
+    sizing = {
+        "pytest": size_pytest_job,
+        "eval": size_eval_job,
+        "bench": size_bench_job,
+        "custom": size_custom_job,
+    }[wf](req, gpn, gpn_source)
+    if sizing.fallback_to_perf:
+        if not req.is_slurm:
+            raise BuildError(
+                "required_devices",
+                f"{sizing.required_devices} GPUs (tp x pp of eval_cmd) exceed the {gpn} GPUs of this machine; the multi-node fallback needs Slurm",
+                "lower --tp_size/--pp_size or use a Slurm scenario",
+            )
+        return _eval_fallback(req, sizing, env, env_raw, facts, *common, site, ask)
+
+    return _assemble(req, wf, env, env_raw, facts, gpn, sizing, *common, site, ask)
+
+
+def _common(
+    req: Request, facts: ClusterFacts | None, env: SlurmEnv | None, site: SiteConfig, ask: mnt.Ask
+) -> tuple[str, Paths, str]:
+    """Steps 1 and 2's inputs every category needs: image, paths, models root."""
+    image, _arch = _image(req, facts, env)
+    _check_image(image)
+    paths = _paths(req, env, site)
+    models_root = req.llm_models_root or site.default_llm_models_root
+    if not models_root:
+        models_root = ask("llm_models_root", "Models root inside the container (LLM_MODELS_ROOT)")
+    mnt.check_mount_path(models_root, "llm_models_root")
+    return image, paths, models_root
+
+
+def _base_mounts(
+    req: Request,
+    env: SlurmEnv | None,
+    paths: Paths,
+    models_root: str,
+    site: SiteConfig,
+    ask: mnt.Ask,
+) -> tuple[mnt.Mount, mnt.Mount, list[mnt.Mount]]:
+    field_home = "remote_cwd" if paths.remote else "HOME"
+    home = mnt.Mount(mnt.check_mount_path(paths.home, field_home), paths.home, field_home)
+    project_field = "remote_repo_path" if paths.remote else "repo_root"
+    project = mnt.Mount(
+        mnt.check_mount_path(paths.project, project_field), paths.project, project_field
+    )
+    models = mnt.models_mounts(
+        checkpoint_path=req.checkpoint_path,
+        models_path=req.models_path,
+        slurm_env_mounts=env.mounts if env else None,
+        default_models_repo=req.env_check.default_models_repo if req.env_check else None,
+        site_models_repo=site.default_models_repo_host,
+        llm_models_root=models_root,
+        ask=ask,
+    )
+    return home, project, models
+
+
+def _scenario_fields(
+    req: Request,
+    paths: Paths,
+    env: SlurmEnv | None,
+    script: str,
+    container_name: str | None,
+    mounts_text: str,
+) -> dict[str, Any]:
+    """Remote fields for remote_slurm only; persistent-mode fields for local_slurm only."""
+    if paths.remote:
+        return {
+            "remote_repo_path": paths.project,
+            "remote_work_dir": paths.log_dir,
+            "remote_script_path": posixpath.join(paths.log_dir, script),
+            "ssh_host": env.ssh_host if env else None,
+        }
+    if (
+        req.execution_scenario == "local_slurm"
+        and req.persistent_mode is not False
+        and container_name
+    ):
+        return {
+            "persistent_mode": True,
+            "container_name": container_name,
+            "container_mounts": mounts_text,
+        }
+    return {}
+
+
+def _docker_gpus(req: Request) -> tuple[int, str]:
+    from .resolve.slurm import gpus_per_node
+
+    return gpus_per_node(req, None)
+
+
+def _assemble(
+    req: Request,
+    wf: str,
+    env: SlurmEnv | None,
+    env_raw: dict[str, Any] | None,
+    facts: ClusterFacts | None,
+    gpn: int,
+    sz: Sizing,
+    image: str,
+    paths: Paths,
+    models_root: str,
+    site: SiteConfig,
+    ask: mnt.Ask,
+) -> BuildResult:
+    warnings = list(sz.warnings)
+    work_dir = Path(req.work_dir)
+    category = 1 if not req.is_slurm else {"pytest": 2, "custom": 3, "eval": 5, "bench": 6}[wf]
+    suffix = SUFFIX[wf]
+    model = sz.model_name
+    kind_name = f"{model}_{suffix}"
+    home, project, models = _base_mounts(req, env, paths, models_root, site, ask)
+    extras: list[mnt.Mount] = []
+    extra_files: list[str] = []
+    exports: list[tuple[str, str]] = []
+    files: list[OutFile] = []
+    run_script_in_job = ""
+
+    if wf == "custom":
+        custom_cmd = req.custom_cmd or ""
+        if req.custom_script:
+            script_in_job = paths.to_script(req.repo_root, req.custom_script)
+            if script_in_job is None:  # remote and outside the repo: ship it next to the job
+                extra_files.append(req.custom_script)
+                script_in_job = posixpath.join(paths.log_dir, posixpath.basename(req.custom_script))
+            parent = posixpath.dirname(script_in_job)
+            extras.append(
+                mnt.Mount(mnt.check_mount_path(parent, "custom_script"), parent, "custom_script")
+            )
+            custom_cmd = "bash " + shlex.quote(script_in_job)
+        pairs = parse_custom_env(req.custom_env)
+        exports += [
+            ("CUSTOM_COMMAND", custom_cmd),
+            ("CUSTOM_ENV", " ".join(shlex.quote(f"{k}={v}") for k, v in pairs)),
+            ("CUSTOM_WORKDIR", paths.project),
+            ("llmSrcNode", paths.project),
+        ]
+        if req.is_slurm:
+            run_script_in_job = posixpath.join(paths.log_dir, "slurm_run_custom.sh")
+            extras.append(
+                mnt.Mount(
+                    mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir"
+                )
+            )
+            files.append(
+                OutFile("slurm_run_custom.sh", render("slurm_run_custom.sh.j2"), executable=True)
+            )
+            extra_files.insert(0, str(work_dir / "slurm_run_custom.sh"))
+    mounts = mnt.assemble(home, project, models, extras)
+    mounts_text = ",".join(m.entry() for m in mounts)
+
+    run_cmd = ""
+    prep_cmd: str | None = None
+    if wf == "pytest":
+        run_cmd = req.test_cmd or ""
+        workdir = posixpath.join(paths.project, sz.workdir_rel) if sz.workdir_rel else paths.project
+        exports += [("TEST_WORKDIR", workdir), ("TEST_CMD", run_cmd)]
+    elif wf == "eval":
+        run_cmd = _eval_cmd_with_local_model(req, paths, mounts, models_root, warnings)
+        exports.append(("EVAL_CMD", run_cmd))
+    elif wf == "bench":
+        from .resolve.commands import parse_bench
+
+        b = parse_bench(req.bench_cmd or "")
+        prep_cmd, run_cmd = b.prep, b.run
+        if prep_cmd:
+            exports.append(("PREP_CMD", prep_cmd))
+        exports.append(("BENCH_CMD", run_cmd))
+
+    spec_common: dict[str, Any] = {
+        "workflow_type": wf,
+        "model_name": model,
+        "execution_scenario": req.execution_scenario,
+        "container_image": image,
+        "docker_image": image,
+        "success_patterns": PATTERNS[wf][0],
+        "failure_patterns": PATTERNS[wf][1],
+        "required_devices": sz.required_devices,
+        "node_count": sz.nodes,
+        "work_dir": str(work_dir),
+        "repo_root": req.repo_root,
+        "llm_models_root": models_root,
+    }
+    title = f"{CATEGORY_TITLES[category]} for {model} ({wf}, {req.execution_scenario})"
+
+    if category == 1:
+        script = "docker_cmd.sh"
+        log_file = str(work_dir / f"{model}_local.log")
+        args, payload = _docker(
+            req, wf, kind_name, image, mounts, models_root, paths, exports, run_cmd, prep_cmd, sz
+        )
+        docker_cmd = shlex.join(
+            ["docker", "run", *[w for line in args for w in line], "bash", "-c", payload]
+        )
+        text = render(
+            "docker_cmd.sh.j2",
+            s={"title": title, "version": __version__, "docker_args": args, "payload": payload},
+        )
+        files.append(OutFile(script, text, executable=True))
+        spec = JobSpec(
+            category=1,
+            script_path=str(work_dir / script),
+            script_name=script,
+            log_file=log_file,
+            docker_cmd=docker_cmd,
+            extra_files=extra_files,
+            warnings=warnings,
+            **spec_common,
+        )
+        return BuildResult(
+            spec, files + [OutFile("job_spec.json", spec.to_json())], work_dir, warnings
+        )
+
+    assert facts is not None and req.partition and req.account
+    script = f"{kind_name}.slurm"
+    log_dir = sbatch_value(paths.log_dir, "remote_work_dir" if paths.remote else "work_dir")
+    script_image = img.enroot_uri(image) if site.enroot_uri_rewrite else image
+    ctx = {
+        "title": title,
+        "version": __version__,
+        "job_name": kind_name,
+        "log_out": f"{log_dir}/{kind_name}_%j.out",
+        "log_err": f"{log_dir}/{kind_name}_%j.err",
+        "nodes": sz.nodes,
+        "ntasks": sz.ntasks,
+        "ntasks_per_node": sz.ntasks_per_node,
+        "gres": facts.gres,
+        "time_limit": req.time_limit,
+        "partition": req.partition,
+        "account": req.account,
+        "image": script_image,
+        "container_name": kind_name,
+        "mounts": mounts_text,
+        "project": paths.project,
+        "llm_models_root": models_root,
+        "exports": exports,
+        "install": not req.skip_install,
+        "eval_requirements": wf == "eval",
+        "mpi": sz.mpi,
+        "mpi_plugin": facts.mpi_plugin,
+        "launcher": sz.launcher,
+        "has_prep": bool(prep_cmd),
+        "run_script": run_script_in_job,
+    }
+    files.insert(0, OutFile(script, render(f"{wf}.slurm.j2", s=ctx), executable=True))
+    params = SlurmParams(
+        partition=req.partition,
+        account=req.account,
+        time_limit=req.time_limit,
+        nodes=sz.nodes,
+        ntasks=sz.ntasks,
+        ntasks_per_node=sz.ntasks_per_node,
+        gpus_per_node=gpn,
+        gres=facts.gres,
+        mpi_plugin=facts.mpi_plugin,
+    )
+    extra = _scenario_fields(req, paths, env, script, kind_name, mounts_text)
+    spec = JobSpec(
+        category=category,
+        script_path=str(work_dir / script),
+        script_name=script,
+        log_file_pattern=f"{paths.log_dir}/{kind_name}_%j.out",
+        extra_files=extra_files,
+        slurm_params=params,
+        slurm_env=env_raw,
+        warnings=warnings,
+        **spec_common,
+        **extra,
+    )
+    return BuildResult(spec, files + [OutFile("job_spec.json", spec.to_json())], work_dir, warnings)
+
+
+def _eval_cmd_with_local_model(
+    req: Request, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
+) -> str:
+    """A Hugging Face id in --model becomes the container path of a local copy, when one exists."""
+    cmd = req.eval_cmd or ""
+    model = parse_eval(cmd).model
+    if not model or model.startswith("/") or "/" not in model:
+        return cmd
+    root = models_root.rstrip("/") or "/"
+    host_root = next(
+        (m.host for m in mounts if m.container.split(":")[0].rstrip("/") == root), None
+    )
+    if paths.remote or host_root is None:
+        warnings.append(
+            f"--model {model} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"
+        )
+        return cmd
+    found = find_model_dir(Path(host_root), model)
+    if found is None:
+        warnings.append(
+            f"--model {model} was not found under {host_root} (depth 3); trtllm-eval will try to download it"
+        )
+        return cmd
+    in_container = mnt.host_to_container(mounts, str(found)) or str(found)
+    return replace_option(cmd, "--model", model, in_container)
+
+
+def _docker(
+    req: Request,
+    wf: str,
+    name: str,
+    image: str,
+    mounts: list[mnt.Mount],
+    models_root: str,
+    paths: Paths,
+    exports: list[tuple[str, str]],
+    run_cmd: str,
+    prep_cmd: str | None,
+    sz: Sizing,
+) -> tuple[list[list[str]], str]:
+    args: list[list[str]] = [
+        ["--rm"],
+        ["--net=host"],
+        ["--runtime=nvidia"],
+        ["--ipc=host"],
+        ["--cap-add=SYS_PTRACE", "--cap-add=SYS_ADMIN", "--cap-add=DAC_READ_SEARCH"],
+        ["--security-opt", "seccomp=unconfined"],
+        ["--name", name],
+    ]
+    for m in mounts:
+        host, _, rest = m.entry().partition(":")
+        target = rest.split(":")[0]
+        ro = ",readonly" if rest.endswith(":ro") else ""
+        args.append(["--mount", f"type=bind,source={host},target={target}{ro}"])
+    env = [("PROJECT_PATH", paths.project), ("LLM_MODELS_ROOT", models_root)]
+    workdir = paths.project
+    custom_env = False
+    if wf == "custom":
+        d = dict(exports)
+        run_cmd = d["CUSTOM_COMMAND"]
+        custom_env = bool(d["CUSTOM_ENV"])
+        if custom_env:
+            env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
+    elif wf == "pytest":
+        workdir = dict(exports)["TEST_WORKDIR"]
+    if prep_cmd:
+        env.append(("PREP_CMD", prep_cmd))
+    env += [("RUN_WORKDIR", workdir), ("RUN_CMD", run_cmd)]
+    args += [["--env", f"{k}={v}"] for k, v in env]
+    args.append([image])
+    payload = render(
+        "docker_payload.j2",
+        s={
+            "install": not req.skip_install,
+            "eval_requirements": wf == "eval",
+            "custom_env": custom_env,
+            "has_prep": bool(prep_cmd),
+        },
+    )
+    return args, payload
+
+
+# ---------------------------------------------------------------- Category 4
+
+
+def _category4(
+    req: Request,
+    wf: str,
+    plan: Any,
+    env: SlurmEnv | None,
+    env_raw: dict[str, Any] | None,
+    facts: ClusterFacts | None,
+    image: str,
+    paths: Paths,
+    models_root: str,
+    site: SiteConfig,
+    ask: mnt.Ask,
+    warnings: list[str],
+) -> BuildResult:
+    """The submit.py call; it runs when the result is written (`finish`)."""
+    from .perf.category4 import LAUNCH_SH
+
+    assert facts is not None and req.partition and req.account
+    work_dir = Path(req.work_dir)
+    home, project, models = _base_mounts(req, env, paths, models_root, site, ask)
+    mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, models, []))
+    # submit.py runs here with local paths (DESIGN 22): it must see the local repo in the mounts
+    # so that it adds no second copy, and the rewrite afterwards turns it into the remote one.
+    local_project = mnt.Mount(req.repo_root, req.repo_root, "repo_root")
+    submit_mounts = (
+        ",".join(m.entry() for m in mnt.assemble(home, local_project, models, []))
+        if paths.remote
+        else mounts_text
+    )
+    before: list[OutFile] = []
+    if plan.fallback_yaml:
+        before.append(OutFile(*plan.fallback_yaml))
+    if plan.ship_config:
+        name = Path(plan.config_file).name
+        before.append(OutFile(name, Path(plan.config_file).read_text()))
+        plan.config_file = str(work_dir / name)
+    script_image = img.enroot_uri(image) if site.enroot_uri_rewrite else image
+    args = plan.args(
+        partition=req.partition,
+        account=req.account,
+        image=script_image,
+        mounts=submit_mounts,
+        work_dir=str(work_dir),
+        llm_src=req.repo_root,
+        models_root=models_root,
+        time=req.time_limit,
+    )
+    sz = plan.sizing
+    gres = f"gpu:{sz.gpus_per_node}" if facts.gres else None
+    params = SlurmParams(
+        partition=req.partition,
+        account=req.account,
+        time_limit=req.time_limit,
+        nodes=sz.nodes,
+        ntasks=sz.total_gpus,
+        ntasks_per_node=sz.ntasks_per_node,
+        gpus_per_node=sz.gpus_per_node,
+        gres=gres,
+        mpi_plugin=facts.mpi_plugin,
+    )
+    spec = JobSpec(
+        workflow_type=wf,
+        category=4,
+        model_name=plan.model_name,
+        execution_scenario=req.execution_scenario,
+        container_image=image,
+        docker_image=image,
+        script_path=str(work_dir / LAUNCH_SH),
+        script_name=LAUNCH_SH,
+        log_file_pattern=f"{paths.log_dir}/slurm-%j.out",
+        success_patterns=PATTERNS["perf_sanity"][0],
+        failure_patterns=PATTERNS["perf_sanity"][1],
+        extra_files=[str(work_dir / f.name) for f in before],
+        required_devices=sz.gpus,
+        node_count=sz.nodes,
+        slurm_params=params,
+        slurm_env=env_raw,
+        work_dir=str(work_dir),
+        repo_root=req.repo_root,
+        llm_models_root=models_root,
+        warnings=warnings,
+        **_scenario_fields(req, paths, env, LAUNCH_SH, None, mounts_text),
+    )
+    rewrite = (
+        {
+            "repo_root": req.repo_root,
+            "remote_repo_path": paths.project,
+            "work_dir": str(work_dir),
+            "remote_work_dir": paths.log_dir,
+        }
+        if paths.remote
+        else None
+    )
+    step = SubmitStep(req.repo_root, before, args, work_dir / LAUNCH_SH, rewrite)
+    return BuildResult(spec, [OutFile("job_spec.json", spec.to_json())], work_dir, warnings, step)
+
+
+def _eval_fallback(
+    req: Request,
+    sz: Sizing,
+    env: SlurmEnv | None,
+    env_raw: dict[str, Any] | None,
+    facts: ClusterFacts | None,
+    image: str,
+    paths: Paths,
+    models_root: str,
+    site: SiteConfig,
+    ask: mnt.Ask,
+) -> BuildResult:
+    """DESIGN decision 11: an eval wider than a node runs as an aggregated perf config."""
+    from .perf.category4 import plan_eval_fallback
+
+    assert facts is not None
+    ev = parse_eval(req.eval_cmd or "")
+    warnings = list(sz.warnings)
+    home, project, models = _base_mounts(req, env, paths, models_root, site, ask)
+    mounts = mnt.assemble(home, project, models, [])
+    cmd = _eval_cmd_with_local_model(req, paths, mounts, models_root, warnings)
+    model_path = parse_eval(cmd).model or ev.model or sz.model_name
+    plan = plan_eval_fallback(
+        model_name=sz.model_name,
+        model_path=model_path,
+        tp=ev.tp,
+        pp=ev.pp,
+        gpus_per_node=ev.gpus_per_node or facts.gpus_per_node,
+        task=ev.task,
+        work_dir=req.work_dir,  # submit.py runs locally (DESIGN 22), so the local path
+    )
+    warnings.append(
+        f"eval needs {sz.required_devices} GPUs, more than one node's {ev.gpus_per_node or facts.gpus_per_node}: "
+        "it runs through submit.py with accuracy.enable_accuracy_test; the submit.py versions read so far "
+        "wire the accuracy runner for disaggregated configs only (DESIGN 23)"
+    )
+    return _category4(
+        req, "eval", plan, env, env_raw, facts, image, paths, models_root, site, ask, warnings
+    )
+
+
+def finish(result: BuildResult) -> list[Path]:
+    """Write the result; for Category 4 run submit.py first and undo everything on failure."""
+    from .jobspec import write_atomically
+
+    step = result.submit
+    if step is None:
+        return write_atomically(result.work_dir, result.files)
+    from .perf.submit_py import rewrite_remote_paths, run_submit_py
+
+    work_dir = result.work_dir
+    existed = work_dir.exists()
+    before = set(os.listdir(work_dir)) if existed else set()
+    try:
+        written = write_atomically(work_dir, step.before)
+        run_submit_py(Path(step.repo_root), step.args, cwd=Path(step.repo_root))
+        if not step.launch_sh.is_file():
+            raise BuildError(
+                "repo_root",
+                f"submit.py exited 0 but wrote no {step.launch_sh}",
+                "check the repo's submit.py",
+            )
+        if step.rewrite:
+            text = step.launch_sh.read_text()
+            step.launch_sh.write_text(rewrite_remote_paths(text, **step.rewrite))
+        made = sorted(set(os.listdir(work_dir)) - before - {step.launch_sh.name, "job_spec.json"})
+        result.spec.extra_files = sorted(
+            {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
+        )
+        result.files = [OutFile("job_spec.json", result.spec.to_json())]
+        return written + [step.launch_sh] + write_atomically(work_dir, result.files)
+    except BaseException:
+        _remove_new(work_dir, before, existed)
+        raise
+
+
+def _remove_new(work_dir: Path, before: set[str], existed: bool) -> None:
+    import shutil
+
+    if not work_dir.exists():
+        return
+    if not existed:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return
+    for name in set(os.listdir(work_dir)) - before:
+        p = work_dir / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)

@@ -1,0 +1,12 @@
+"""Check a built job (WORK_DIR/job_spec.json) against the live Slurm cluster.
+
+`check()` runs `sbatch --test-only` on the script and checks partition, account, GRES, node
+count, time limit and MPI plugin against what the cluster reports; the click command is in
+`command.py` (imported by the CLI only).
+"""
+
+from __future__ import annotations
+
+from .core import EXIT_OK, EXIT_PROBLEMS, check
+
+__all__ = ["EXIT_OK", "EXIT_PROBLEMS", "check"]

@@ -1,0 +1,32 @@
+"""`trtllm-script-builder check WORK_DIR`: the click command (added to the CLI by cli.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .core import check
+
+
+@click.command("check")
+@click.argument("work_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print {ok, problems} as JSON.")
+def command(work_dir: Path, as_json: bool) -> None:
+    """Check the job built in WORK_DIR against the live cluster before submitting it.
+
+    Runs `sbatch --test-only` on the script and checks partition, account, GRES, node count,
+    time limit and MPI plugin; reports every problem at once, quoting the cluster's reasons.
+    Exit status: 0 fine, 1 problems found.
+    """
+    problems, rc = check(work_dir)
+    if as_json:
+        click.echo(json.dumps({"ok": rc == 0, "problems": problems}, indent=2))
+    elif problems:
+        for problem in problems:
+            click.echo(f"problem: {problem}")
+        click.echo(f"{len(problems)} problem(s) in {work_dir}", err=True)
+    else:
+        click.echo(f"ok: {work_dir} fits the cluster")
+    raise SystemExit(rc)

@@ -1,0 +1,240 @@
+"""`check`: a built job (WORK_DIR/job_spec.json) against the live cluster, every problem at once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..probe import parse
+from ..probe.collect import current_user, first_line
+from ..probe.run import CmdResult, Runner, run
+
+EXIT_OK, EXIT_PROBLEMS = 0, 1
+
+
+def _load_spec(work_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    path = work_dir / "job_spec.json"
+    try:
+        spec = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None, f"job_spec.json: not found in {work_dir}; build the job first"
+    except OSError as exc:
+        return None, f"job_spec.json: cannot read {path} ({exc.strerror})"
+    except json.JSONDecodeError as exc:
+        return None, f"job_spec.json: not JSON ({exc.msg} at line {exc.lineno})"
+    if not isinstance(spec, dict):
+        return None, "job_spec.json: does not hold a JSON object"
+    return spec, None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _lines(result: CmdResult) -> list[str]:
+    return [ln.strip() for ln in result.text.splitlines() if ln.strip()]
+
+
+def check(work_dir: Path, runner: Runner = run, user: str | None = None) -> tuple[list[str], int]:
+    """Return the problems found (cluster reasons quoted) and the exit code (0 fine, 1 not)."""
+    work_dir = Path(work_dir).resolve()
+    spec, problem = _load_spec(work_dir)
+    if spec is None:
+        return [problem or "job_spec.json: unreadable"], EXIT_PROBLEMS
+    if spec.get("execution_scenario") == "local_docker":
+        return [], EXIT_OK  # no Slurm job to check
+    problems: list[str] = []
+    params = spec.get("slurm_params")
+    if not isinstance(params, dict):
+        problems.append("job_spec.json: slurm_params missing or not an object")
+        params = {}
+
+    # 1. the cluster's own verdict on the script
+    script_value = _text(spec.get("script_path"))
+    if script_value is None:
+        problems.append("job_spec.json: script_path missing")
+    else:
+        script = Path(script_value)
+        script = script if script.is_absolute() else work_dir / script
+        if not script.is_file():
+            problems.append(f"script_path: {script} does not exist")
+        else:
+            result = runner(["sbatch", "--test-only", str(script)], cwd=work_dir)
+            if not result.found:
+                problems.append("sbatch: SLURM client tools not found; cannot check the job")
+                return problems, EXIT_PROBLEMS
+            if result.rc != 0:
+                reasons = _lines(result) or [f"exit status {result.rc}"]
+                problems += [f"sbatch --test-only: {line}" for line in reasons]
+
+    # 2. independent checks against what the cluster reports
+    problems += _check_params(params, runner, user or current_user())
+    return problems, EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _check_params(params: dict[str, Any], runner: Runner, user: str) -> list[str]:
+    problems: list[str] = []
+    partition = _text(params.get("partition"))
+    account = _text(params.get("account"))
+
+    show = runner(["scontrol", "show", "partition", "-o"])
+    if not show.found:
+        return ["scontrol: SLURM client tools not found; cannot check the job"]
+    if show.rc != 0:
+        return [f"scontrol show partition failed: {first_line(show)}"]
+    partitions = {p.get("PartitionName", ""): p for p in parse.parse_scontrol_records(show.out)}
+    part: dict[str, str] | None = None
+    if partition is None:
+        problems.append(
+            "slurm_params.partition: not set (partitions: " + ", ".join(partitions) + ")"
+        )
+    elif partition not in partitions:
+        problems.append(
+            f"slurm_params.partition: {partition} does not exist on this cluster "
+            f"(partitions: {', '.join(partitions) or 'none'})"
+        )
+    else:
+        part = partitions[partition]
+        state = part.get("State", "UNKNOWN")
+        if state.upper() != "UP":
+            problems.append(f"slurm_params.partition: {partition} is {state}, jobs will not start")
+        allowed = part.get("AllowAccounts", "ALL")
+        if account and allowed != "ALL" and account not in allowed.split(","):
+            problems.append(
+                f"slurm_params.account: partition {partition} allows only accounts {allowed}"
+            )
+
+    problems += _check_account(account, partition, runner, user)
+    if part is not None:
+        problems += _check_time(params.get("time_limit"), partition or "", part)
+        problems += _check_resources(params, partition or "", part, runner)
+    problems += _check_mpi(_text(params.get("mpi_plugin")), runner)
+    return problems
+
+
+def _check_account(
+    account: str | None, partition: str | None, runner: Runner, user: str
+) -> list[str]:
+    config = runner(["scontrol", "show", "config"])
+    enforce = (
+        parse.parse_config(config.out).get("AccountingStorageEnforce", "") if config.rc == 0 else ""
+    )
+    if "associations" not in enforce.lower():
+        return []  # the cluster does not check accounts, so neither do we
+    if account is None:
+        return ["slurm_params.account: not set (the cluster enforces account associations)"]
+    fields = "format=defaultaccount,account,partition"
+    result = runner(["sacctmgr", "-nP", "show", "user", user, "withassoc", fields])
+    if result.rc != 0:
+        return [f"slurm_params.account: cannot read associations: {first_line(result)}"]
+    _, assocs = parse.parse_user_assocs(result.out)
+    if parse.account_allows(assocs, account, partition):
+        return []
+    mine = ", ".join(parse.unique_accounts(assocs)) or "none"
+    where = f" for partition {partition}" if partition else ""
+    return [
+        f"slurm_params.account: user {user} has no association with account {account}{where} "
+        f"(accounts: {mine})"
+    ]
+
+
+def _check_time(value: Any, partition: str, part: dict[str, str]) -> list[str]:
+    limit = _text(value)
+    if limit is None:
+        return []
+    try:
+        minutes = float(value) if isinstance(value, int) else parse.parse_time_minutes(limit)
+    except ValueError:
+        return [f"slurm_params.time_limit: {limit} is not a Slurm time (e.g. 02:00:00)"]
+    max_time = part.get("MaxTime", "UNLIMITED")
+    try:
+        max_minutes = parse.parse_time_minutes(max_time)
+    except ValueError:
+        return []
+    if minutes is not None and max_minutes is not None and minutes > max_minutes:
+        return [
+            f"slurm_params.time_limit: {limit} exceeds the MaxTime {max_time} of partition "
+            f"{partition}"
+        ]
+    return []
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and str(value).strip() != "" else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_resources(
+    params: dict[str, Any], partition: str, part: dict[str, str], runner: Runner
+) -> list[str]:
+    problems: list[str] = []
+    nodes_wanted = _as_int(params.get("nodes")) or 1
+    total = _as_int(part.get("TotalNodes"))
+    if total is not None and nodes_wanted > total:
+        problems.append(
+            f"slurm_params.nodes: {nodes_wanted} nodes, partition {partition} has {total}"
+        )
+    gres_text = _text(params.get("gres"))
+    if gres_text is not None:
+        gres_text = gres_text.removeprefix("--gres=")
+    wanted = parse.parse_gres(gres_text)
+    gpus = _as_int(params.get("gpus_per_node"))
+    if not any(g.name == "gpu" for g in wanted) and gres_text is None and gpus:
+        wanted.append(parse.Gres("gpu", None, gpus))  # --gpus-per-node without --gres
+    if not wanted:
+        return problems
+
+    show = runner(["scontrol", "show", "node", "-o"])
+    if show.rc != 0:
+        return problems + [f"scontrol show node failed: {first_line(show)}"]
+    nodes = [
+        n for n in parse.parse_scontrol_records(show.out) if partition in parse.node_partitions(n)
+    ]
+    label = gres_text or f"gpu:{gpus}"
+    for want in wanted:
+        if want.count == 0:
+            continue
+        counts = []  # per node: how many of this GRES (name and type) it has
+        for node in nodes:
+            have = [
+                g
+                for g in parse.parse_gres(node.get("Gres"))
+                if g.name == want.name and (want.type is None or g.type == want.type)
+            ]
+            counts.append(sum(g.count or 0 for g in have) if have else None)
+        offered = sorted({c for c in counts if c is not None})
+        kind = want.name + (f":{want.type}" if want.type else "")
+        need = want.count or 1
+        if not offered:
+            problems.append(
+                f"slurm_params.gres: {label} asks for {kind}, but the nodes of partition "
+                f"{partition} have no {kind} GRES; drop the --gres request or pick another "
+                "partition"
+            )
+        elif sum(1 for c in counts if c is not None and c >= need) < nodes_wanted:
+            problems.append(
+                f"slurm_params.gres: {label} asks for {need} {kind} per node on {nodes_wanted} "
+                f"node(s); nodes of partition {partition} have {', '.join(map(str, offered))}"
+            )
+    return problems
+
+
+def _check_mpi(plugin: str | None, runner: Runner) -> list[str]:
+    if plugin is None or plugin == "none":
+        return []
+    result = runner(["srun", "--mpi=list"])
+    if result.rc != 0:
+        return [f"slurm_params.mpi_plugin: cannot list MPI plugins: {first_line(result)}"]
+    names = parse.parse_mpi_list(result.text)
+    if plugin in names:
+        return []
+    return [
+        f"slurm_params.mpi_plugin: {plugin} is not an MPI plugin of this cluster "
+        f"(srun --mpi=list: {', '.join(names) or 'none'})"
+    ]

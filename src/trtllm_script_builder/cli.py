@@ -1,0 +1,142 @@
+"""The command line: thin; every command imports what it needs only when it runs."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import BuildError
+
+# Every request field as a flag: (name, click type). Booleans get --x/--no-x.
+_STR_FIELDS = (
+    "workflow_type", "execution_scenario", "work_dir", "repo_root", "skill_dir", "test_cmd",
+    "eval_cmd", "bench_cmd", "custom_cmd", "custom_script", "custom_env", "perf_config_yaml",
+    "perf_test_name", "model_name", "partition", "account", "slurm_env_file", "time_limit",
+    "llm_models_root", "checkpoint_path", "models_path", "device_type", "container_image",
+    "remote_repo_path", "remote_work_dir", "job_spec_file", "mpi_plugin",
+)  # fmt: skip
+_INT_FIELDS = ("required_devices", "node_count", "gpus_per_node")
+_BOOL_FIELDS = ("persistent_mode", "skip_install")
+
+
+def _field_options(f: Any) -> Any:
+    for name in reversed(_BOOL_FIELDS):
+        flag = name.replace("_", "-")
+        f = click.option(f"--{flag}/--no-{flag}", name, default=None, help=f"request field {name}")(
+            f
+        )
+    for name in reversed(_INT_FIELDS):
+        f = click.option(
+            f"--{name.replace('_', '-')}",
+            name,
+            type=int,
+            default=None,
+            help=f"request field {name}",
+        )(f)
+    f = click.option(
+        "--env-check",
+        "env_check",
+        default=None,
+        metavar="JSON",
+        help="request field env_check, as a JSON object",
+    )(f)
+    for name in reversed(_STR_FIELDS):
+        f = click.option(
+            f"--{name.replace('_', '-')}", name, default=None, help=f"request field {name}"
+        )(f)
+    return f
+
+
+def _fail(err: BuildError) -> None:
+    click.echo(err.line(), err=True)
+    sys.exit(err.exit_code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="trtllm-script-builder")
+def main() -> None:
+    """Turn a TensorRT-LLM command and a place to run it into a correct script and job_spec.json.
+
+    \b
+    Example:
+      trtllm-script-builder build examples/requests/pytest_local_slurm.yaml
+    """
+
+
+@main.command()
+@click.argument("request", required=False)
+@_field_options
+@click.option("--json", "as_json", is_flag=True, help="print job_spec.json instead of the report")
+@click.option("--dry-run", is_flag=True, help="write nothing; print what would be written")
+def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> None:
+    """Build the script for REQUEST (a JSON/YAML file, or - for JSON on stdin) into work_dir.
+
+    Every request field can also be given as a flag; a flag wins over the file.
+
+    \b
+    Example:
+      trtllm-script-builder build req.yaml --partition gpu --account tsb --json
+      echo '{"execution_scenario": "local_docker", ...}' | trtllm-script-builder build -
+    """
+    from pathlib import Path
+
+    from .build import build as run_build
+    from .build import finish
+    from .request import load_request, read_request_file
+    from .site_config import load_site_config
+
+    try:
+        data, base = read_request_file(request) if request else ({}, Path.cwd())
+        if fields.get("env_check"):
+            import json
+
+            try:
+                fields["env_check"] = json.loads(fields["env_check"])
+            except ValueError as exc:
+                raise BuildError(
+                    "env_check", f"is not JSON ({exc})", "pass a JSON object"
+                ) from None
+        req = load_request(data, base, fields)
+        ask = _prompter() if request != "-" and sys.stdin.isatty() else None
+        result = run_build(req, load_site_config(), ask)
+        if not dry_run:
+            finish(result)
+    except BuildError as err:
+        _fail(err)
+        return
+    if as_json:
+        click.echo(result.spec.to_json(), nl=False)
+    elif dry_run:
+        if result.submit:
+            import shlex
+
+            click.echo(
+                f"==> would run: python3 {result.submit.repo_root}/jenkins/scripts/perf/local/submit.py {shlex.join(result.submit.args)}"
+            )
+            for f in result.submit.before:
+                click.echo(f"==> {result.work_dir / f.name} (not written)")
+                click.echo(f.text, nl=False)
+        for f in result.files:
+            click.echo(f"==> {result.work_dir / f.name} (not written)")
+            click.echo(f.text, nl=False)
+    else:
+        click.echo(result.report(), nl=False)
+
+
+def _prompter() -> Any:
+    def ask(field: str, question: str) -> str:
+        answer: str = click.prompt(f"{question} [{field}]", err=True)
+        return answer.strip()
+
+    return ask
+
+
+for _mod in ("probe", "check"):
+    try:
+        _command = __import__(f"{__package__}.{_mod}.command", fromlist=["command"]).command
+        main.add_command(_command)
+    except ImportError:  # the package is optional until it lands
+        pass

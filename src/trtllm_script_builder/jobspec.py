@@ -1,0 +1,108 @@
+"""`job_spec.json`, the manifest the executors read, and the writer that lands all files at once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class SlurmParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    partition: str
+    account: str
+    time_limit: str
+    nodes: int
+    ntasks: int
+    ntasks_per_node: int
+    gpus_per_node: int
+    gres: str | None
+    mpi_plugin: str
+
+
+class JobSpec(BaseModel):
+    """Step 5 of the seed plus `category`, sizing and `schema_version` (DESIGN)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    workflow_type: str
+    category: int = Field(ge=1, le=6)
+    model_name: str
+    execution_scenario: str
+    container_image: str
+    docker_image: str
+    script_path: str
+    script_name: str
+    log_file_pattern: str | None = None
+    log_file: str | None = None
+    docker_cmd: str | None = None
+    success_patterns: list[str]
+    failure_patterns: list[str]
+    extra_files: list[str] = Field(default_factory=list)
+    required_devices: int
+    node_count: int
+    slurm_params: SlurmParams | None = None
+    slurm_env: dict[str, Any] | None = None
+    work_dir: str
+    repo_root: str
+    llm_models_root: str | None = None
+    remote_repo_path: str | None = None
+    remote_work_dir: str | None = None
+    remote_script_path: str | None = None
+    ssh_host: str | None = None
+    persistent_mode: bool | None = None
+    container_name: str | None = None
+    container_mounts: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(exclude_none=True), indent=2) + "\n"
+
+
+@dataclass(frozen=True)
+class OutFile:
+    name: str
+    text: str
+    executable: bool = False
+
+
+def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
+    """Write every file to a temporary name in work_dir, then rename them all.
+
+    A failure before the renames leaves work_dir as it was (and removes it if it was made here).
+    """
+    made: list[Path] = []
+    d = work_dir
+    while not d.exists():
+        made.append(d)
+        d = d.parent
+    temps: list[tuple[str, Path]] = []
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            fd, tmp = tempfile.mkstemp(prefix=f".{f.name}.", suffix=".tmp", dir=work_dir)
+            temps.append((tmp, work_dir / f.name))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(f.text)
+            os.chmod(tmp, 0o755 if f.executable else 0o644)
+    except BaseException:
+        for tmp, _ in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        for p in made:
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise
+    for tmp, final in temps:
+        os.replace(tmp, final)
+    return [final for _, final in temps]

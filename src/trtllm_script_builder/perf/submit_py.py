@@ -1,0 +1,195 @@
+"""The repo's ``jenkins/scripts/perf/local/submit.py``: its arguments, running it, and moving the
+paths it embeds to the remote cluster (DESIGN decision 22).
+
+This is the one place in the build that starts a process.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..errors import BuildError, ToolFailed
+
+SUBMIT_PY = Path("jenkins") / "scripts" / "perf" / "local" / "submit.py"
+DEFAULT_TIMEOUT_SECONDS = 300.0
+_TAIL_LINES = 6
+
+
+def submit_py_path(repo_root: Path) -> Path:
+    return repo_root / SUBMIT_PY
+
+
+def _tail(text: str, lines: int = _TAIL_LINES) -> str:
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(kept[-lines:])
+
+
+def run_submit_py(
+    repo_root: Path,
+    args: list[str],
+    *,
+    python: str = sys.executable,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> None:
+    """Run `<repo_root>/jenkins/scripts/perf/local/submit.py args...` in `cwd`.
+
+    `env` None inherits this process's environment (submit.py reads AGG_CONFIG_FOLDER,
+    DISAGG_CONFIG_FOLDER, POST_INSTALL_HOOK, EXTRA_CONTAINER_EXPORTS from it). A missing
+    script is a BuildError on `repo_root`; a non-zero exit, a timeout or a failure to start is
+    ToolFailed carrying the last lines submit.py printed.
+    """
+    script = submit_py_path(repo_root)
+    if not script.is_file():
+        raise BuildError(
+            "repo_root",
+            f"{script} does not exist, so perf-sanity cannot be built from {repo_root}",
+            "point repo_root at a TensorRT-LLM checkout that has "
+            "jenkins/scripts/perf/local/submit.py",
+        )
+    command = [python, str(script), *args]
+    try:
+        done = subprocess.run(
+            command,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        said = _tail(_as_text(exc.stderr) or _as_text(exc.output))
+        raise ToolFailed(
+            "submit.py",
+            f"did not finish within {timeout:g} s" + (f": {said}" if said else ""),
+            "check that the cluster's sinfo/scontrol answer, then build again",
+        ) from None
+    except OSError as exc:
+        raise ToolFailed(
+            "submit.py",
+            f"could not be started with {python} ({exc.strerror or exc})",
+            "run the builder with a working Python interpreter",
+        ) from None
+    if done.returncode != 0:
+        said = _tail(done.stderr) or _tail(done.stdout) or "(no output)"
+        raise ToolFailed(
+            "submit.py",
+            f"exited with status {done.returncode}: {said}",
+            "fix the request or the repo's submit.py (run it by hand with the arguments in "
+            "the report to see everything it printed)",
+        )
+
+
+def _as_text(data: str | bytes | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data
+
+
+def submit_py_args(
+    *,
+    test_id: str | None,
+    config_file: str | None,
+    test_name: str | None,
+    benchmark_mode: str | None,
+    partition: str,
+    account: str,
+    job_name: str,
+    image: str,
+    mounts: str | Sequence[str],
+    work_dir: str,
+    llm_src: str,
+    llm_models_root: str,
+    launch_sh: str,
+    time: str,
+) -> list[str]:
+    """submit.py's arguments, in the order of the Category 4 template.
+
+    A test id wins (`--test-list <id>`); otherwise `--config-file` with the optional
+    `--test-name` and `--benchmark-mode`. `mounts` is a comma-separated string or a list.
+    """
+    args: list[str] = []
+    if test_id:
+        args += ["--test-list", test_id]
+    elif config_file:
+        args += ["--config-file", config_file]
+        if test_name:
+            args += ["--test-name", test_name]
+        if benchmark_mode:
+            args += ["--benchmark-mode", benchmark_mode]
+    else:
+        raise BuildError(
+            "perf_config_yaml",
+            "neither a perf-sanity test id nor a perf config is given",
+            "give test_cmd with a perf/test_perf_sanity.py::test_e2e[...] id, or "
+            "perf_config_yaml (with perf_test_name for an aggregated config)",
+        )
+    mount_text = mounts if isinstance(mounts, str) else ",".join(m for m in mounts if m)
+    args += [
+        "--partition", partition,
+        "--account", account,
+        "--job-name", job_name,
+        "--image", image,
+        "--mounts", mount_text,
+        "--work-dir", work_dir,
+        "--llm-src", llm_src,
+        "--llm-models-root", llm_models_root,
+        "--launch-sh", launch_sh,
+        "--time", time,
+    ]  # fmt: skip
+    return args
+
+
+# Characters that continue a path name: a prefix only matches where none of these is next to it.
+_NAME_CHAR = r"[A-Za-z0-9_.\-~+@%]"
+
+
+def _normalise(prefix: str) -> str:
+    return prefix if prefix == "/" else prefix.rstrip("/")
+
+
+def rewrite_remote_paths(
+    launch_text: str,
+    *,
+    repo_root: str,
+    remote_repo_path: str,
+    work_dir: str,
+    remote_work_dir: str,
+) -> str:
+    """Replace the local `repo_root` and `work_dir` prefixes by their remote counterparts.
+
+    A prefix is replaced only at path boundaries: not preceded by a name character or `/`,
+    and followed by `/`, the end, or a character that cannot continue a name (so `/repo`
+    leaves `/repo2` and `/data/repo` alone). One pass, longest prefix first, so `work_dir`
+    under `repo_root` maps to `remote_work_dir` and replaced text is never replaced again.
+    """
+    pairs: dict[str, str] = {}
+    for local, remote in ((work_dir, remote_work_dir), (repo_root, remote_repo_path)):
+        if not local or not remote:
+            continue
+        local, remote = _normalise(local), _normalise(remote)
+        if local == "/":
+            raise ValueError("refusing to rewrite the root directory '/'")
+        pairs.setdefault(local, remote)  # work_dir wins a tie with repo_root
+    pairs = {k: v for k, v in pairs.items() if k != v}
+    if not pairs:
+        return launch_text
+    ordered = sorted(pairs, key=len, reverse=True)
+    pattern = re.compile(
+        r"(?<![A-Za-z0-9_.\-~+@%/])(?:"
+        + "|".join(re.escape(p) for p in ordered)
+        + r")(?!"
+        + _NAME_CHAR
+        + r")"
+    )
+    return pattern.sub(lambda m: pairs[m.group(0)], launch_text)

@@ -1,0 +1,13 @@
+"""Probe a Slurm cluster into `slurm_env.json` (the seed's schema).
+
+`probe()` runs the cluster's tools through a runner (`run.run`, or a fake in tests),
+`parse` holds the pure parsers, `render_text()` the text table; the click command is in
+`command.py` (imported by the CLI only).
+"""
+
+from __future__ import annotations
+
+from .collect import EXIT_CLEAN, EXIT_NO_TOOLS, EXIT_PARTIAL, probe
+from .render import render_text
+
+__all__ = ["EXIT_CLEAN", "EXIT_NO_TOOLS", "EXIT_PARTIAL", "probe", "render_text"]

@@ -1,0 +1,188 @@
+"""`probe`: ask the cluster's own tools (each once where possible) for `slurm_env.json`."""
+
+from __future__ import annotations
+
+import getpass
+from typing import Any
+
+from . import parse
+from .run import CmdResult, Runner, run
+
+NO_SLURM_TOOLS = "SLURM client tools not found"  # same text as slurm_env.NO_SLURM_TOOLS
+EXIT_CLEAN, EXIT_NO_TOOLS, EXIT_PARTIAL = 0, 1, 2
+FALLBACK_ERROR = "partition access verification failed; falling back to first available partition"
+
+
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def empty_env(user: str | None) -> dict[str, Any]:
+    return {
+        "user": user,
+        "default_account": None,
+        "accounts": [],
+        "default_partition": None,
+        "partitions": [],
+        "pmix": {"available": [], "preferred": None},
+        "errors": [],
+    }
+
+
+def first_line(result: CmdResult) -> str:
+    """The tool's own complaint, for an error message."""
+    for line in (result.err or result.out).splitlines():
+        if line.strip():
+            return line.strip()
+    return f"exit status {result.rc}"
+
+
+def probe(
+    partitions: list[str] | None = None,
+    runner: Runner = run,
+    user: str | None = None,
+) -> tuple[dict[str, Any], int]:
+    """Return the slurm_env dict and the exit code (0 clean, 1 no Slurm tools, 2 partial)."""
+    user = user or current_user()
+    env = empty_env(user)
+    errors: list[str] = env["errors"]
+
+    sinfo = runner(["sinfo", "-h", "-o", "%P|%a|%l|%D|%G"])
+    if not sinfo.found:
+        errors.append(NO_SLURM_TOOLS)
+        return env, EXIT_NO_TOOLS
+    fields = "format=defaultaccount,account,partition"
+    assoc = runner(["sacctmgr", "-nP", "show", "user", user, "withassoc", fields])
+    if not assoc.found:
+        errors.append(NO_SLURM_TOOLS)
+        return env, EXIT_NO_TOOLS
+
+    # accounts
+    if assoc.rc != 0:
+        errors.append(f"sacctmgr failed: {first_line(assoc)}")
+    else:
+        default, assocs = parse.parse_user_assocs(assoc.out)
+        env["accounts"] = parse.unique_accounts(assocs)
+        env["default_account"] = default or (env["accounts"][0] if env["accounts"] else None)
+    if not env["accounts"]:
+        errors.append(f"no SLURM account associations for user {user}")
+
+    # partitions
+    rows = parse.parse_sinfo(sinfo.out) if sinfo.rc == 0 else []
+    if sinfo.rc != 0:
+        errors.append(f"sinfo failed: {first_line(sinfo)}")
+    by_name: dict[str, list[parse.SinfoRow]] = {}
+    for row in rows:
+        by_name.setdefault(row.partition, []).append(row)
+    if sinfo.rc == 0 and not by_name:
+        errors.append("sinfo lists no partitions")
+    up = [name for name, rs in by_name.items() if rs[0].avail == "up"]
+    if partitions is None:
+        probed = up
+    else:
+        probed = []
+        for name in dict.fromkeys(partitions):
+            if name not in by_name:
+                known = ", ".join(by_name) or "none"
+                errors.append(f"partition {name}: not found (partitions: {known})")
+            elif name not in up:
+                errors.append(f"partition {name}: state is {by_name[name][0].avail}, not up")
+            else:
+                probed.append(name)
+
+    nodes: list[dict[str, str]] = []
+    if probed:
+        show = runner(["scontrol", "show", "node", "-o"])
+        if show.rc == 0:
+            nodes = parse.parse_scontrol_records(show.out)
+        else:
+            errors.append(f"scontrol show node failed: {first_line(show)}")
+
+    for name, rs in by_name.items():
+        part: dict[str, Any] = {
+            "name": name,
+            "state": rs[0].avail,
+            "time_limit": rs[0].time_limit,
+            "nodes": str(sum(r.nodes or 0 for r in rs)),
+            "arch": None,
+            "gres": None,
+            "gpus_per_node": None,
+            "requires_gres": False,
+        }
+        if name in probed:
+            gres = parse.pick_gres([r.gres for r in rs])
+            part["gres"] = gres
+            part["gpus_per_node"] = parse.gpu_count(gres)
+            part["requires_gres"] = part["gpus_per_node"] is not None
+            arches = [
+                n["Arch"]
+                for n in nodes
+                if name in parse.node_partitions(n) and n.get("Arch") not in (None, "", "(null)")
+            ]
+            part["arch"] = arches[0] if arches else None
+            if not arches:
+                errors.append(f"partition {name}: could not determine Arch")
+        env["partitions"].append(part)
+
+    # MPI plugins
+    mpi = runner(["srun", "--mpi=list"])
+    if not mpi.found:
+        errors.append("srun not found; cannot list MPI plugins")
+    else:
+        available = parse.pmix_plugins(parse.parse_mpi_list(mpi.text))
+        env["pmix"] = {"available": available, "preferred": parse.preferred_pmix(available)}
+        if mpi.rc != 0 and not available:
+            errors.append(f"srun --mpi=list failed: {first_line(mpi)}")
+        elif not available:
+            errors.append("no pmix MPI plugin reported by srun --mpi=list")
+
+    # default partition: the best-ranked one this user may really submit to
+    if probed:
+        env["default_partition"] = choose_default(
+            probed, by_name, env["default_account"], runner, errors
+        )
+
+    if partitions is None and not up and by_name:
+        errors.append("no partition is up")
+    _validate(env)
+    return env, EXIT_PARTIAL if errors else EXIT_CLEAN
+
+
+def choose_default(
+    probed: list[str],
+    rows: dict[str, list[parse.SinfoRow]],
+    account: str | None,
+    runner: Runner,
+    errors: list[str],
+) -> str:
+    accessible: list[str] = []
+    refusals: list[str] = []
+    for name in probed:
+        argv = ["sbatch", "--test-only", f"--partition={name}"]
+        if account:
+            argv.append(f"--account={account}")
+        argv += ["--nodes=1", "--ntasks=1", "--time=00:01:00", "--wrap=true"]
+        result = runner(argv)
+        if result.rc == 0:
+            accessible.append(name)
+        else:
+            reason = "; ".join(ln.strip() for ln in result.text.splitlines() if ln.strip())
+            refusals.append(f"{name}: {reason or f'exit status {result.rc}'}")
+    if not accessible:
+        errors.append(f"{FALLBACK_ERROR} ({' | '.join(refusals)})")
+        return probed[0]
+    order = {name: i for i, name in enumerate(rows)}
+    return min(
+        accessible,
+        key=lambda n: (parse.partition_score(n), not rows[n][0].default, order[n]),
+    )
+
+
+def _validate(env: dict[str, Any]) -> None:
+    """The output must be a valid SlurmEnv; imported here to keep `import probe` light."""
+    from ..slurm_env import SlurmEnv
+
+    SlurmEnv.model_validate(env)

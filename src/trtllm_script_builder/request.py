@@ -1,0 +1,231 @@
+"""The build request: the seed's Input fields plus DESIGN's extras, loaded and validated."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import BuildError
+
+Workflow = Literal["pytest", "eval", "bench", "custom", "perf_sanity"]
+Scenario = Literal["local_docker", "local_slurm", "remote_slurm"]
+
+# Fields that name host paths; relative values are taken from the request file's folder.
+PATH_FIELDS = (
+    "work_dir",
+    "repo_root",
+    "skill_dir",
+    "custom_script",
+    "perf_config_yaml",
+    "slurm_env_file",
+    "checkpoint_path",
+    "models_path",
+    "job_spec_file",
+)
+REMOTE_PATH_FIELDS = ("remote_repo_path", "remote_work_dir", "llm_models_root")
+_TIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})$")
+_SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
+
+
+class EnvCheck(BaseModel):
+    """What exec-env-check found on the local machine (forwarded by the orchestrator)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_models_repo: str | None = None
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    available_gpus: int | None = Field(default=None, ge=0)
+    device_type: str | None = None
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+    workflow_type: Workflow | None = None
+    execution_scenario: Scenario
+    work_dir: str
+    repo_root: str
+    skill_dir: str | None = None
+    test_cmd: str | None = None
+    eval_cmd: str | None = None
+    bench_cmd: str | None = None
+    custom_cmd: str | None = None
+    custom_script: str | None = None
+    custom_env: str | None = None
+    perf_config_yaml: str | None = None
+    perf_test_name: str | None = None
+    model_name: str | None = None
+    required_devices: int | None = Field(default=None, ge=1)
+    node_count: int | None = Field(default=None, ge=1)
+    partition: str | None = None
+    account: str | None = None
+    slurm_env_file: str | None = None
+    time_limit: str = "02:00:00"
+    llm_models_root: str | None = None
+    checkpoint_path: str | None = None
+    models_path: str | None = None
+    device_type: str | None = None
+    persistent_mode: bool | None = None
+    # Extras the orchestrator forwards (DESIGN "build").
+    container_image: str | None = None
+    remote_repo_path: str | None = None
+    remote_work_dir: str | None = None
+    job_spec_file: str | None = None
+    env_check: EnvCheck | None = None
+    skip_install: bool = False
+    mpi_plugin: str | None = None
+    gpus_per_node: int | None = Field(default=None, ge=1)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, v: Any) -> Any:
+        if isinstance(v, str) and "\x00" in v:
+            raise ValueError("contains a NUL byte, which no script can carry")
+        return v
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time(cls, v: str) -> str:
+        if v.upper() in ("UNLIMITED", "INFINITE") or _TIME_RE.match(v):
+            return v
+        raise ValueError("is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED)")
+
+    @field_validator("partition", "account", "mpi_plugin")
+    @classmethod
+    def _slurm_name(cls, v: str | None) -> str | None:
+        if v is not None and not _SLURM_NAME_RE.match(v):
+            raise ValueError("may hold only letters, digits and . _ + -")
+        return v
+
+    @field_validator("model_name")
+    @classmethod
+    def _model_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", v):
+            raise ValueError("may hold only letters, digits and . _ - (it names files and jobs)")
+        return v
+
+    def workflow(self) -> Workflow:
+        """The given workflow, else the one DESIGN infers from which command is present."""
+        if self.workflow_type:
+            return self.workflow_type
+        if self.custom_cmd or self.custom_script:
+            return "custom"
+        if self.bench_cmd:
+            return "bench"
+        if self.eval_cmd:
+            return "eval"
+        if self.perf_config_yaml and not self.test_cmd:
+            return "perf_sanity"
+        return "pytest"
+
+    @property
+    def is_slurm(self) -> bool:
+        return self.execution_scenario != "local_docker"
+
+    @property
+    def is_remote(self) -> bool:
+        return self.execution_scenario == "remote_slurm"
+
+
+def _first_error(exc: ValidationError) -> BuildError:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "request"
+    if err["type"] == "extra_forbidden":
+        return BuildError(
+            loc, "is not a request field", "check its spelling against the seed's Input table"
+        )
+    if err["type"] == "missing":
+        flag = "--" + loc.replace("_", "-")
+        return BuildError(loc, "is required", f"add it to the request or pass {flag}")
+    msg = err["msg"].removeprefix("Value error, ")
+    return BuildError(loc, f"{msg} (got {err.get('input')!r})", "correct the value")
+
+
+def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
+    """Read a JSON or YAML request file, or JSON from stdin for `-`; return data and base dir."""
+    if source == "-":
+        text, base, name = sys.stdin.read(), Path.cwd(), "standard input"
+    else:
+        path = Path(source)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise BuildError(
+                "request",
+                f"cannot read {source} ({exc.strerror})",
+                "give an existing JSON or YAML file",
+            ) from None
+        base, name = path.resolve().parent, source
+    try:
+        if source == "-" or source.endswith(".json"):
+            data = json.loads(text) if text.strip() else {}
+        else:
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+    except (ValueError, ImportError) as exc:
+        raise BuildError(
+            "request", f"{name} cannot be parsed ({str(exc).splitlines()[0]})", "fix its syntax"
+        ) from None
+    except Exception as exc:  # yaml.YAMLError has no common base we can name without importing yaml
+        raise BuildError(
+            "request", f"{name} cannot be parsed ({str(exc).splitlines()[0]})", "fix its syntax"
+        ) from None
+    if not isinstance(data, dict):
+        raise BuildError(
+            "request",
+            f"{name} does not hold a mapping of fields",
+            "write one object of field: value",
+        )
+    return data, base
+
+
+def _absolutise(data: dict[str, Any], base: Path) -> None:
+    for key in PATH_FIELDS:
+        v = data.get(key)
+        if isinstance(v, str) and v and not os.path.isabs(v):
+            data[key] = os.path.normpath(os.path.join(base, v))
+
+
+def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, Any]) -> Request:
+    """Merge file fields and flags (flags win), make host paths absolute, validate."""
+    data = dict(file_data)
+    _absolutise(data, file_base)
+    flag_data = {k: v for k, v in flags.items() if v is not None}
+    _absolutise(flag_data, Path.cwd())
+    data.update(flag_data)
+    try:
+        req = Request.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+    _forward_job_spec(req)
+    for key in REMOTE_PATH_FIELDS:
+        v = getattr(req, key)
+        if v is not None and not v.startswith("/"):
+            raise BuildError(key, f"must be an absolute path (got {v!r})", "give the full path")
+    return req
+
+
+def _forward_job_spec(req: Request) -> None:
+    """Take the values the orchestrator forwarded in an earlier job_spec.json when absent."""
+    if not req.job_spec_file:
+        return
+    try:
+        spec = json.loads(Path(req.job_spec_file).read_text())
+    except (OSError, ValueError) as exc:
+        raise BuildError(
+            "job_spec_file",
+            f"cannot read {req.job_spec_file} ({exc})",
+            "give an existing job_spec.json",
+        ) from None
+    if not isinstance(spec, dict):
+        raise BuildError("job_spec_file", "does not hold a JSON object", "give a job_spec.json")
+    for key in ("container_image", "llm_models_root", "remote_repo_path", "remote_work_dir"):
+        if getattr(req, key) is None and isinstance(spec.get(key), str):
+            setattr(req, key, spec[key])

@@ -1,0 +1,230 @@
+"""Reading sizes and names out of trtllm-eval, trtllm-bench and custom commands."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BuildError
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def normalise_name(text: str) -> str:
+    """DESIGN decision 12: lower case, every run of other characters to `_`, trimmed."""
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def words(cmd: str, field: str) -> list[str]:
+    try:
+        return shlex.split(cmd)
+    except ValueError as exc:
+        raise BuildError(
+            field, f"cannot be split into shell words ({exc})", "balance its quotes"
+        ) from None
+
+
+def option(ws: list[str], names: tuple[str, ...]) -> str | None:
+    """The last value of `--name V` or `--name=V` among the words."""
+    value = None
+    for i, w in enumerate(ws):
+        for n in names:
+            if w == n and i + 1 < len(ws):
+                value = ws[i + 1]
+            elif w.startswith(n + "="):
+                value = w[len(n) + 1 :]
+    return value
+
+
+def int_option(ws: list[str], names: tuple[str, ...], default: int, field: str) -> int:
+    v = option(ws, names)
+    if v is None:
+        return default
+    if not v.isdigit() or int(v) < 1:
+        raise BuildError(
+            field, f"{names[0]} {v!r} is not a positive whole number", f"fix {names[0]} in {field}"
+        )
+    return int(v)
+
+
+def split_and(cmd: str) -> list[str]:
+    """Split a command at top-level `&&`, leaving quoted text whole."""
+    parts: list[str] = []
+    buf: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(cmd):
+        c = cmd[i]
+        if quote:
+            if c == "\\" and quote == '"' and i + 1 < len(cmd):
+                buf.append(cmd[i : i + 2])
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c == "\\" and i + 1 < len(cmd):
+            buf.append(cmd[i : i + 2])
+            i += 2
+            continue
+        elif cmd.startswith("&&", i):
+            parts.append("".join(buf).strip())
+            buf = []
+            i += 2
+            continue
+        buf.append(c)
+        i += 1
+    parts.append("".join(buf).strip())
+    return parts
+
+
+# ---------------------------------------------------------------- eval
+
+
+@dataclass(frozen=True)
+class EvalCmd:
+    tp: int
+    pp: int
+    gpus_per_node: int | None
+    model: str | None
+    task: str | None
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp
+
+
+def parse_eval(eval_cmd: str) -> EvalCmd:
+    ws = words(eval_cmd, "eval_cmd")
+    tp = int_option(ws, ("--tp_size", "--tp-size"), 1, "eval_cmd")
+    pp = int_option(ws, ("--pp_size", "--pp-size"), 1, "eval_cmd")
+    gpn_text = option(ws, ("--gpus_per_node", "--gpus-per-node"))
+    gpn = (
+        int_option(ws, ("--gpus_per_node", "--gpus-per-node"), 1, "eval_cmd") if gpn_text else None
+    )
+    model = option(ws, ("--model",))
+    return EvalCmd(tp, pp, gpn, model, _eval_task(ws))
+
+
+def _eval_task(ws: list[str]) -> str | None:
+    """The first bare word after the trtllm-eval options is the task subcommand."""
+    try:
+        start = next(i for i, w in enumerate(ws) if w.endswith("trtllm-eval")) + 1
+    except StopIteration:
+        return None
+    flags_without_value = {
+        "--trust_remote_code",
+        "--disable_kv_cache_reuse",
+        "--telemetry",
+        "--no-telemetry",
+    }
+    i = start
+    while i < len(ws):
+        w = ws[i]
+        if w.startswith("-"):
+            i += 1 if ("=" in w or w in flags_without_value) else 2
+            continue
+        return w
+    return None
+
+
+def find_model_dir(models_host: Path, hf_id: str, max_depth: int = 3) -> Path | None:
+    """A directory named like the id's last component (case-insensitive), at most 3 levels down."""
+    want = hf_id.rstrip("/").split("/")[-1].lower()
+    if not models_host.is_dir():
+        return None
+    frontier = [models_host]
+    for _ in range(max_depth):
+        nxt: list[Path] = []
+        for d in frontier:
+            try:
+                entries = sorted(os.scandir(d), key=lambda e: e.name)
+            except OSError:
+                continue
+            for e in entries:
+                if e.is_dir():
+                    if e.name.lower() == want:
+                        return Path(e.path)
+                    nxt.append(Path(e.path))
+        frontier = nxt
+    return None
+
+
+def replace_option(cmd: str, name: str, old: str, new: str) -> str:
+    """Rewrite one option's value in the command text, keeping the rest byte for byte."""
+    for form in (
+        f"{name} {old}",
+        f"{name}={old}",
+        f"{name} {shlex.quote(old)}",
+        f"{name}={shlex.quote(old)}",
+    ):
+        if form in cmd:
+            sep = "=" if "=" in form[len(name) : len(name) + 1] else " "
+            return cmd.replace(form, f"{name}{sep}{shlex.quote(new)}", 1)
+    return cmd
+
+
+# ---------------------------------------------------------------- bench
+
+
+@dataclass(frozen=True)
+class BenchCmd:
+    prep: str | None
+    run: str
+    tp: int
+    pp: int
+    ep: int
+    model: str | None
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp
+
+
+def parse_bench(bench_cmd: str) -> BenchCmd:
+    steps = [s for s in split_and(bench_cmd) if s]
+    if not steps:
+        raise BuildError("bench_cmd", "is empty", "give the trtllm-bench command")
+    run = steps[-1]
+    prep = " && ".join(steps[:-1]) or None
+    ws = words(bench_cmd, "bench_cmd")
+    calls = [i for i, w in enumerate(ws) if w.endswith("trtllm-bench")]
+    last = ws[calls[-1] :] if calls else ws
+    last = last[: last.index("&&")] if "&&" in last else last
+    tp = int_option(last, ("--tp",), 1, "bench_cmd")
+    pp = int_option(last, ("--pp",), 1, "bench_cmd")
+    ep_text = option(last, ("--ep",))
+    ep = int(ep_text) if ep_text and ep_text.isdigit() else 0
+    model = option(last, ("--model", "-m")) or option(last, ("--model_path",))
+    return BenchCmd(prep, run, tp, pp, ep, model)
+
+
+# ---------------------------------------------------------------- custom
+
+
+def parse_custom_env(custom_env: str | None) -> list[tuple[str, str]]:
+    """DESIGN decision 13: shell words, each KEY=VALUE with a valid name, values literal."""
+    if not custom_env:
+        return []
+    pairs = []
+    for w in words(custom_env, "custom_env"):
+        key, eq, value = w.partition("=")
+        if not eq or not _ENV_NAME.match(key):
+            raise BuildError(
+                "custom_env",
+                f"{w!r} is not KEY=VALUE with a valid variable name",
+                "write KEY=VALUE pairs separated by spaces, quoting values with spaces",
+            )
+        pairs.append((key, value))
+    return pairs
+
+
+def model_from_path(path: str | None) -> str | None:
+    if not path:
+        return None
+    name = normalise_name(Path(path.rstrip("/")).name)
+    return name or None

@@ -1,0 +1,85 @@
+"""Step 1: which container image, for which CPU architecture, in which spelling."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import BuildError
+
+PROPERTIES = Path("jenkins") / "current_image_tags.properties"
+ARCH_KEYS = {"x86_64": "LLM_DOCKER_IMAGE", "aarch64": "LLM_SBSA_DOCKER_IMAGE"}
+_ARCH_ALIASES = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64", "sbsa": "aarch64"}
+
+
+def normalise_arch(arch: str | None) -> str | None:
+    if not arch:
+        return None
+    a = arch.strip().lower()
+    return _ARCH_ALIASES.get(a, a)
+
+
+def arch_from_device_type(device_type: str | None) -> str | None:
+    """Grace-based parts (GB200, GH200, GB300) are aarch64; the case-executor uses the same rule."""
+    if device_type and device_type.strip().upper().startswith(("GB", "GH")):
+        return "aarch64"
+    return None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """`KEY=value` lines; comments and blanks skipped; keys matched exactly, never by prefix."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("#", "!")) or "=" not in s:
+            continue
+        key, _, value = s.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def image_from_properties(text: str, arch: str, source: str) -> str:
+    key = ARCH_KEYS.get(arch)
+    if key is None:
+        raise BuildError(
+            "container_image", f"no image key for architecture {arch!r}", "pass --container-image"
+        )
+    value = parse_properties(text).get(key)
+    if not value:
+        raise BuildError(
+            "container_image", f"{source} has no {key}= line for {arch}", "pass --container-image"
+        )
+    return value
+
+
+def read_properties(repo_root: str) -> tuple[str, str]:
+    path = Path(repo_root) / PROPERTIES
+    try:
+        return path.read_text(), str(path)
+    except OSError:
+        raise BuildError(
+            "container_image",
+            f"not given and {path} cannot be read",
+            "pass --container-image or check repo_root",
+        ) from None
+
+
+_REGISTRY_RE = re.compile(r"^([^/#]+)/(.+)$")
+
+
+def enroot_uri(image: str) -> str:
+    """`host/path:tag` -> `host#path:tag` when the first component is a registry host.
+
+    Without the `#`, enroot reads the host as part of a docker.io path. Squashfs files and
+    already-rewritten URIs pass through unchanged.
+    """
+    if image.startswith(("/", ".")) or image.endswith((".sqsh", ".squashfs")) or "#" in image:
+        return image
+    scheme = "docker://" if image.startswith("docker://") else ""
+    m = _REGISTRY_RE.match(image.removeprefix(scheme))
+    if not m:
+        return image
+    host = m.group(1)
+    if "." in host or ":" in host or host == "localhost":
+        return f"{scheme}{host}#{m.group(2)}"
+    return image

@@ -1,0 +1,386 @@
+"""Pytest sizing: read the selected tests' GPU markers from the test file with `ast`.
+
+Only the source is read; nothing is imported or run, so a test file with heavy imports
+(torch, tensorrt_llm) is inspected in milliseconds on a machine without them.
+"""
+
+from __future__ import annotations
+
+import ast
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import BuildError
+
+DEFS = Path("tests") / "integration" / "defs"
+DEVICE_MARKS = ("skip_less_device", "skip_less_mpi_world_size")
+# Pytest options whose value is the next word; that word is never a test selection.
+_VALUE_OPTS = {"-k", "-m", "-p", "-o", "-c", "-n", "-W", "-r", "--rootdir", "--test-list", "-F"}
+
+
+@dataclass(frozen=True)
+class Mark:
+    name: str
+    count: int | None  # None when the argument is not a literal we can read
+
+
+@dataclass(frozen=True)
+class Param:
+    id: str
+    marks: tuple[Mark, ...]
+
+
+@dataclass(frozen=True)
+class TestFunc:
+    name: str
+    cls: str | None
+    marks: tuple[Mark, ...]  # decorator marks, nearest the `def` first (pytest's order)
+    params: tuple[tuple[Param, ...], ...]  # one tuple per parametrize decorator
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    module_marks: tuple[Mark, ...]
+    class_marks: dict[str, tuple[Mark, ...]]
+    tests: tuple[TestFunc, ...]
+
+
+@dataclass(frozen=True)
+class Selection:
+    text: str
+    path: str
+    cls: str | None
+    func: str | None
+    param_id: str | None
+
+
+@dataclass
+class PytestSizing:
+    devices: int | None  # None: no marker found, the request's value (or 1) applies
+    source: str
+    model_name: str
+    workdir_rel: str  # "" for the repo root, else tests/integration/defs
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- command parsing
+
+
+def split_selections(test_cmd: str) -> tuple[list[Selection], str | None]:
+    try:
+        words = shlex.split(test_cmd)
+    except ValueError as exc:
+        raise BuildError(
+            "test_cmd", f"cannot be split into shell words ({exc})", "balance its quotes"
+        ) from None
+    sels: list[Selection] = []
+    keyword: str | None = None
+    skip_next = False
+    for i, w in enumerate(words):
+        if skip_next:
+            skip_next = False
+            if words[i - 1] == "-k":
+                keyword = w
+            continue
+        if w in _VALUE_OPTS:
+            skip_next = True
+            continue
+        if w.startswith("-"):
+            if w.startswith("-k") and len(w) > 2:
+                keyword = w[2:]
+            continue
+        if ".py" not in w and "::" not in w:
+            continue
+        sels.append(_selection(w))
+    return sels, keyword
+
+
+def _selection(text: str) -> Selection:
+    param_id = None
+    body = text
+    if body.endswith("]") and "[" in body:
+        body, _, rest = body.partition("[")
+        param_id = rest[:-1]
+    parts = body.split("::")
+    path = parts[0]
+    names = parts[1:]
+    cls = next((n for n in names if n[:1].isupper()), None)
+    func = next((n for n in reversed(names) if not n[:1].isupper()), None)
+    return Selection(text, path, cls, func, param_id)
+
+
+# ---------------------------------------------------------------- file inspection
+
+
+def _const_int(node: ast.expr, consts: dict[str, int]) -> int | None:
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int)
+        and not isinstance(node.value, bool)
+    ):
+        return node.value
+    if isinstance(node, ast.Name):
+        return consts.get(node.id)
+    return None
+
+
+def _mark_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def _marks_of(node: ast.expr, consts: dict[str, int]) -> list[Mark]:
+    """Device marks in one decorator, `marks=` value or `pytestmark` value."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [m for elt in node.elts for m in _marks_of(elt, consts)]
+    if isinstance(node, ast.Call):
+        name = _mark_name(node.func)
+        if name in DEVICE_MARKS:
+            count = _const_int(node.args[0], consts) if node.args else None
+            return [Mark(name, count)]
+    return []
+
+
+def _scalar_id(value: ast.expr, argname: str, index: int) -> str:
+    if isinstance(value, ast.Constant) and isinstance(
+        value.value, (str, int, float, bool, type(None))
+    ):
+        return str(value.value)
+    if (
+        isinstance(value, ast.UnaryOp)
+        and isinstance(value.op, ast.USub)
+        and isinstance(value.operand, ast.Constant)
+    ):
+        return f"-{value.operand.value!s}"
+    return f"{argname}{index}"
+
+
+def _param_sets(
+    call: ast.Call, names: dict[str, ast.expr], consts: dict[str, int]
+) -> tuple[Param, ...]:
+    """The ids and marks of one `parametrize` / `parametrize_with_ids` decorator."""
+    if len(call.args) < 2:
+        return ()
+    argnames_node, values_node = call.args[0], call.args[1]
+    if isinstance(values_node, ast.Name):
+        values_node = names.get(values_node.id, values_node)
+    if not isinstance(values_node, (ast.List, ast.Tuple)):
+        return ()
+    argnames: list[str] = []
+    if isinstance(argnames_node, ast.Constant) and isinstance(argnames_node.value, str):
+        argnames = [a.strip() for a in argnames_node.value.split(",") if a.strip()]
+    elif isinstance(argnames_node, (ast.List, ast.Tuple)):
+        argnames = [
+            e.value
+            for e in argnames_node.elts
+            if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        ]
+    ids_kw = next((k.value for k in call.keywords if k.arg == "ids"), None)
+    ids = None
+    if isinstance(ids_kw, (ast.List, ast.Tuple)):
+        ids = [e.value if isinstance(e, ast.Constant) else None for e in ids_kw.elts]
+    with_names = _mark_name(call.func) == "parametrize_with_ids"
+    out = []
+    for i, elt in enumerate(values_node.elts):
+        marks: list[Mark] = []
+        pid: str | None = None
+        vals: list[ast.expr]
+        if isinstance(elt, ast.Call) and _mark_name(elt.func) == "param":
+            vals = list(elt.args)
+            for k in elt.keywords:
+                if k.arg == "marks":
+                    marks = _marks_of(k.value, consts)
+                elif k.arg == "id" and isinstance(k.value, ast.Constant):
+                    pid = str(k.value.value)
+        elif isinstance(elt, ast.Tuple) and len(argnames) > 1:
+            vals = list(elt.elts)
+        else:
+            vals = [elt]
+        if pid is None and ids is not None and i < len(ids) and ids[i] is not None:
+            pid = str(ids[i])
+        if pid is None:
+            parts = []
+            for j, v in enumerate(vals):
+                name = argnames[j] if j < len(argnames) else f"arg{j}"
+                sid = _scalar_id(v, name, i)
+                parts.append(f"{name}={sid}" if with_names else sid)
+            pid = "-".join(parts)
+        out.append(Param(pid, tuple(marks)))
+    return tuple(out)
+
+
+def _func_info(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    cls: str | None,
+    names: dict[str, ast.expr],
+    consts: dict[str, int],
+) -> TestFunc:
+    marks: list[Mark] = []
+    params: list[tuple[Param, ...]] = []
+    # Decorators apply bottom-up, so the one nearest the `def` comes first, as pytest orders them.
+    for dec in reversed(fn.decorator_list):
+        marks.extend(_marks_of(dec, consts))
+        if isinstance(dec, ast.Call) and _mark_name(dec.func) in (
+            "parametrize",
+            "parametrize_with_ids",
+        ):
+            params.append(_param_sets(dec, names, consts))
+    return TestFunc(fn.name, cls, tuple(marks), tuple(params))
+
+
+def _pytestmark(body: list[ast.stmt], consts: dict[str, int]) -> list[Mark]:
+    marks: list[Mark] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets
+        ):
+            marks.extend(_marks_of(stmt.value, consts))
+    return marks
+
+
+@lru_cache(maxsize=256)
+def inspect_file(path: str) -> FileInfo:
+    """Parse one test file once per run, however many selections point at it."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"), filename=path)
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise BuildError(
+            "test_cmd",
+            f"cannot parse {path} ({exc})",
+            "fix the test file or pass --required-devices",
+        ) from None
+    names: dict[str, ast.expr] = {}
+    consts: dict[str, int] = {}
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            names[stmt.targets[0].id] = stmt.value
+            v = _const_int(stmt.value, {})
+            if v is not None:
+                consts[stmt.targets[0].id] = v
+    tests: list[TestFunc] = []
+    class_marks: dict[str, tuple[Mark, ...]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith(
+            "test"
+        ):
+            tests.append(_func_info(stmt, None, names, consts))
+        elif isinstance(stmt, ast.ClassDef) and stmt.name.startswith("Test"):
+            cmarks = [m for d in reversed(stmt.decorator_list) for m in _marks_of(d, consts)]
+            cmarks += _pytestmark(stmt.body, consts)
+            class_marks[stmt.name] = tuple(cmarks)
+            for sub in stmt.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith(
+                    "test"
+                ):
+                    tests.append(_func_info(sub, stmt.name, names, consts))
+    return FileInfo(tuple(_pytestmark(tree.body, consts)), class_marks, tuple(tests))
+
+
+# ---------------------------------------------------------------- sizing
+
+
+def _selected(param_id: str | None, p: Param) -> bool:
+    if param_id is None:
+        return True
+    return f"-{p.id}-" in f"-{param_id}-"
+
+
+def _closest(name: str, t: TestFunc, info: FileInfo, param_id: str | None) -> list[Mark]:
+    """pytest's get_closest_marker: function decorators, then param marks, class, module.
+
+    With no parametrisation pinned, every param's mark is a candidate (the largest wins).
+    """
+    own = [m for m in t.marks if m.name == name]
+    if own:
+        return own[:1]
+    from_params = [
+        m
+        for ps in t.params
+        for p in ps
+        if _selected(param_id, p)
+        for m in p.marks
+        if m.name == name
+    ]
+    if from_params:
+        return from_params if param_id is None else from_params[:1]
+    for level in (info.class_marks.get(t.cls or "", ()), info.module_marks):
+        hit = [m for m in level if m.name == name]
+        if hit:
+            return hit[:1]
+    return []
+
+
+def _norm(name: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def model_name_for(sel: Selection) -> str:
+    if sel.cls:
+        return _norm(sel.cls.removeprefix("Test")) or _norm(sel.cls)
+    if sel.func:
+        return _norm(sel.func.removeprefix("test_")) or _norm(sel.func)
+    return _norm(Path(sel.path).stem) or "pytest"
+
+
+def _locate(repo_root: Path, rel: str) -> tuple[Path | None, str]:
+    p = Path(rel)
+    if p.is_absolute():
+        return (p if p.exists() else None), ""
+    for root_rel in ("", str(DEFS)):
+        cand = repo_root / root_rel / p
+        if cand.exists():
+            return cand, root_rel
+    return None, ""
+
+
+def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
+    sels, keyword = split_selections(test_cmd)
+    if not sels:
+        return PytestSizing(
+            None, "", "pytest", "", ["test_cmd names no test file; sized from required_devices"]
+        )
+    notes: list[str] = []
+    best: tuple[int, str] | None = None
+    workdir_rel = ""
+    for n, sel in enumerate(sels):
+        path, root_rel = _locate(repo_root, sel.path)
+        if n == 0:
+            workdir_rel = root_rel
+        if path is None:
+            notes.append(f"{sel.path} not found under {repo_root} or {repo_root / DEFS}")
+            continue
+        files = sorted(path.rglob("test*.py")) if path.is_dir() else [path]
+        for f in files:
+            info = inspect_file(str(f))
+            for t in info.tests:
+                if sel.cls and t.cls != sel.cls or sel.func and t.name != sel.func:
+                    continue
+                if (
+                    keyword
+                    and keyword.isidentifier()
+                    and keyword.lower() not in f"{t.cls or ''}::{t.name}".lower()
+                ):
+                    continue
+                for name in DEVICE_MARKS:
+                    for m in _closest(name, t, info, sel.param_id):
+                        if m.count is None:
+                            notes.append(f"{name} on {t.name} has a count that is not a literal")
+                            continue
+                        where = f"{name}({m.count}) on {'::'.join(x for x in (t.cls, t.name) if x)} in {f}"
+                        if best is None or m.count > best[0]:
+                            best = (m.count, where)
+    model = model_name_for(sels[0])
+    if best is None:
+        return PytestSizing(None, "", model, workdir_rel, notes)
+    return PytestSizing(best[0], best[1], model, workdir_rel, notes)

@@ -1,0 +1,84 @@
+"""Step 3's cluster side: partition facts, GPUs per node, GRES flag, MPI plugin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import BuildError
+from ..request import Request
+from ..slurm_env import Partition, SlurmEnv
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    partition: Partition | None
+    gpus_per_node: int
+    gpus_source: str
+    gres: str | None  # "gpu:8" when the partition schedules GPUs by GRES, else None
+    mpi_plugin: str
+    fallback: bool  # Step 1's fallback path: no Slurm tools, or the partition's arch unknown
+
+
+def require_slurm_fields(req: Request) -> None:
+    for field in ("partition", "account", "slurm_env_file"):
+        if not getattr(req, field):
+            flag = "--" + field.replace("_", "-")
+            hint = (
+                "it must be the value resolved against the cluster"
+                if field != "slurm_env_file"
+                else "probe the cluster first (trtllm-script-builder probe --output slurm_env.json)"
+            )
+            raise BuildError(
+                field, f"is required for {req.execution_scenario}", f"pass {flag}; {hint}"
+            )
+
+
+def find_partition(req: Request, env: SlurmEnv) -> Partition | None:
+    assert req.partition is not None
+    part = env.partition(req.partition)
+    if part is None and env.partitions:
+        names = ", ".join(p.name for p in env.partitions)
+        raise BuildError(
+            "partition",
+            f"{req.partition!r} is not a partition of this cluster (has: {names})",
+            "pass one of those with --partition",
+        )
+    if env.accounts and req.account not in env.accounts:
+        raise BuildError(
+            "account",
+            f"{req.account!r} is not one of your accounts ({', '.join(env.accounts)})",
+            "pass one of those with --account",
+        )
+    return part
+
+
+def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
+    """DESIGN decision 15: partition, else env_check (Docker), else the request, else refuse."""
+    if part is not None and part.gpus_per_node:
+        return part.gpus_per_node, f"partition {part.name}"
+    if not req.is_slurm and req.env_check and req.env_check.gpus_per_node:
+        return req.env_check.gpus_per_node, "env_check.gpus_per_node"
+    if not req.is_slurm and req.env_check and req.env_check.available_gpus:
+        return req.env_check.available_gpus, "env_check.available_gpus"
+    if req.gpus_per_node:
+        return req.gpus_per_node, "gpus_per_node"
+    where = (
+        f"partition {part.name} reports none (GRES {part.gres})" if part else "nothing reports it"
+    )
+    raise BuildError("gpus_per_node", f"unknown: {where}", "pass --gpus-per-node N")
+
+
+def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
+    part = find_partition(req, env) if env is not None else None
+    gpn, source = gpus_per_node(req, part)
+    gres = None
+    if part is not None and (part.gres or "").startswith("gpu:"):
+        gres = f"gpu:{gpn}"
+    fallback = env is None or env.tools_missing or part is None or part.arch is None
+    if req.mpi_plugin:
+        plugin = req.mpi_plugin
+    elif not fallback and env is not None and env.pmix.preferred:
+        plugin = env.pmix.preferred
+    else:
+        plugin = "pmix"
+    return ClusterFacts(part, gpn, source, gres, plugin, fallback)

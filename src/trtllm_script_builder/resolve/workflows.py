@@ -1,0 +1,133 @@
+"""Step 3 per workflow: GPUs, nodes, tasks, MPI and the model name, from the command itself."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BuildError
+from ..request import Request
+from .commands import model_from_path, parse_bench, parse_eval
+from .pytest_sizing import size_pytest
+
+PYTEST_MAX_DEVICES = 8
+CUSTOM_MAX_DEVICES = 8
+
+
+@dataclass
+class Sizing:
+    required_devices: int
+    nodes: int
+    ntasks: int
+    model_name: str
+    mpi: bool = False  # the run srun carries --mpi
+    launcher: bool = False  # trtllm-llmapi-launch in front of the run command
+    workdir_rel: str = ""  # where, under the project, the command runs
+    warnings: list[str] = field(default_factory=list)
+    fallback_to_perf: bool = False  # eval wider than a node (DESIGN decision 11)
+
+    @property
+    def ntasks_per_node(self) -> int:
+        return self.ntasks // self.nodes
+
+
+def _one_node(req: Request, what: str) -> None:
+    if req.node_count is not None and req.node_count > 1:
+        raise BuildError(
+            "node_count",
+            f"{req.node_count} nodes asked, but {what} runs on one node",
+            "drop --node-count or set it to 1",
+        )
+
+
+def size_pytest_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
+    assert req.test_cmd is not None
+    found = size_pytest(req.test_cmd, Path(req.repo_root))
+    warnings = list(found.notes)
+    if found.devices is not None:
+        devices, source = found.devices, found.source
+        if req.required_devices is not None and req.required_devices != devices:
+            warnings.append(
+                f"required_devices {req.required_devices} from the request differs from {source}; using {devices}"
+            )
+    else:
+        devices = req.required_devices or 1
+        source = (
+            "the request's required_devices"
+            if req.required_devices
+            else "the default of 1 (no GPU marker found)"
+        )
+    if devices > PYTEST_MAX_DEVICES:
+        raise BuildError(
+            "required_devices",
+            f"{devices} (from {source}) exceeds the maximum of {PYTEST_MAX_DEVICES} GPUs for pytest",
+            "select a test that fits one node",
+        )
+    if devices > gpn:
+        raise BuildError(
+            "required_devices",
+            f"{devices} (from {source}) is more than the {gpn} GPUs per node of {gpn_source}; pytest runs on one node",
+            "choose a partition with more GPUs per node",
+        )
+    _one_node(req, "pytest")
+    return Sizing(
+        devices,
+        1,
+        1,
+        req.model_name or found.model_name,
+        workdir_rel=found.workdir_rel,
+        warnings=warnings,
+    )
+
+
+def size_eval_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
+    assert req.eval_cmd is not None
+    ev = parse_eval(req.eval_cmd)
+    model = req.model_name or model_from_path(ev.model) or "eval"
+    node_gpus = ev.gpus_per_node or gpn
+    ws = ev.world_size
+    if ws > node_gpus:
+        nodes = math.ceil(ws / node_gpus)
+        return Sizing(ws, nodes, ws, model, fallback_to_perf=True)
+    _one_node(req, "trtllm-eval")
+    return Sizing(ws, 1, ws, model, mpi=True, launcher=ws > 1)
+
+
+def size_bench_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
+    assert req.bench_cmd is not None
+    b = parse_bench(req.bench_cmd)
+    model = req.model_name or model_from_path(b.model) or "bench"
+    ws = b.world_size
+    if ws > gpn:
+        raise BuildError(
+            "required_devices",
+            f"{ws} (tp {b.tp} x pp {b.pp} of the last trtllm-bench call) is more than the {gpn} GPUs per node of {gpn_source}; trtllm-bench runs on one node",
+            "lower --tp/--pp or choose a partition with more GPUs per node",
+        )
+    _one_node(req, "trtllm-bench")
+    return Sizing(ws, 1, ws, model, mpi=ws > 1, launcher=ws > 1)
+
+
+def size_custom_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
+    devices = req.required_devices or 1
+    if devices > CUSTOM_MAX_DEVICES:
+        raise BuildError(
+            "required_devices",
+            f"{devices} exceeds the maximum of {CUSTOM_MAX_DEVICES} GPUs for a custom job",
+            "ask for at most 8",
+        )
+    nodes = math.ceil(devices / gpn)
+    if nodes != 1:
+        raise BuildError(
+            "required_devices",
+            f"{devices} needs {nodes} nodes at {gpn} GPUs per node ({gpn_source}); a custom job runs on one node",
+            "ask for at most one node's GPUs",
+        )
+    _one_node(req, "a custom job")
+    model = (
+        req.model_name
+        or model_from_path(Path(req.custom_script).stem if req.custom_script else None)
+        or "custom"
+    )
+    return Sizing(devices, 1, devices, model)

@@ -1,0 +1,63 @@
+"""The optional site config that stands in for the seed's internal-env-info skill."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import BuildError
+
+ENV_VAR = "TRTLLM_SCRIPT_BUILDER_CONFIG"
+
+
+class SiteConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    default_llm_models_root: str | None = None
+    default_models_repo_host: str | None = None
+    default_user_root_dir: str | None = None
+    enroot_uri_rewrite: bool = True
+
+
+def site_config_path() -> Path:
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    return Path.home() / ".config" / "trtllm-script-builder" / "config.yaml"
+
+
+def load_site_config() -> SiteConfig:
+    """Read the site config; absent is fine, unreadable or wrong is an error."""
+    path = site_config_path()
+    if not path.exists():
+        if os.environ.get(ENV_VAR):
+            raise BuildError(
+                ENV_VAR,
+                f"names {path}, which does not exist",
+                "point it at a config.yaml or unset it",
+            )
+        return SiteConfig()
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise BuildError(
+            "site config",
+            f"cannot read {path} ({str(exc).splitlines()[0]})",
+            "fix or remove the file",
+        ) from None
+    if not isinstance(data, dict):
+        raise BuildError("site config", f"{path} does not hold a mapping", "write key: value lines")
+    try:
+        return SiteConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        raise BuildError(
+            f"site config {key}",
+            f"{err['msg']} in {path}",
+            "use the keys default_llm_models_root, default_models_repo_host, default_user_root_dir, enroot_uri_rewrite",
+        ) from None
