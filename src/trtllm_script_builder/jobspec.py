@@ -66,7 +66,10 @@ class JobSpec(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(exclude_none=True), indent=2) + "\n"
+        # Absent top-level fields are left out (remote-only, persistent-only, Docker-only);
+        # inside slurm_params a null gres is a fact the executors read.
+        data = {k: v for k, v in self.model_dump().items() if v is not None}
+        return json.dumps(data, indent=2) + "\n"
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,31 @@ import jinja2
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-def _q(value: object) -> str:
-    return shlex.quote(str(value))
+_BARE = re.compile(r"^[\w@%+=:,./-][\w@%+=:,./#-]*$", re.ASCII)
+_DOUBLE_UNSAFE = set('"$`\\!')
+_RUNS = re.compile(r"[^'\\]+|['\\]")
+
+
+def quote(value: object) -> str:
+    """One shell word that reads back as exactly `value`, in the most readable safe form."""
+    text = str(value)
+    if _BARE.match(text):
+        return text
+    if "'" not in text and not text.endswith("\\"):
+        return f"'{text}'"
+    if not _DOUBLE_UNSAFE.intersection(text):
+        return f'"{text}"'
+    if "\\" not in text:
+        return shlex.quote(text)
+    # A backslash next to a closing single quote reads like a mistake (shellcheck SC1003), so
+    # quotes and backslashes are escaped outside the single-quoted runs.
+    return "".join(
+        f"\\{part}" if part in ("'", "\\") else f"'{part}'" for part in _RUNS.findall(text)
+    )
 
 
 def _qjoin(words: list[str]) -> str:
-    return " ".join(shlex.quote(str(w)) for w in words)
+    return " ".join(quote(w) for w in words)
 
 
 @lru_cache(maxsize=1)
@@ -27,17 +46,14 @@ def _env() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-        trim_blocks=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters["q"] = _q
+    env.filters["q"] = quote
     env.filters["qjoin"] = _qjoin
     return env
 
 
-_BLANKS = re.compile(r"\n{3,}")
-
-
 def render(template: str, **ctx: Any) -> str:
-    # Optional blocks leave runs of blank lines; one blank line between steps reads best.
-    return _BLANKS.sub("\n\n", _env().get_template(template).render(**ctx))
+    return _env().get_template(template).render(**ctx)

@@ -1,0 +1,226 @@
+"""Shared fixtures: a small TensorRT-LLM-shaped repo, a slurm_env.json, and a CLI runner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from trtllm_script_builder.cli import main
+
+HERE = Path(__file__).resolve().parent
+# A clone at /work/<name> sees the read-only shared folder at /work/shared.
+SHARED_DATA = HERE.parents[1] / "shared" / "data" / "trtllm"
+STAND_IN = HERE / "fixtures" / "submit_stand_in.py"
+
+PROPERTIES = """\
+# Image tags for the test repo; the _12_9 key comes first, as in one real version.
+LLM_DOCKER_IMAGE_12_9=nvcr.io/test/trtllm:cuda129-x86_64
+LLM_DOCKER_IMAGE=nvcr.io/test/trtllm:x86_64-1
+LLM_SBSA_DOCKER_IMAGE=nvcr.io/test/trtllm:aarch64-1
+"""
+
+ACCURACY_TESTS = """\
+import pytest
+
+NUM = 2
+
+
+class TestTiny:
+    def test_one(self):
+        pass
+
+    @pytest.mark.skip_less_device(4)
+    @pytest.mark.parametrize("tp_size,pp_size", [(4, 1), (2, 2)], ids=["tp4", "tp2pp2"])
+    def test_four(self, tp_size, pp_size):
+        pass
+
+    @pytest.mark.parametrize("tp", [1, pytest.param(2, marks=pytest.mark.skip_less_device(NUM), id="tp2")])
+    def test_param(self, tp):
+        pass
+
+
+@pytest.mark.skip_less_device(8)
+class TestBig:
+    def test_class_marked(self):
+        pass
+
+    @pytest.mark.skip_less_device(2)
+    def test_method_wins(self):
+        pass
+
+    @pytest.mark.skip_less_mpi_world_size(16)
+    def test_too_big(self):
+        pass
+
+
+@pytest.mark.skip_less_mpi_world_size(2)
+def test_world():
+    pass
+"""
+
+AGG_CFG = """\
+metadata: {model_name: tiny}
+hardware: {gpus_per_node: 4}
+server_configs:
+  - name: tiny_tp2pp3
+    model_name: tiny
+    tensor_parallel_size: 2
+    pipeline_parallel_size: 3
+  - name: tiny_tp1
+    model_name: tiny
+"""
+
+
+def shared_file(rel: str) -> Path:
+    path = SHARED_DATA / rel
+    if not path.exists():
+        pytest.skip(f"shared data file {path} is not present")
+    return path
+
+
+def make_repo(root: Path) -> Path:
+    (root / "jenkins").mkdir(parents=True)
+    (root / "jenkins" / "current_image_tags.properties").write_text(PROPERTIES)
+    defs = root / "tests" / "integration" / "defs" / "accuracy"
+    defs.mkdir(parents=True)
+    (defs / "test_tiny.py").write_text(ACCURACY_TESTS)
+    (root / "requirements-dev.txt").write_text("")
+    (root / "models" / "org" / "Tiny-Model").mkdir(parents=True)
+    submit = root / "jenkins" / "scripts" / "perf" / "local" / "submit.py"
+    submit.parent.mkdir(parents=True)
+    shutil.copy(STAND_IN, submit)
+    agg = root / "tests" / "scripts" / "perf-sanity" / "aggregated"
+    agg.mkdir(parents=True)
+    (agg / "tiny_cfg.yaml").write_text(AGG_CFG)
+    return root
+
+
+SLURM_ENV: dict[str, Any] = {
+    "user": "tester",
+    "default_account": "acct",
+    "accounts": ["acct", "other"],
+    "default_partition": "gpu",
+    "partitions": [
+        {
+            "name": "gpu",
+            "state": "up",
+            "time_limit": "4:00:00",
+            "nodes": "2",
+            "arch": "x86_64",
+            "gres": "gpu:8",
+            "gpus_per_node": 8,
+            "requires_gres": True,
+        },
+        {
+            "name": "gb",
+            "state": "up",
+            "time_limit": "4:00:00",
+            "nodes": "2",
+            "arch": "aarch64",
+            "gres": "gpu:4",
+            "gpus_per_node": 4,
+            "requires_gres": True,
+        },
+        {
+            "name": "nogres",
+            "state": "up",
+            "time_limit": "1:00:00",
+            "nodes": "1",
+            "arch": None,
+            "gres": "(null)",
+            "gpus_per_node": None,
+            "requires_gres": False,
+        },
+    ],
+    "pmix": {"available": ["pmix", "pmix_v4", "pmix_v5"], "preferred": "pmix_v5"},
+    "errors": [],
+    "remote_cwd": "/home/rtester/work",
+    "ssh_host": "cluster.example.com",
+}
+
+
+@dataclass
+class Env:
+    """Everything a build test needs: repo, work dir, slurm_env file, a request base."""
+
+    root: Path
+    repo: Path
+    work: Path
+    slurm_env: Path
+    home: Path
+
+    def request(self, scenario: str = "local_slurm", **fields: Any) -> dict[str, Any]:
+        req: dict[str, Any] = {
+            "execution_scenario": scenario,
+            "work_dir": str(self.work),
+            "repo_root": str(self.repo),
+            "llm_models_root": "/models",
+            "models_path": str(self.repo / "models"),
+        }
+        if scenario != "local_docker":
+            req.update(partition="gpu", account="acct", slurm_env_file=str(self.slurm_env))
+        else:
+            req["env_check"] = {"gpus_per_node": 8, "available_gpus": 8}
+        if scenario == "remote_slurm":
+            req.update(remote_repo_path="/lustre/rtester/TensorRT-LLM")
+            req.pop("models_path")
+            req["checkpoint_path"] = "/lustre/ckpt/tiny/model"
+        req.update(fields)
+        return {k: v for k, v in req.items() if v is not None}
+
+    def write_env(self, **changes: Any) -> Path:
+        env = json.loads(json.dumps(SLURM_ENV))
+        env.update(changes)
+        self.slurm_env.write_text(json.dumps(env))
+        return self.slurm_env
+
+
+@pytest.fixture()
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TRTLLM_SCRIPT_BUILDER_CONFIG", "")
+    monkeypatch.delenv("TRTLLM_SCRIPT_BUILDER_CONFIG")
+    repo = make_repo(tmp_path / "repo")
+    e = Env(tmp_path, repo, tmp_path / "work", tmp_path / "slurm_env.json", home)
+    e.write_env()
+    return e
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture()
+def cli() -> Callable[..., Run]:
+    def run(args: list[str], request: dict[str, Any] | None = None) -> Run:
+        runner = CliRunner()
+        if request is not None:
+            res = runner.invoke(main, ["build", "-", *args], input=json.dumps(request))
+        else:
+            res = runner.invoke(main, args)
+        if res.exception and not isinstance(res.exception, SystemExit):
+            raise res.exception
+        return Run(res.exit_code, res.stdout, res.stderr)
+
+    return run
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    """Every file under path with its bytes, to prove a refusal changed nothing."""
+    if not path.exists():
+        return {}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }

@@ -1,0 +1,259 @@
+"""The build command end to end through the CLI: files, values and job_spec per workflow x scenario."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import Env, snapshot
+
+PYTEST_4 = "pytest accuracy/test_tiny.py::TestTiny::test_four[tp4] -v"
+
+
+def spec_of(env: Env) -> dict:
+    return json.loads((env.work / "job_spec.json").read_text())
+
+
+def test_pytest_local_slurm(env: Env, cli) -> None:
+    r = cli([], env.request(test_cmd=PYTEST_4))
+    assert r.code == 0, r.stderr
+    script = env.work / "tiny_auto_test.slurm"
+    text = script.read_text()
+    assert "#SBATCH --job-name=tiny_auto_test" in text
+    assert f"#SBATCH --output={env.work}/tiny_auto_test_%j.out" in text
+    assert "#SBATCH --gres=gpu:8" in text
+    assert "#SBATCH --ntasks=1\n" in text
+    assert "CONTAINER_IMAGE=nvcr.io#test/trtllm:x86_64-1" in text
+    assert "--mpi" not in text
+    assert "export TEST_CMD=" in text
+    spec = spec_of(env)
+    assert spec["category"] == 2 and spec["workflow_type"] == "pytest"
+    assert spec["required_devices"] == 4 and spec["node_count"] == 1
+    assert spec["container_image"] == "nvcr.io/test/trtllm:x86_64-1"
+    assert spec["script_path"] == str(script)
+    assert spec["log_file_pattern"] == f"{env.work}/tiny_auto_test_%j.out"
+    assert spec["slurm_params"] == {
+        "partition": "gpu", "account": "acct", "time_limit": "02:00:00", "nodes": 1, "ntasks": 1,
+        "ntasks_per_node": 1, "gpus_per_node": 8, "gres": "gpu:8", "mpi_plugin": "pmix_v5",
+    }  # fmt: skip
+    assert spec["slurm_env"]["pmix"]["preferred"] == "pmix_v5"
+    assert spec["persistent_mode"] is True and spec["container_name"] == "tiny_auto_test"
+    assert "remote_work_dir" not in spec
+    assert "passed" in spec["success_patterns"] and "FAILED" in spec["failure_patterns"]
+    assert "Devices:      4 GPUs across 1 node" in r.stdout
+
+
+def test_pytest_test_workdir_follows_defs_relative_path(env: Env, cli) -> None:
+    cli([], env.request(test_cmd=PYTEST_4))
+    text = (env.work / "tiny_auto_test.slurm").read_text()
+    assert f"TEST_WORKDIR={env.repo}/tests/integration/defs\n" in text
+    cli(
+        [],
+        env.request(
+            test_cmd="pytest tests/integration/defs/accuracy/test_tiny.py::TestTiny::test_one"
+        ),
+    )
+    assert f"TEST_WORKDIR={env.repo}\n" in (env.work / "tiny_auto_test.slurm").read_text()
+
+
+def test_no_gres_line_and_bare_pmix_when_partition_has_none(env: Env, cli) -> None:
+    r = cli([], env.request(test_cmd=PYTEST_4, partition="nogres", gpus_per_node=4))
+    assert r.code == 0, r.stderr
+    text = (env.work / "tiny_auto_test.slurm").read_text()
+    assert "--gres" not in text
+    spec = spec_of(env)
+    # arch null: the Step 1 fallback path, so the bare plugin name whatever pmix.preferred says
+    assert spec["slurm_params"]["mpi_plugin"] == "pmix"
+    assert spec["slurm_params"]["gres"] is None and spec["slurm_params"]["gpus_per_node"] == 4
+
+
+def test_eval_single_rank_and_multi_rank(env: Env, cli) -> None:
+    r = cli([], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model mmlu"))
+    assert r.code == 0, r.stderr
+    text = (env.work / "tiny_model_eval.slurm").read_text()
+    assert "--ntasks=1 --ntasks-per-node=1 --mpi=pmix_v5" in text
+    assert "trtllm-llmapi-launch" not in text
+    assert "export EVAL_CMD='trtllm-eval --model /models/org/Tiny-Model mmlu'" in text
+    assert "examples/trtllm-eval/requirements.txt" in text
+    r = cli(
+        [], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model --tp_size 2 --pp_size 2 gsm8k")
+    )
+    text = (env.work / "tiny_model_eval.slurm").read_text()
+    assert "--ntasks=4 --ntasks-per-node=4 --mpi=pmix_v5" in text
+    assert 'trtllm-llmapi-launch bash -c "$EVAL_CMD"' in text
+    spec = spec_of(env)
+    assert spec["category"] == 5 and spec["required_devices"] == 4
+    assert spec["success_patterns"][:2] == ["accuracy:", "score:"]
+
+
+def test_eval_model_not_found_warns(env: Env, cli) -> None:
+    r = cli([], env.request(eval_cmd="trtllm-eval --model org/Missing gsm8k"))
+    assert r.code == 0
+    assert "org/Missing" in r.stdout and "Warning" in r.stdout
+    assert any("org/Missing" in w for w in spec_of(env)["warnings"])
+
+
+def test_bench_split_and_mpi(env: Env, cli) -> None:
+    cmd = "trtllm-bench --model org/Tiny-Model prepare-dataset --output /tmp/d.json token-norm-dist --num-requests 2 && trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json --tp 2 --ep 2"
+    r = cli([], env.request(bench_cmd=cmd))
+    assert r.code == 0, r.stderr
+    text = (env.work / "tiny_model_bench.slurm").read_text()
+    assert "export PREP_CMD='trtllm-bench --model org/Tiny-Model prepare-dataset" in text
+    assert (
+        "export BENCH_CMD='trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json --tp 2 --ep 2'"
+        in text
+    )
+    prep, run = text.split("# Step 3")
+    assert "--mpi" not in prep.split("# Step 2")[1]
+    assert "--ntasks=2 --ntasks-per-node=2 --mpi=pmix_v5" in run
+    assert 'trtllm-llmapi-launch bash -c "$BENCH_CMD"' in run
+    r = cli([], env.request(bench_cmd="trtllm-bench -m org/Tiny-Model throughput --dataset d.json"))
+    text = (env.work / "tiny_model_bench.slurm").read_text()
+    assert "PREP_CMD" not in text and "--mpi" not in text and "compgen -e" in text
+    assert "tokens/sec" in spec_of(env)["success_patterns"]
+
+
+def test_custom_job_and_run_script(env: Env, cli) -> None:
+    script = env.root / "tools" / "do it.sh"
+    script.parent.mkdir()
+    script.write_text("echo hi\n")
+    r = cli(
+        [], env.request(custom_script=str(script), custom_env="A='x y' B=2", required_devices=2)
+    )
+    assert r.code == 0, r.stderr
+    slurm = (env.work / "do_it_custom.slurm").read_text()
+    assert f"export CUSTOM_COMMAND='bash '\\''{script}'\\'''" in slurm or "CUSTOM_COMMAND=" in slurm
+    assert "--ntasks=2 --ntasks-per-node=2" in slurm
+    assert f"{env.root}/tools:{env.root}/tools" in slurm  # the script's folder is mounted
+    assert f"{env.work}:{env.work}" in slurm  # the run script's folder too
+    run = env.work / "slurm_run_custom.sh"
+    assert run.stat().st_mode & 0o111
+    spec = spec_of(env)
+    assert spec["category"] == 3 and spec["extra_files"] == [str(run)]
+    assert spec["required_devices"] == 2 and spec["slurm_params"]["ntasks"] == 2
+
+
+def test_local_docker(env: Env, cli) -> None:
+    r = cli([], env.request("local_docker", test_cmd=PYTEST_4))
+    assert r.code == 0, r.stderr
+    sh = (env.work / "docker_cmd.sh").read_text()
+    assert "-it" in sh and "[ -t 0 ]" in sh
+    spec = spec_of(env)
+    assert spec["category"] == 1 and spec["log_file"] == f"{env.work}/tiny_local.log"
+    assert spec["docker_cmd"].startswith("docker run --rm --net=host --runtime=nvidia")
+    assert " -it " not in spec["docker_cmd"]
+    assert "slurm_params" not in spec and "persistent_mode" not in spec
+    assert "--name tiny_auto_test" in spec["docker_cmd"]
+
+
+def test_remote_slurm_uses_cluster_paths(env: Env, cli) -> None:
+    r = cli([], env.request("remote_slurm", test_cmd=PYTEST_4))
+    assert r.code == 0, r.stderr
+    text = (env.work / "tiny_auto_test.slurm").read_text()
+    remote = "/lustre/rtester/TensorRT-LLM"
+    assert f"#SBATCH --output={remote}/work_dirs/work/tiny_auto_test_%j.out" in text
+    assert f"export PROJECT_PATH={remote}\n" in text
+    assert "/home/rtester:/home/rtester" in text and f"{remote}:{remote}" in text
+    assert "/lustre/ckpt/tiny:/models" in text
+    assert str(env.repo) not in text
+    spec = spec_of(env)
+    assert spec["script_path"] == str(env.work / "tiny_auto_test.slurm")
+    assert spec["remote_script_path"] == f"{remote}/work_dirs/work/tiny_auto_test.slurm"
+    assert (
+        spec["remote_work_dir"] == f"{remote}/work_dirs/work"
+        and spec["ssh_host"] == "cluster.example.com"
+    )
+    assert "persistent_mode" not in spec
+
+
+def test_aarch64_partition_picks_sbsa_image(env: Env, cli) -> None:
+    r = cli([], env.request(test_cmd=PYTEST_4, partition="gb"))
+    assert r.code == 0
+    assert spec_of(env)["container_image"] == "nvcr.io/test/trtllm:aarch64-1"
+
+
+def test_container_image_given_is_used(env: Env, cli) -> None:
+    r = cli(["--container-image", "/scratch/img.sqsh"], env.request(test_cmd=PYTEST_4))
+    assert r.code == 0
+    assert "CONTAINER_IMAGE=/scratch/img.sqsh" in (env.work / "tiny_auto_test.slurm").read_text()
+
+
+def test_flags_win_over_file_and_json_output(env: Env, cli, tmp_path: Path) -> None:
+    req = tmp_path / "req.yaml"
+    import yaml
+
+    req.write_text(yaml.safe_dump(env.request(test_cmd=PYTEST_4)))
+    r = cli(["build", str(req), "--time-limit", "00:30:00", "--json"])
+    assert r.code == 0, r.stderr
+    spec = json.loads(r.stdout)
+    assert spec["slurm_params"]["time_limit"] == "00:30:00"
+
+
+def test_dry_run_writes_nothing(env: Env, cli) -> None:
+    r = cli(["--dry-run"], env.request(test_cmd=PYTEST_4))
+    assert r.code == 0
+    assert "#SBATCH --job-name=tiny_auto_test" in r.stdout
+    assert not env.work.exists()
+
+
+def test_same_request_same_bytes(env: Env, cli) -> None:
+    req = env.request(eval_cmd="trtllm-eval --model org/Tiny-Model --tp_size 2 gsm8k")
+    cli([], req)
+    first = snapshot(env.work)
+    cli([], req)
+    assert snapshot(env.work) == first
+
+
+def test_workflow_inferred(env: Env, cli) -> None:
+    r = cli(["--json"], env.request(custom_cmd="true", bench_cmd="trtllm-bench -m x throughput"))
+    assert json.loads(r.stdout)["workflow_type"] == "custom"
+    r = cli(
+        ["--json"],
+        env.request(
+            bench_cmd="trtllm-bench -m x throughput", eval_cmd="trtllm-eval --model x mmlu"
+        ),
+    )
+    assert json.loads(r.stdout)["workflow_type"] == "bench"
+
+
+def test_job_spec_file_forwarding(env: Env, cli, tmp_path: Path) -> None:
+    prior = tmp_path / "prior.json"
+    prior.write_text(
+        json.dumps({"container_image": "nvcr.io/fwd/img:1", "llm_models_root": "/fwd/models"})
+    )
+    req = env.request(test_cmd=PYTEST_4, job_spec_file=str(prior))
+    del req["llm_models_root"]
+    r = cli(["--json"], req)
+    spec = json.loads(r.stdout)
+    assert (
+        spec["container_image"] == "nvcr.io/fwd/img:1" and spec["llm_models_root"] == "/fwd/models"
+    )
+
+
+def test_site_config_supplies_defaults(
+    env: Env, cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(
+        f"default_llm_models_root: /site/models\ndefault_models_repo_host: {env.repo}/models\nenroot_uri_rewrite: false\n"
+    )
+    monkeypatch.setenv("TRTLLM_SCRIPT_BUILDER_CONFIG", str(cfg))
+    req = env.request(test_cmd=PYTEST_4)
+    del req["llm_models_root"], req["models_path"]
+    r = cli([], req)
+    assert r.code == 0, r.stderr
+    text = (env.work / "tiny_auto_test.slurm").read_text()
+    assert f"{env.repo}/models:/site/models" in text
+    assert "CONTAINER_IMAGE=nvcr.io/test/trtllm:x86_64-1" in text
+
+
+def test_slurm_env_mounts_used_verbatim(env: Env, cli) -> None:
+    env.write_env(mounts=["/data/models:/models:ro", "/data/link:/data/link"])
+    req = env.request(test_cmd=PYTEST_4)
+    del req["models_path"]
+    cli([], req)
+    text = (env.work / "tiny_auto_test.slurm").read_text()
+    assert re.search(r"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link\n", text)

@@ -1,0 +1,285 @@
+"""probe() and check() against canned tool output (no cluster needed)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from trtllm_script_builder.check import check
+from trtllm_script_builder.probe import probe, render_text
+from trtllm_script_builder.probe.collect import FALLBACK_ERROR
+from trtllm_script_builder.probe.run import NOT_FOUND, CmdResult
+from trtllm_script_builder.slurm_env import NO_SLURM_TOOLS, SlurmEnv
+
+SINFO = (
+    "batch*|up|4:00:00|3|gpu:h100:8(S:0-1)\n"
+    "batch*|up|4:00:00|1|(null)\n"
+    "batch-hp|up|4:00:00|4|gpu:h100:8(S:0-1)\n"
+    "arm|up|2:00:00|2|gpu:4\n"
+    "dead|down|1:00:00|1|(null)\n"
+)
+NODES = (
+    "NodeName=h1 CoresPerSocket=56 Gres=gpu:h100:8(S:0-1) Arch=x86_64 State=IDLE "
+    "Partitions=batch,batch-hp\n"
+    "NodeName=c1 Arch=x86_64 CoresPerSocket=8 Gres=(null) State=IDLE Partitions=batch\n"
+    "NodeName=g1 Arch=aarch64 Gres=gpu:4 State=IDLE Partitions=arm\n"
+)
+PARTITIONS = (
+    "PartitionName=batch AllowAccounts=ALL Default=YES MaxTime=04:00:00 Nodes=h1,c1 State=UP "
+    "TotalNodes=4\n"
+    "PartitionName=arm AllowAccounts=ALL Default=NO MaxTime=02:00:00 Nodes=g1 State=UP "
+    "TotalNodes=2\n"
+    "PartitionName=dead AllowAccounts=ALL Default=NO MaxTime=01:00:00 Nodes=c2 State=DOWN "
+    "TotalNodes=1\n"
+)
+MPI = (
+    "MPI plugin types are...\n\tnone\n\tpmix\n"
+    "specific pmix plugin versions available: pmix_v4,pmix_v5\n"
+)
+CONFIG = "AccountingStorageEnforce = associations,limits,qos\n"
+ASSOC = "prj|prj|\nprj|other|arm\n"
+
+
+class Fake:
+    """Answers by the first argv words; records every call."""
+
+    def __init__(self, answers: dict[str, CmdResult | Callable[[list[str]], CmdResult]]):
+        self.answers = answers
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+        args = list(argv)
+        self.calls.append(args)
+        line = " ".join(args)
+        for key in sorted(self.answers, key=len, reverse=True):
+            if line.startswith(key):
+                answer = self.answers[key]
+                return answer(args) if callable(answer) else answer
+        return CmdResult(NOT_FOUND, "", f"{args[0]}: command not found")
+
+
+def answer_test_only(argv: list[str]) -> CmdResult:
+    if "--partition=batch" in argv:
+        return CmdResult(0, "", "sbatch: Job 9 to start at 2026-01-01T00:00:00 using 1 processors")
+    return CmdResult(1, "", "allocation failure: Invalid account or account/partition combination")
+
+
+def cluster(**changes: CmdResult | Callable[[list[str]], CmdResult]) -> Fake:
+    answers: dict[str, CmdResult | Callable[[list[str]], CmdResult]] = {
+        "sinfo": CmdResult(0, SINFO),
+        "sacctmgr": CmdResult(0, ASSOC),
+        "scontrol show node": CmdResult(0, NODES),
+        "scontrol show partition": CmdResult(0, PARTITIONS),
+        "scontrol show config": CmdResult(0, CONFIG),
+        "srun --mpi=list": CmdResult(0, MPI),
+        "sbatch --test-only --partition": answer_test_only,
+        "sbatch --test-only /": CmdResult(0, "", "sbatch: Job 10 to start at 2026-01-01"),
+    }
+    answers.update({k.replace("_", " "): v for k, v in changes.items()})
+    return Fake(answers)
+
+
+def test_probe_full() -> None:
+    fake = cluster()
+    env, rc = probe(runner=fake, user="alice")
+    SlurmEnv.model_validate(env)
+    assert (rc, env["errors"]) == (0, [])  # a down partition and a refused one are no errors
+    assert env["user"] == "alice"
+    assert env["default_account"] == "prj"
+    assert env["accounts"] == ["prj", "other"]
+    parts = {p["name"]: p for p in env["partitions"]}
+    assert list(parts) == ["batch", "batch-hp", "arm", "dead"]
+    assert parts["batch"] == {
+        "name": "batch",
+        "state": "up",
+        "time_limit": "4:00:00",
+        "nodes": "4",
+        "arch": "x86_64",
+        "gres": "gpu:h100:8(S:0-1)",
+        "gpus_per_node": 8,
+        "requires_gres": True,
+    }
+    assert parts["arm"]["arch"] == "aarch64" and parts["arm"]["gpus_per_node"] == 4
+    assert parts["dead"]["arch"] is None and parts["dead"]["requires_gres"] is False
+    assert env["pmix"] == {"available": ["pmix", "pmix_v4", "pmix_v5"], "preferred": "pmix_v5"}
+    assert env["default_partition"] == "batch"  # batch-hp scores worse, arm is refused
+
+
+def test_probe_runs_each_tool_once() -> None:
+    fake = cluster()
+    probe(runner=fake, user="alice")
+    tools = [" ".join(c[:2]) for c in fake.calls if c[0] != "sbatch"]
+    assert sorted(tools) == sorted(["sinfo -h", "sacctmgr -nP", "scontrol show", "srun --mpi=list"])
+    assert sum(c[0] == "sbatch" for c in fake.calls) == 3  # one per up partition
+
+
+def test_probe_clean_exit_zero() -> None:
+    fake = cluster(sinfo=CmdResult(0, "gpu*|up|4:00:00|1|gpu:8\n"))
+    fake.answers["scontrol show node"] = CmdResult(
+        0, "NodeName=n1 Arch=x86_64 Gres=gpu:8 Partitions=gpu\n"
+    )
+    fake.answers["sbatch --test-only --partition"] = CmdResult(0, "", "sbatch: Job 1 to start")
+    env, rc = probe(runner=fake, user="alice")
+    assert (rc, env["errors"], env["default_partition"]) == (0, [], "gpu")
+
+
+def test_probe_no_tools() -> None:
+    env, rc = probe(runner=Fake({}), user="bob")
+    assert rc == 1
+    assert env["errors"] == [NO_SLURM_TOOLS]
+    assert SlurmEnv.model_validate(env).tools_missing
+
+
+def test_probe_partition_filter_and_fallback() -> None:
+    fake = cluster()
+    fake.answers["sbatch --test-only --partition"] = CmdResult(
+        1, "", "allocation failure: Invalid account or account/partition combination specified"
+    )
+    env, rc = probe(["arm", "nope", "dead"], runner=fake, user="alice")
+    assert rc == 2
+    assert env["default_partition"] == "arm"
+    parts = {p["name"]: p for p in env["partitions"]}
+    assert parts["batch"]["gres"] is None  # not probed
+    assert parts["arm"]["gres"] == "gpu:4"
+    assert any(e.startswith("partition nope: not found") for e in env["errors"])
+    assert "partition dead: state is down, not up" in env["errors"]
+    assert any(e.startswith(FALLBACK_ERROR) and "Invalid account" in e for e in env["errors"])
+
+
+def test_probe_without_accounting() -> None:
+    fake = cluster(
+        sacctmgr=CmdResult(1, "", "sacctmgr: error: Slurm accounting storage is disabled")
+    )
+    env, rc = probe(runner=fake, user="alice")
+    assert rc == 2
+    assert env["accounts"] == [] and env["default_account"] is None
+    assert "sacctmgr failed: sacctmgr: error: Slurm accounting storage is disabled" in env["errors"]
+    assert "no SLURM account associations for user alice" in env["errors"]
+
+
+def test_render_text() -> None:
+    env, _ = probe(runner=cluster(), user="alice")
+    text = render_text(env)
+    assert "NAME" in text and "GPUS_PER_NODE" in text
+    row = next(line for line in text.splitlines() if line.startswith("batch "))
+    assert row.split() == ["batch", "up", "4:00:00", "4", "x86_64", "gpu:h100:8(S:0-1)", "8", "yes"]
+    assert "default partition: batch" in text
+
+
+# ---------------------------------------------------------------- check
+
+
+def job(tmp_path: Path, **params: object) -> Path:
+    script = tmp_path / "job.slurm"
+    script.write_text("#!/bin/bash\n#SBATCH --partition=batch\nsrun true\n")
+    slurm_params: dict[str, object] = {
+        "partition": "batch",
+        "account": "prj",
+        "time_limit": "02:00:00",
+        "nodes": 1,
+        "ntasks": 8,
+        "ntasks_per_node": 8,
+        "gpus_per_node": 8,
+        "gres": "gpu:8",
+        "mpi_plugin": "pmix_v5",
+    }
+    slurm_params.update(params)
+    spec = {
+        "script_path": str(script),
+        "execution_scenario": "local_slurm",
+        "slurm_params": slurm_params,
+    }
+    (tmp_path / "job_spec.json").write_text(json.dumps(spec))
+    return tmp_path
+
+
+def test_check_ok(tmp_path: Path) -> None:
+    assert check(job(tmp_path), runner=cluster(), user="alice") == ([], 0)
+
+
+def test_check_reports_everything_at_once(tmp_path: Path) -> None:
+    fake = cluster()
+    fake.answers["sbatch --test-only /"] = CmdResult(
+        1, "", "allocation failure: Requested time limit is invalid (missing or exceeds some limit)"
+    )
+    work = job(
+        tmp_path, account="other", time_limit="05:00:00", gres="gpu:a100:8", mpi_plugin="pmix_v3"
+    )
+    problems, rc = check(work, runner=fake, user="alice")
+    assert rc == 1
+    assert problems[0] == (
+        "sbatch --test-only: allocation failure: Requested time limit is invalid "
+        "(missing or exceeds some limit)"
+    )
+    text = "\n".join(problems)
+    assert "account other for partition batch" in text
+    assert "05:00:00 exceeds the MaxTime 04:00:00 of partition batch" in text
+    assert "have no gpu:a100 GRES" in text
+    assert "pmix_v3 is not an MPI plugin" in text
+    assert len(problems) == 5
+
+
+def test_check_gres_too_many_and_no_gres_partition(tmp_path: Path) -> None:
+    problems, rc = check(job(tmp_path, gres="gpu:16"), runner=cluster(), user="alice")
+    assert rc == 1 and "asks for 16 gpu per node" in problems[0] and "have 8" in problems[0]
+    work = job(tmp_path, partition="dead", gres="gpu:1", time_limit="30")
+    problems, _ = check(work, runner=cluster(), user="alice")
+    assert any("dead is DOWN" in p for p in problems)
+    assert any("have no gpu GRES" in p for p in problems)
+
+
+def test_check_nodes_and_bad_time(tmp_path: Path) -> None:
+    problems, _ = check(job(tmp_path, nodes=5, time_limit="soon"), runner=cluster(), user="a")
+    assert "slurm_params.nodes: 5 nodes, partition batch has 4" in problems
+    assert "slurm_params.time_limit: soon is not a Slurm time (e.g. 02:00:00)" in problems
+
+
+def test_check_unknown_partition(tmp_path: Path) -> None:
+    fake = cluster()
+    fake.answers["sbatch --test-only /"] = CmdResult(
+        1,
+        "",
+        "sbatch: error: invalid partition specified: nope\n"
+        "allocation failure: Invalid partition name specified\n",
+    )
+    problems, rc = check(job(tmp_path, partition="nope"), runner=fake, user="alice")
+    assert rc == 1
+    assert problems[:2] == [
+        "sbatch --test-only: sbatch: error: invalid partition specified: nope",
+        "sbatch --test-only: allocation failure: Invalid partition name specified",
+    ]
+    expected = "nope does not exist on this cluster (partitions: batch, arm, dead)"
+    assert any(expected in p for p in problems)
+
+
+def test_check_accounts_ignored_when_not_enforced(tmp_path: Path) -> None:
+    fake = cluster()
+    fake.answers["scontrol show config"] = CmdResult(0, "AccountingStorageEnforce = none\n")
+    assert check(job(tmp_path, account="whatever"), runner=fake, user="alice") == ([], 0)
+
+
+def test_check_missing_spec_and_script(tmp_path: Path) -> None:
+    problems, rc = check(tmp_path, runner=cluster())
+    assert rc == 1 and problems[0].startswith("job_spec.json: not found")
+    work = job(tmp_path)
+    (work / "job.slurm").unlink()
+    problems, rc = check(work, runner=cluster(), user="alice")
+    assert rc == 1 and problems[0].endswith("job.slurm does not exist")
+
+
+def test_check_docker_job_has_nothing_to_check(tmp_path: Path) -> None:
+    (tmp_path / "job_spec.json").write_text('{"execution_scenario": "local_docker"}')
+    assert check(tmp_path, runner=Fake({})) == ([], 0)
+
+
+def test_check_without_tools(tmp_path: Path) -> None:
+    problems, rc = check(job(tmp_path), runner=Fake({}), user="alice")
+    assert rc == 1 and "SLURM client tools not found" in problems[0]
+
+
+@pytest.mark.parametrize("gres", ["--gres=gpu:8", "gpu:h100:8", None, ""])
+def test_check_gres_spellings(tmp_path: Path, gres: str | None) -> None:
+    assert check(job(tmp_path, gres=gres), runner=cluster(), user="alice") == ([], 0)

@@ -1,0 +1,200 @@
+"""The pure resolution steps: image, pytest markers, eval/bench/custom parsing, mounts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.resolve import image as img
+from trtllm_script_builder.resolve.commands import (
+    parse_bench,
+    parse_custom_env,
+    parse_eval,
+    replace_option,
+    split_and,
+)
+from trtllm_script_builder.resolve.mounts import Mount, assemble, host_to_container
+from trtllm_script_builder.resolve.pytest_sizing import inspect_file, size_pytest
+
+from .conftest import make_repo, shared_file
+
+# ---------------------------------------------------------------- image
+
+
+def test_real_properties_exact_key() -> None:
+    text = shared_file("jenkins/current_image_tags.properties.with_12_9").read_text()
+    x86 = img.image_from_properties(text, "x86_64", "f")
+    assert x86.endswith("x86_64-ubuntu24.04-trt10.13.2.6-skip-tritondevel-202510101558-8250")
+    assert "12.9" not in x86 and "_12_9" not in x86
+    arm = img.image_from_properties(text, "aarch64", "f")
+    assert "aarch64" in arm
+
+
+def test_real_properties_newest() -> None:
+    text = shared_file("jenkins/current_image_tags.properties").read_text()
+    assert "x86_64-tritondevel" in img.image_from_properties(text, "x86_64", "f")
+    assert "sbsa-tritondevel" in img.image_from_properties(text, "aarch64", "f")
+
+
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        (
+            "urm.nvidia.com/sw-tensorrt-docker/tensorrt-llm:tag",
+            "urm.nvidia.com#sw-tensorrt-docker/tensorrt-llm:tag",
+        ),
+        ("localhost:5000/img:1", "localhost:5000#img:1"),
+        ("localhost/img:1", "localhost#img:1"),
+        ("nvidia/pytorch:24.01-py3", "nvidia/pytorch:24.01-py3"),  # docker.io: no registry host
+        ("ubuntu", "ubuntu"),
+        ("/scratch/img.sqsh", "/scratch/img.sqsh"),
+        ("nvcr.io#nvidia/pytorch:1", "nvcr.io#nvidia/pytorch:1"),
+        ("docker://nvcr.io/nvidia/pytorch:1", "docker://nvcr.io#nvidia/pytorch:1"),
+    ],
+)
+def test_enroot_uri(given: str, want: str) -> None:
+    assert img.enroot_uri(given) == want
+
+
+def test_arch_helpers() -> None:
+    assert img.arch_from_device_type("GB200") == "aarch64"
+    assert img.arch_from_device_type("gh200") == "aarch64"
+    assert img.arch_from_device_type("H100") is None
+    assert img.normalise_arch("arm64") == "aarch64" and img.normalise_arch("AMD64") == "x86_64"
+
+
+# ---------------------------------------------------------------- pytest markers
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.mark.parametrize(
+    ("selection", "devices"),
+    [
+        ("accuracy/test_tiny.py::TestTiny::test_four[tp4]", 4),
+        ("accuracy/test_tiny.py::TestTiny::test_one", None),
+        ("accuracy/test_tiny.py::TestTiny::test_param[tp2]", 2),
+        ("accuracy/test_tiny.py::TestTiny::test_param[1]", None),
+        ("accuracy/test_tiny.py::TestTiny::test_param", 2),  # every param: the largest
+        ("accuracy/test_tiny.py::TestBig::test_class_marked", 8),
+        ("accuracy/test_tiny.py::TestBig::test_method_wins", 2),  # method marker over class
+        ("accuracy/test_tiny.py::test_world", 2),
+        ("accuracy/test_tiny.py::TestTiny", 4),  # a class: its largest test
+        ("tests/integration/defs/accuracy/test_tiny.py::TestTiny::test_four[tp2pp2]", 4),
+    ],
+)
+def test_marker_sizing(repo: Path, selection: str, devices: int | None) -> None:
+    assert size_pytest(f"pytest -v {selection}", repo).devices == devices
+
+
+def test_keyword_filter_and_model_names(repo: Path) -> None:
+    s = size_pytest("pytest accuracy/test_tiny.py -k test_param", repo)
+    assert s.devices == 2
+    assert s.workdir_rel == "tests/integration/defs"
+    assert size_pytest("pytest accuracy/test_tiny.py::test_world", repo).model_name == "world"
+    assert size_pytest("pytest accuracy/test_tiny.py", repo).model_name == "test_tiny"
+    assert size_pytest("pytest accuracy/test_tiny.py::TestBig::test_too_big", repo).devices == 16
+
+
+def test_missing_file_is_a_note(repo: Path) -> None:
+    s = size_pytest("pytest accuracy/nope.py::test_x", repo)
+    assert s.devices is None and "not found" in s.notes[0]
+
+
+def test_file_parsed_once(repo: Path) -> None:
+    inspect_file.cache_clear()
+    for _ in range(50):
+        size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_four[tp4]", repo)
+    assert inspect_file.cache_info().misses == 1
+
+
+def test_pytest_param_marks_list_and_ids_kwarg(tmp_path: Path) -> None:
+    f = tmp_path / "test_x.py"
+    f.write_text(
+        "import pytest\n"
+        "@pytest.mark.parametrize('n', [pytest.param(8, marks=[pytest.mark.skip_less_device(8), pytest.mark.slow]), 1], ids=['big', 'small'])\n"
+        "def test_y(n): pass\n"
+    )
+    assert size_pytest(f"pytest {f}::test_y[big]", tmp_path).devices == 8
+    assert size_pytest(f"pytest {f}::test_y[small]", tmp_path).devices is None
+
+
+# ---------------------------------------------------------------- commands
+
+
+def test_parse_eval() -> None:
+    e = parse_eval(
+        "trtllm-eval --model meta/Llama-3.1-8B --tp_size 4 --pp_size=2 --gpus_per_node 4 --max_batch_size 8 gsm8k --num_samples 5"
+    )
+    assert (e.tp, e.pp, e.gpus_per_node, e.model, e.task) == (4, 2, 4, "meta/Llama-3.1-8B", "gsm8k")
+    assert parse_eval("trtllm-eval --model x --trust_remote_code mmlu").task == "mmlu"
+    with pytest.raises(BuildError) as err:
+        parse_eval("trtllm-eval --model x --tp_size two mmlu")
+    assert err.value.field == "eval_cmd"
+
+
+def test_parse_bench_last_call() -> None:
+    b = parse_bench(
+        "trtllm-bench --model m prepare-dataset --tp 9 && trtllm-bench --model_path /ckpt/M throughput --tp 2 --pp 2 --ep 4"
+    )
+    assert (b.tp, b.pp, b.ep, b.world_size) == (2, 2, 4, 4)
+    assert b.prep == "trtllm-bench --model m prepare-dataset --tp 9"
+    assert b.run.startswith("trtllm-bench --model_path /ckpt/M")
+    assert parse_bench("trtllm-bench -m x throughput").prep is None
+
+
+def test_split_and_respects_quotes() -> None:
+    assert split_and("a 'x && y' && b \"c&&d\"") == ["a 'x && y'", 'b "c&&d"']
+    assert split_and("echo a\\&\\& && b") == ["echo a\\&\\&", "b"]
+
+
+def test_custom_env_words() -> None:
+    assert parse_custom_env("A='x y' B=2 C=$(rm) D=") == [
+        ("A", "x y"),
+        ("B", "2"),
+        ("C", "$(rm)"),
+        ("D", ""),
+    ]
+    for bad in ("1A=x", "A", "A-B=1"):
+        with pytest.raises(BuildError):
+            parse_custom_env(bad)
+
+
+def test_replace_option_keeps_the_rest() -> None:
+    cmd = "trtllm-eval --model org/M --tp_size 2 gsm8k"
+    assert (
+        replace_option(cmd, "--model", "org/M", "/models/org/M")
+        == "trtllm-eval --model /models/org/M --tp_size 2 gsm8k"
+    )
+    assert (
+        replace_option("trtllm-eval --model=org/M mmlu", "--model", "org/M", "/m/x y")
+        == "trtllm-eval --model='/m/x y' mmlu"
+    )
+
+
+# ---------------------------------------------------------------- mounts
+
+
+def test_mount_assembly() -> None:
+    home = Mount("/home/u", "/home/u", "HOME")
+    proj = Mount("/home/u/trt", "/home/u/trt", "repo_root")
+    models = [Mount("/data/models", "/models", "models_path")]
+    extras = [
+        Mount("/home/u/trt/scripts", "/home/u/trt/scripts", "custom_script"),
+        Mount("/opt/x", "/opt/x", "custom_script"),
+    ]
+    out = [m.entry() for m in assemble(home, proj, models, extras)]
+    assert out == [
+        "/home/u:/home/u",
+        "/home/u/trt:/home/u/trt",
+        "/data/models:/models",
+        "/opt/x:/opt/x",
+    ]
+    assert (
+        host_to_container(assemble(home, proj, models, []), "/data/models/org/M") == "/models/org/M"
+    )
