@@ -189,6 +189,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("TRTLLM_SCRIPT_BUILDER_CONFIG", "")
     monkeypatch.delenv("TRTLLM_SCRIPT_BUILDER_CONFIG")
+    # The submit.py stand-in records what it received here, outside work_dir.
+    monkeypatch.setenv("SUBMIT_STAND_IN_RECORD", str(tmp_path / "submit_args.json"))
     repo = make_repo(tmp_path / "repo")
     e = Env(tmp_path, repo, tmp_path / "work", tmp_path / "slurm_env.json", home)
     e.write_env()

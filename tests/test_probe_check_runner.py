@@ -283,3 +283,10 @@ def test_check_without_tools(tmp_path: Path) -> None:
 @pytest.mark.parametrize("gres", ["--gres=gpu:8", "gpu:h100:8", None, ""])
 def test_check_gres_spellings(tmp_path: Path, gres: str | None) -> None:
     assert check(job(tmp_path, gres=gres), runner=cluster(), user="alice") == ([], 0)
+
+
+def test_check_no_gres_line_on_a_partition_without_gpus(tmp_path: Path) -> None:
+    # the builder keeps gpus_per_node (from the request) but writes no --gres line
+    work = job(tmp_path, partition="dead", gres=None, gpus_per_node=8, time_limit="10")
+    problems, _ = check(work, runner=cluster(), user="alice")
+    assert problems == ["slurm_params.partition: dead is DOWN, jobs will not start"]

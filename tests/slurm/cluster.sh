@@ -18,8 +18,12 @@
 #   Accounting: MariaDB (own datadir, 127.0.0.1:$DB_PORT) + slurmdbd,
 #   AccountingStorageEnforce=associations,limits,qos; accounts tsb (root's default) and tsb2.
 #   MpiDefault=none; --mpi=pmix works (libpmix-dev).
-#   SPANK: tests/slurm/spank/fake_pyxis.c (pyxis's --container-* options, no container).
-# Everything it writes besides /etc/slurm lives under $STATE (logs in $STATE/log).
+#   SPANK: tests/slurm/spank/fake_pyxis.c (pyxis's --container-* options, no container), built
+#   into $STATE/fake_pyxis.so; it records container steps in $FAKE_PYXIS_RECORD (job env), else
+#   in $STATE/fake_pyxis.jsonl (emptied whenever the cluster (re)starts).
+# Ports: slurmctld 6817, slurmd 6818 (gpunode) / 6820 (cpunode), slurmdbd 6819, mariadbd 6833.
+# Everything it writes besides /etc/slurm lives under $STATE (logs in $STATE/log); a munged
+# that already works is reused, else one is started (and stopped by `down`).
 set -euo pipefail
 
 STATE=/var/lib/tsb-slurm
@@ -272,6 +276,7 @@ stop_slurm() { # all slurmd + slurmctld at once (each takes seconds to exit), th
 start_slurm() {
   stop_slurm
   rm -rf "${STATE:?}/ctld" && mkdir -p "$STATE/ctld" # no stale DRAIN/INVAL, no old jobs
+  : >"$RECORD"                                       # job ids start again at 1
   start_accounting
   /usr/sbin/slurmctld -f "$CONF" || die "slurmctld failed: $(tail -n 5 "$LOG/slurmctld.log")"
   local n

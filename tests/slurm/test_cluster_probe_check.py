@@ -296,15 +296,14 @@ def test_missing_workdir_and_unrewritten_image_fail(
     assert "enroot needs REGISTRY#IMAGE, e.g. nvcr.io#nvidia/pytorch:24.01-py3" in job.output
 
 
-def test_pmix_runs_two_ranks(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+def test_pmix_runs_eight_ranks_on_the_gpu_node(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The fake gpunode takes 8 tasks (one per GPU), as 8-GPU jobs of the builder ask."""
     script = batch_script(
         tmp_path,
-        "srun --mpi=pmix --ntasks=2 bash -c 'echo rank=$PMIX_RANK gpus=$CUDA_VISIBLE_DEVICES'",
-        options="#SBATCH --ntasks=2\n#SBATCH --gres=gpu:2\n",
+        "srun --mpi=pmix bash -c 'echo rank=$PMIX_RANK gpus=$CUDA_VISIBLE_DEVICES'",
+        options="#SBATCH --nodes=1\n#SBATCH --ntasks-per-node=8\n#SBATCH --gres=gpu:8\n",
     )
     job = slurm_cluster.run_job(script)
     assert job.state == "COMPLETED", job.output
-    assert sorted(line for line in job.output.splitlines() if line.startswith("rank=")) == [
-        "rank=0 gpus=0,1",
-        "rank=1 gpus=0,1",
-    ]
+    ranks = sorted(line for line in job.output.splitlines() if line.startswith("rank="))
+    assert ranks == [f"rank={i} gpus=0,1,2,3,4,5,6,7" for i in range(8)]

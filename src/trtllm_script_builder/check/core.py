@@ -183,10 +183,9 @@ def _check_resources(
     gres_text = _text(params.get("gres"))
     if gres_text is not None:
         gres_text = gres_text.removeprefix("--gres=")
+    # only the GRES the script asks for: gpus_per_node is also set for partitions without GPU
+    # GRES, where the builder leaves the --gres line out
     wanted = parse.parse_gres(gres_text)
-    gpus = _as_int(params.get("gpus_per_node"))
-    if not any(g.name == "gpu" for g in wanted) and gres_text is None and gpus:
-        wanted.append(parse.Gres("gpu", None, gpus))  # --gpus-per-node without --gres
     if not wanted:
         return problems
 
@@ -196,7 +195,7 @@ def _check_resources(
     nodes = [
         n for n in parse.parse_scontrol_records(show.out) if partition in parse.node_partitions(n)
     ]
-    label = gres_text or f"gpu:{gpus}"
+    label = gres_text or ""
     for want in wanted:
         if want.count == 0:
             continue

@@ -72,7 +72,11 @@ def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
     part = find_partition(req, env) if env is not None else None
     gpn, source = gpus_per_node(req, part)
     gres = None
-    if part is not None and (part.gres or "").startswith("gpu:"):
+    # GPU GRES may share the row with others (`nic:1,gpu:8`); the probe's requires_gres says so too.
+    if part is not None and (
+        part.requires_gres
+        or any(g.strip().startswith("gpu:") for g in (part.gres or "").split(","))
+    ):
         gres = f"gpu:{gpn}"
     fallback = env is None or env.tools_missing or part is None or part.arch is None
     if req.mpi_plugin:

@@ -224,9 +224,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 		rc = -1;
 	if (val[O_WORKDIR] != NULL && *val[O_WORKDIR] != '\0') {
 		resolve(sp, val[O_WORKDIR], full, sizeof(full));
-		if (stat(full, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		int err = stat(full, &st) != 0 ? errno : (S_ISDIR(st.st_mode) ? 0 : ENOTDIR);
+		if (err != 0) {
 			slurm_error("pyxis: --container-workdir: couldn't chdir to %s: %s",
-				    val[O_WORKDIR], strerror(errno ? errno : ENOTDIR));
+				    val[O_WORKDIR], strerror(err));
 			rc = -1;
 		}
 	}

@@ -1,0 +1,40 @@
+#!/bin/bash
+# local Docker command for custom (custom, local_docker)
+# Written by trtllm-script-builder 0.1.0 from one request; rebuild rather than edit.
+set -euo pipefail
+
+# docker refuses -t without a terminal, so -it is added only when run from one.
+tty=()
+if [ -t 0 ] && [ -t 1 ]; then
+  tty=(-it)
+fi
+
+exec docker run "${tty[@]}" \
+  --rm \
+  --net=host \
+  --runtime=nvidia \
+  --ipc=host \
+  --cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --cap-add=DAC_READ_SEARCH \
+  --security-opt seccomp=unconfined \
+  --name custom_custom \
+  --mount type=bind,source=<ROOT>/home,target=<ROOT>/home \
+  --mount type=bind,source=<ROOT>/repo,target=<ROOT>/repo \
+  --mount type=bind,source=<ROOT>/repo/models,target=/models \
+  --env PROJECT_PATH=<ROOT>/repo \
+  --env LLM_MODELS_ROOT=/models \
+  --env "CUSTOM_ENV='A=x y' B=1" \
+  --env RUN_WORKDIR=<ROOT>/repo \
+  --env 'RUN_CMD=python3 run.py --flag' \
+  nvcr.io/test/trtllm:x86_64-1 \
+  bash -c 'set -euo pipefail
+cd "$PROJECT_PATH"
+pip install -e . 2>&1 | tail -5
+pip install -r requirements-dev.txt 2>&1 | tail -5
+python3 -c "import tensorrt_llm; print(\"TensorRT-LLM\", tensorrt_llm.__version__)" || {
+  echo "ERROR: TRT-LLM installation verification failed"
+  exit 1
+}
+eval "export $CUSTOM_ENV"
+cd "$RUN_WORKDIR"
+bash -c "$RUN_CMD"
+'
