@@ -14,6 +14,7 @@ from . import __version__
 from .errors import BuildError
 from .jobspec import JobSpec, OutFile, SlurmParams
 from .render import render
+from .report import CATEGORY_TITLES
 from .request import Request
 from .resolve import image as img
 from .resolve import mounts as mnt
@@ -29,14 +30,6 @@ from .resolve.workflows import (
 from .site_config import SiteConfig
 from .slurm_env import SlurmEnv, load_slurm_env
 
-CATEGORY_TITLES = {
-    1: "local Docker command",
-    2: "pytest Slurm script",
-    3: "custom command Slurm script",
-    4: "perf-sanity launch script (the repo's submit.py)",
-    5: "trtllm-eval Slurm script",
-    6: "trtllm-bench Slurm script",
-}
 SUFFIX = {"pytest": "auto_test", "custom": "custom", "eval": "eval", "bench": "bench"}
 # The seed's table (callers depend on it), widened to what the real tools print (DESIGN 8).
 PATTERNS: dict[str, tuple[list[str], list[str]]] = {
@@ -81,30 +74,9 @@ class BuildResult:
     submit: SubmitStep | None = None
 
     def report(self) -> str:
-        s = self.spec
-        names = ", ".join(f.name for f in self.files)
-        devices = f"{s.required_devices} GPU{'s' if s.required_devices != 1 else ''} across {s.node_count} node{'s' if s.node_count != 1 else ''}"
-        lines = [
-            f"Generated:    {names} in {self.work_dir}",
-            f"Script:       {s.script_path}",
-            f"Workflow:     {s.workflow_type} (category {s.category}: {CATEGORY_TITLES[s.category]})",
-            f"Model:        {s.model_name}",
-            f"Docker image: {s.container_image}",
-            f"Devices:      {devices}",
-        ]
-        if s.slurm_params:
-            p = s.slurm_params
-            lines.append(
-                f"Slurm:        partition {p.partition}, account {p.account}, time {p.time_limit}, gres {p.gres or 'none'}, mpi {p.mpi_plugin}"
-            )
-        run = (
-            f"bash {s.script_path}"
-            if s.category == 1
-            else f"sbatch {s.remote_script_path or s.script_path}"
-        )
-        lines.append(f"Run:          {run}")
-        lines += [f"Warning:      {w}" for w in s.warnings]
-        return "\n".join(lines) + "\n"
+        from .report import render_report
+
+        return render_report(self.spec, [f.name for f in self.files], self.work_dir)
 
 
 # ---------------------------------------------------------------- helpers

@@ -134,9 +134,24 @@ def _prompter() -> Any:
     return ask
 
 
-for _mod in ("probe", "check"):
-    try:
-        _command = __import__(f"{__package__}.{_mod}.command", fromlist=["command"]).command
-        main.add_command(_command)
-    except ImportError:  # the package is optional until it lands
-        pass
+def _add_commands() -> None:
+    """Commands that live in their own packages; each module defines `commands` (a list)."""
+    from importlib import import_module
+    from importlib.util import find_spec
+
+    for name in (
+        "probe.command",
+        "check.command",
+        "batch",
+        "schema",
+        "completion",
+        "runner.command",
+    ):
+        if find_spec(f"{__package__}.{name}") is None:
+            continue
+        module = import_module(f"{__package__}.{name}")
+        for cmd in getattr(module, "commands", None) or [module.command]:
+            main.add_command(cmd)
+
+
+_add_commands()
