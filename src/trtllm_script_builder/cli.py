@@ -147,6 +147,9 @@ def _add_commands() -> None:
         "completion",
         "runner.command",
     ):
+        parent = name.rpartition(".")[0]
+        if parent and find_spec(f"{__package__}.{parent}") is None:
+            continue
         if find_spec(f"{__package__}.{name}") is None:
             continue
         module = import_module(f"{__package__}.{name}")
