@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import platform
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,24 @@ PATTERNS: dict[str, tuple[list[str], list[str]]] = {
     "perf_sanity": (["8_done_", "test completed successfully"], ["FAILED", "Error"]),
     "custom": (["Custom command finished with exit code 0"], ["Error", "Traceback"]),
 }
+
+
+def _stamp(path: str) -> tuple[str, int, int]:
+    try:
+        st = os.stat(path)
+        return path, st.st_mtime_ns, st.st_size
+    except OSError:
+        return path, -1, -1
+
+
+@lru_cache(maxsize=16)
+def _slurm_env_at(stamp: tuple[str, int, int]) -> tuple[SlurmEnv, dict[str, Any]]:
+    return load_slurm_env(stamp[0])
+
+
+@lru_cache(maxsize=16)
+def _properties_at(repo_root: str, stamp: tuple[str, int, int]) -> tuple[str, str]:
+    return img.read_properties(repo_root)
 
 
 def _refuse_ask(field: str, question: str) -> str:
@@ -84,8 +104,9 @@ class BuildResult:
 
 def sbatch_value(value: str, field: str) -> str:
     """A value on an `#SBATCH` line: sbatch splits at white space and knows no shell quoting."""
-    bad = next((c for c in value if c.isspace() or c in "\"'\\"), None)
-    if bad is not None:
+    m = _NOT_SBATCH.search(value)
+    if m is not None:
+        bad = m.group(0)
         raise BuildError(
             field,
             f"{value!r} holds {bad!r}, which an #SBATCH line cannot carry",
@@ -180,12 +201,19 @@ def _image(
                 if req.execution_scenario == "local_slurm"
                 else "x86_64"
             )
-    text, source = img.read_properties(req.repo_root)
+    # A batch of builds reads each input file once (keyed by mtime, so an edit is seen).
+    text, source = _properties_at(
+        req.repo_root, _stamp(os.path.join(req.repo_root, img.PROPERTIES))
+    )
     return img.image_from_properties(text, arch or "x86_64", source), arch
 
 
+_NOT_IMAGE = re.compile(r"[\s,]")
+_NOT_SBATCH = re.compile(r"[\s\"'\\]")
+
+
 def _check_image(image: str) -> None:
-    if not image or any(c.isspace() for c in image) or "," in image:
+    if not image or _NOT_IMAGE.search(image):
         raise BuildError(
             "container_image",
             f"{image!r} is not an image reference",
@@ -206,7 +234,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
     if req.is_slurm:
         require_slurm_fields(req)
         assert req.slurm_env_file is not None
-        env, env_raw = load_slurm_env(req.slurm_env_file)
+        env, env_raw = _slurm_env_at(_stamp(req.slurm_env_file))
     perf = is_perf_sanity(req, wf)
     if perf and not req.is_slurm:
         raise BuildError(

@@ -5,12 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 SCHEMA_VERSION = 1
 
@@ -52,7 +51,8 @@ class JobSpec(BaseModel):
     required_devices: int
     node_count: int
     slurm_params: SlurmParams | None = None
-    slurm_env: dict[str, Any] | None = None
+    # Embedded as probed, not re-validated or copied: a batch shares one object across jobs.
+    slurm_env: SkipValidation[dict[str, Any] | None] = None
     work_dir: str
     repo_root: str
     llm_models_root: str | None = None
@@ -68,8 +68,27 @@ class JobSpec(BaseModel):
     def to_json(self) -> str:
         # Absent top-level fields are left out (remote-only, persistent-only, Docker-only);
         # inside slurm_params a null gres is a fact the executors read.
-        data = {k: v for k, v in self.model_dump().items() if v is not None}
-        return json.dumps(data, indent=2) + "\n"
+        data = self.model_dump(exclude={"slurm_env"})
+        data["slurm_env"] = self.slurm_env
+        # One top-level key per line, each value compact: readable, and the C encoder keeps
+        # build-many fast (an indented dump runs the pure-Python encoder). Keys are plain names.
+        body = ",\n".join(
+            f'  "{k}": {_dumps(data[k])}' for k in type(self).model_fields if data[k] is not None
+        )
+        return "{\n" + body + "\n}\n"
+
+
+_last_env: tuple[Any, str] | None = None
+
+
+def _dumps(value: Any) -> str:
+    """json.dumps, remembering the last slurm_env object: a batch embeds the same one each time."""
+    global _last_env
+    if isinstance(value, dict) and "partitions" in value:
+        if _last_env is None or _last_env[0] is not value:
+            _last_env = (value, json.dumps(value))
+        return _last_env[1]
+    return json.dumps(value)
 
 
 @dataclass(frozen=True)
@@ -93,11 +112,12 @@ def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
         for f in files:
-            fd, tmp = tempfile.mkstemp(prefix=f".{f.name}.", suffix=".tmp", dir=work_dir)
+            tmp = str(work_dir / f".{f.name}.{os.getpid()}.tmp")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(tmp, flags, 0o755 if f.executable else 0o644)
             temps.append((tmp, work_dir / f.name))
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(f.text)
-            os.chmod(tmp, 0o755 if f.executable else 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(f.text.encode())
     except BaseException:
         for tmp, _ in temps:
             with contextlib.suppress(OSError):

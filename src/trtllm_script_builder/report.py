@@ -1,8 +1,15 @@
-"""The Step 6 report: what was built, for people."""
+"""The Step 6 report: what was built, for people.
+
+`render_report` is the plain text (pipes, files, tests); `print_report` picks: on a terminal
+the same lines in colour through rich (imported only then), else the plain text. `NO_COLOR`
+turns the colour off.
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any, TextIO
 
 from .jobspec import JobSpec
 
@@ -49,3 +56,58 @@ def render_report(spec: JobSpec, files: list[str], work_dir: Path) -> str:
     return "".join(
         f"{label + ':':<14}{value}\n" for label, value in report_rows(spec, files, work_dir)
     )
+
+
+# Styles per row label on a terminal (rich style strings); unlisted rows are plain.
+STYLES = {
+    "Generated": "green",
+    "Script": "bold",
+    "Run": "bold cyan",
+    "Warning": "yellow",
+}
+LABEL_WIDTH = 14
+
+
+def is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (ValueError, OSError):  # a closed or odd stream is no terminal
+        return False
+
+
+def terminal_console(stream: TextIO) -> Any:
+    """A rich Console writing to `stream`: no markup, no guessing at highlights, no re-wrapping
+    (long paths and commands stay one line, so they copy whole). rich itself reads NO_COLOR."""
+    import os
+
+    from rich.console import Console
+
+    return Console(
+        file=stream,
+        force_terminal=True,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=True,
+        no_color=bool(os.environ.get("NO_COLOR")) or None,
+    )
+
+
+def print_report(
+    spec: JobSpec, files: list[str], work_dir: Path, stream: TextIO | None = None
+) -> None:
+    """Print the report to `stream` (standard output by default): rich on a terminal."""
+    out = stream if stream is not None else sys.stdout
+    if not is_terminal(out):
+        out.write(render_report(spec, files, work_dir))
+        out.flush()
+        return
+    from rich.text import Text
+
+    console = terminal_console(out)
+    for label, value in report_rows(spec, files, work_dir):
+        style = STYLES.get(label, "")
+        console.print(
+            Text.assemble((f"{label + ':':<{LABEL_WIDTH}}", f"bold {style}"), (value, style))
+        )

@@ -49,6 +49,7 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,  # the templates ship with the package; no stat per render
     )
     env.filters["q"] = quote
     env.filters["qjoin"] = _qjoin

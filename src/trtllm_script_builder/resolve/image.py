@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from ..errors import BuildError
 
-PROPERTIES = Path("jenkins") / "current_image_tags.properties"
+PROPERTIES = "jenkins/current_image_tags.properties"
 ARCH_KEYS = {"x86_64": "LLM_DOCKER_IMAGE", "aarch64": "LLM_SBSA_DOCKER_IMAGE"}
 _ARCH_ALIASES = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64", "sbsa": "aarch64"}
 
@@ -26,6 +27,7 @@ def arch_from_device_type(device_type: str | None) -> str | None:
     return None
 
 
+@lru_cache(maxsize=8)
 def parse_properties(text: str) -> dict[str, str]:
     """`KEY=value` lines; comments and blanks skipped; keys matched exactly, never by prefix."""
     out: dict[str, str] = {}

@@ -17,6 +17,7 @@ from ..errors import BuildError
 DEFS = Path("tests") / "integration" / "defs"
 DEVICE_MARKS = ("skip_less_device", "skip_less_mpi_world_size")
 # Pytest options whose value is the next word; that word is never a test selection.
+_QUOTING = set("'\"\\")
 _VALUE_OPTS = {"-k", "-m", "-p", "-o", "-c", "-n", "-W", "-r", "--rootdir", "--test-list", "-F"}
 
 
@@ -70,7 +71,8 @@ class PytestSizing:
 
 def split_selections(test_cmd: str) -> tuple[list[Selection], str | None]:
     try:
-        words = shlex.split(test_cmd)
+        # Most commands have no quoting at all; str.split gives the same words, much faster.
+        words = test_cmd.split() if not _QUOTING.intersection(test_cmd) else shlex.split(test_cmd)
     except ValueError as exc:
         raise BuildError(
             "test_cmd", f"cannot be split into shell words ({exc})", "balance its quotes"
@@ -333,6 +335,7 @@ def model_name_for(sel: Selection) -> str:
     return _norm(Path(sel.path).stem) or "pytest"
 
 
+@lru_cache(maxsize=4096)
 def _locate(repo_root: Path, rel: str) -> tuple[Path | None, str]:
     p = Path(rel)
     if p.is_absolute():

@@ -1,0 +1,182 @@
+"""Asking Slurm about one job, through a runner (local, or `ssh HOST` for a remote cluster)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..probe.run import CmdResult, Runner
+
+# States after which the job will not change any more (squeue's and sacct's names).
+TERMINAL = {
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "TIMEOUT",
+    "REVOKED",
+    "LAUNCH_FAILED",
+    "SPECIAL_EXIT",
+}
+
+
+@dataclass
+class JobStatus:
+    """What Slurm says about a job; `source` is the tool that said it."""
+
+    job_id: str
+    state: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+    run_time: str | None = None
+    time_left: str | None = None
+    nodelist: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    source: str = ""
+
+    @property
+    def known(self) -> bool:
+        return self.state is not None
+
+    @property
+    def terminal(self) -> bool:
+        return (self.state or "").split()[0].rstrip("+") in TERMINAL if self.state else False
+
+
+def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
+    """`1:0` -> (1, 0); anything else -> (None, None)."""
+    m = re.fullmatch(r"\s*(\d+):(\d+)\s*", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def parse_scontrol_job(text: str) -> dict[str, str]:
+    """`scontrol show job -o ID`: one line of KEY=VALUE words (values without spaces, except
+    that Command/WorkDir/StdOut may hold them: they run to the next ` KEY=`)."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    fields: dict[str, str] = {}
+    for m in re.finditer(r"(?:^|\s)([A-Za-z][\w/:]*)=(.*?)(?=\s[A-Za-z][\w/:]*=|$)", line):
+        fields.setdefault(m.group(1), m.group(2))
+    return fields
+
+
+def status_from_scontrol(job_id: str, text: str) -> JobStatus:
+    f = parse_scontrol_job(text)
+    if not f.get("JobState"):
+        return JobStatus(job_id, source="scontrol")
+    code, sig = parse_exit_code(f.get("ExitCode"))
+    return JobStatus(
+        job_id,
+        state=f["JobState"],
+        exit_code=code,
+        signal=sig,
+        reason=f.get("Reason"),
+        run_time=f.get("RunTime"),
+        time_left=None,
+        nodelist=f.get("NodeList"),
+        stdout=f.get("StdOut"),
+        stderr=f.get("StdErr"),
+        source="scontrol",
+    )
+
+
+def status_from_sacct(job_id: str, text: str) -> JobStatus:
+    """`sacct -X -n -P -j ID -o JobID,State,ExitCode,Elapsed,NodeList`: the allocation's row."""
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) >= 3 and parts[0] == job_id:
+            code, sig = parse_exit_code(parts[2])
+            return JobStatus(
+                job_id,
+                state=parts[1].split()[0] if parts[1] else None,
+                exit_code=code,
+                signal=sig,
+                run_time=parts[3] if len(parts) > 3 else None,
+                nodelist=parts[4] if len(parts) > 4 else None,
+                source="sacct",
+            )
+    return JobStatus(job_id, source="sacct")
+
+
+def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
+    """The job's status: scontrol while slurmctld remembers it; sacct for the final word."""
+    show = runner(["scontrol", "show", "job", "-o", job_id])
+    st = status_from_scontrol(job_id, show.out) if show.rc == 0 else JobStatus(job_id)
+    if st.known and not st.terminal:
+        left = runner(["squeue", "-h", "-j", job_id, "-o", "%L"])
+        if left.rc == 0 and left.out.strip():
+            st.time_left = left.out.strip().splitlines()[0].strip()
+        return st
+    if accounting:
+        acct = sacct(runner, job_id)
+        # sacct can lag behind slurmctld by a moment; a final state from either wins
+        if acct.known and (acct.terminal or not st.known):
+            acct.stdout, acct.stderr = st.stdout, st.stderr
+            acct.reason = st.reason
+            if not acct.terminal and st.terminal:
+                return st
+            return acct
+    return st
+
+
+def sacct(runner: Runner, job_id: str) -> JobStatus:
+    res = runner(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,ExitCode,Elapsed,NodeList"]
+    )
+    return status_from_sacct(job_id, res.out) if res.rc == 0 else JobStatus(job_id)
+
+
+def accounting_on(runner: Runner) -> bool:
+    """sacct answers (slurmdbd is configured and up)."""
+    res = runner(["sacct", "-n", "-X", "-j", "1", "-o", "JobID"])
+    return res.rc == 0
+
+
+def submitted_id(result: CmdResult) -> str | None:
+    """`sbatch --parsable` prints `jobid[;cluster]`."""
+    first = result.out.strip().splitlines()[0] if result.out.strip() else ""
+    job = first.split(";")[0].strip()
+    return job if job.isdigit() else None
+
+
+def time_to_seconds(text: str | None) -> int | None:
+    """Slurm's `[D-]HH:MM:SS`, `MM:SS`, `UNLIMITED` -> seconds (None when unknown/unlimited)."""
+    if not text or text in {"UNLIMITED", "INVALID", "NOT_SET", "N/A"}:
+        return None
+    days = 0
+    if "-" in text:
+        d, _, text = text.partition("-")
+        if not d.isdigit():
+            return None
+        days = int(d)
+    parts = text.split(":")
+    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
+        return None
+    nums = [int(p) for p in parts]
+    while len(nums) < 3:
+        nums.insert(0, 0)
+    h, m, s = nums
+    return days * 86400 + h * 3600 + m * 60 + s
+
+
+def request_time_to_seconds(text: str) -> int | None:
+    """A request's `--time` value (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH[:MM[:SS]]`) -> seconds."""
+    if text.upper() == "UNLIMITED":
+        return None
+    if "-" in text:
+        d, _, rest = text.partition("-")
+        parts = rest.split(":")
+        while len(parts) < 3:
+            parts.append("0")
+        return time_to_seconds(f"{d}-{':'.join(parts)}")
+    parts = text.split(":")
+    if len(parts) == 1:
+        return int(parts[0]) * 60 if parts[0].isdigit() else None
+    if len(parts) == 2:
+        return time_to_seconds(f"0:{parts[0]}:{parts[1]}")
+    return time_to_seconds(text)

@@ -1,0 +1,129 @@
+"""OpenSSH: command lines for one host, a runner that runs tools there, and file copies.
+
+Every call goes through one ControlMaster connection per host (`ControlMaster=auto`,
+`ControlPersist`), with the control socket in a private folder: `$TSB_SSH_CONTROL_DIR`, else
+`~/.ssh/tsb-control` (`/tmp/tsb-ssh-<uid>` when ~/.ssh cannot be written). The socket name is
+ssh's `%C` hash of (local host, remote host, port, user), short enough for any path limit.
+An ssh config file can be given with `$TSB_SSH_CONFIG` (passed as `ssh -F`); otherwise the
+user's own ~/.ssh/config applies, so `ssh_host` may be an alias defined there.
+Calls are non-interactive (`BatchMode=yes`): a host that needs a password or MFA must have a
+master connection opened by hand first, e.g. `ssh -fNM -o ControlPath=<dir>/%C HOST`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..probe.run import CmdResult
+from .proc import ByteResult, run_bytes
+
+SSH_FAILED = 255  # ssh's own exit status when the connection fails
+CONTROL_PERSIST = "15m"
+
+
+def control_dir() -> Path:
+    env = os.environ.get("TSB_SSH_CONTROL_DIR")
+    if env:
+        d = Path(env)
+    else:
+        d = Path.home() / ".ssh" / "tsb-control"
+        try:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            d = Path(f"/tmp/tsb-ssh-{os.getuid()}")
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return d
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """One remote host as ssh names it (`host`, `user@host` or a config alias)."""
+
+    host: str
+    config: str | None = field(default_factory=lambda: os.environ.get("TSB_SSH_CONFIG") or None)
+    connect_timeout: int = 15
+
+    def options(self) -> list[str]:
+        argv: list[str] = []
+        if self.config:
+            argv += ["-F", self.config]
+        argv += [
+            "-o", "BatchMode=yes",
+            "-o", f"ConnectTimeout={self.connect_timeout}",
+            "-o", "ControlMaster=auto",
+            "-o", f"ControlPath={control_dir()}/%C",
+            "-o", f"ControlPersist={CONTROL_PERSIST}",
+            "-o", "ServerAliveInterval=30",
+        ]  # fmt: skip
+        return argv
+
+    def argv(self, remote_argv: Sequence[str], cwd: str | None = None) -> list[str]:
+        """`ssh <options> HOST -- '<command>'`: the remote shell gets one quoted line."""
+        return ["ssh", *self.options(), self.host, "--", remote_line(remote_argv, cwd)]
+
+    def control_argv(self, op: str) -> list[str]:
+        """`ssh -O check|exit HOST` for the master connection."""
+        return ["ssh", *self.options(), "-O", op, self.host]
+
+
+def remote_line(remote_argv: Sequence[str], cwd: str | None = None) -> str:
+    line = shlex.join(remote_argv)
+    return f"cd {shlex.quote(cwd)} && {line}" if cwd else line
+
+
+class SshRunner:
+    """The probe's Runner protocol, run on the remote host through ssh.
+
+    A tool missing there gives 127 (the remote shell's "command not found"), as locally;
+    a failed connection gives ssh's 255 with ssh's message.
+    """
+
+    def __init__(self, target: SshTarget, timeout: float | None = None) -> None:
+        self.target = target
+        self.timeout = timeout or float(os.environ.get("TSB_SLURM_TOOL_TIMEOUT", 120))
+
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+        return self.run_bytes(argv, cwd=str(cwd) if cwd else None).text()
+
+    def run_bytes(
+        self, argv: Sequence[str], cwd: str | None = None, input: bytes | None = None
+    ) -> ByteResult:
+        return run_bytes(self.target.argv(argv, cwd), input=input, timeout=self.timeout)
+
+    def shell(self, line: str, input: bytes | None = None) -> ByteResult:
+        """Run one shell line remotely (the caller quotes every value)."""
+        argv = ["ssh", *self.target.options(), self.target.host, "--", line]
+        return run_bytes(argv, input=input, timeout=self.timeout)
+
+    def check(self) -> CmdResult:
+        """Connect (opening the master) and return `pwd` and `$HOME` of the login shell."""
+        return self.shell('pwd && printf "%s\\n" "$HOME"').text()
+
+    def copy(self, files: Sequence[Path], remote_dir: str) -> CmdResult:
+        """Copy files (flat, keeping their mode) into remote_dir, made if missing: one tar
+        stream through ssh, no scp/sftp/rsync needed on the host."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for f in files:
+                tar.add(str(f), arcname=f.name, recursive=False)
+        q = shlex.quote(remote_dir)
+        line = f"mkdir -p {q} && tar -x -m --no-same-owner -f - -C {q}"
+        return self.shell(line, input=buf.getvalue()).text()
+
+    def read_from(self, path: str, offset: int) -> bytes | None:
+        """The bytes of a remote file from `offset` on (None when it does not exist yet)."""
+        q = shlex.quote(path)
+        res = self.shell(f"test -f {q} || exit 3; tail -c +{offset + 1} {q}")
+        if res.rc != 0:
+            return None
+        return res.out
+
+    def close(self) -> None:
+        """Stop the master connection (if one runs)."""
+        run_bytes(self.target.control_argv("exit"), timeout=15)

@@ -1,0 +1,491 @@
+"""End to end on the live test cluster (cluster.sh up), as a user would work:
+
+probe -> build (Categories 2 pytest, 3 custom, 5 eval, 6 bench) against a tiny
+TensorRT-LLM-shaped repo -> check WORK_DIR -> plain `sbatch --parsable <script>` -> wait ->
+assert on the job's own log (at job_spec's log_file_pattern), its accounting state, the
+environment the command under test saw (dumped into work_dir) and what the fake pyxis plugin
+received. trtllm-eval, trtllm-bench, trtllm-llmapi-launch, pip and nvidia-smi are the
+stand-ins in tests/slurm/standins/, first on PATH of the submitting environment (sbatch
+exports it to the job); pytest is real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
+    from conftest import SlurmCluster
+
+pytestmark = pytest.mark.slurm
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+TERMINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "OUT_OF_MEMORY",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
+KEPT = {"SLURM_PROCID", "SLURM_LOCALID"}  # the only MPI/SLURM variables pytest may see
+MPI_PREFIXES = ("PMI", "MPI", "OMPI", "SLURM")
+
+# ---------------------------------------------------------------- the fixture repo
+
+PROPERTIES = """\
+LLM_DOCKER_IMAGE_12_9=nvcr.io/test/trtllm:cuda129-x86_64
+LLM_DOCKER_IMAGE=nvcr.io/test/trtllm:x86_64-1
+LLM_SBSA_DOCKER_IMAGE=nvcr.io/test/trtllm:aarch64-1
+"""
+IMAGES = {"x86_64": "nvcr.io/test/trtllm:x86_64-1", "aarch64": "nvcr.io/test/trtllm:aarch64-1"}
+
+PYTEST_INI = """\
+[pytest]
+markers =
+    skip_less_device(n): skip when fewer than n GPUs are visible
+    skip_less_mpi_world_size(n): skip when the MPI world is smaller than n
+"""
+
+# TensorRT-LLM's defs/conftest.py skips on too few GPUs; this one counts what Slurm exposed.
+DEFS_CONFTEST = """\
+import os
+
+import pytest
+
+
+def visible_gpus():
+    return len([d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()])
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("skip_less_device"):
+        if visible_gpus() < mark.args[0]:
+            pytest.skip(f"needs {mark.args[0]} GPUs, {visible_gpus()} visible")
+"""
+
+TEST_TINY = """\
+import json
+import os
+
+import pytest
+
+
+def dump_env(name):
+    folder = os.environ.get("STANDIN_ENV_DUMP_DIR")
+    if folder:
+        with open(os.path.join(folder, f"pytest-{name}.json"), "w") as f:
+            json.dump({"tool": "pytest", "cwd": os.getcwd(), "env": dict(os.environ)}, f)
+
+
+class TestTiny:
+    @pytest.mark.skip_less_device(2)
+    def test_two_gpus(self):
+        dump_env("test_two_gpus")
+
+    @pytest.mark.skip_less_device(8)
+    @pytest.mark.parametrize("tp_size", [8], ids=["tp8"])
+    def test_eight_gpus(self, tp_size):
+        dump_env(f"test_eight_gpus_tp{tp_size}")
+
+
+class TestBroken:
+    def test_asserts_false(self):
+        assert False, "this test fails on purpose"
+"""
+
+# The custom command: one line per rank, and its environment into STANDIN_ENV_DUMP_DIR.
+REPORT_ENV = """\
+import json
+import os
+
+rank = os.environ.get("SLURM_PROCID", "0")
+gpus = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+print(f"rank {rank} sees GPUs {gpus}; GREETING={os.environ.get('GREETING')}")
+folder = os.environ.get("STANDIN_ENV_DUMP_DIR")
+if folder:
+    with open(os.path.join(folder, f"custom.rank{rank}.json"), "w") as f:
+        json.dump({"tool": "custom", "cwd": os.getcwd(), "env": dict(os.environ)}, f)
+"""
+
+
+def make_repo(repo: Path) -> Path:
+    (repo / "jenkins").mkdir(parents=True)
+    (repo / "jenkins" / "current_image_tags.properties").write_text(PROPERTIES)
+    defs = repo / "tests" / "integration" / "defs"
+    (defs / "accuracy").mkdir(parents=True)
+    (defs / "pytest.ini").write_text(PYTEST_INI)
+    (defs / "conftest.py").write_text(DEFS_CONFTEST)
+    (defs / "accuracy" / "test_tiny.py").write_text(TEST_TINY)
+    (repo / "scripts").mkdir()
+    (repo / "scripts" / "report_env.py").write_text(REPORT_ENV)
+    (repo / "requirements-dev.txt").write_text("pytest\n")
+    (repo / "models" / "org" / "Tiny-Model").mkdir(parents=True)
+    (repo / "models" / "org" / "Tiny-Model" / "config.json").write_text("{}\n")
+    return repo
+
+
+# ---------------------------------------------------------------- the user's side
+
+
+@dataclass(frozen=True)
+class Site:
+    root: Path
+    repo: Path
+    home: Path
+    slurm_env_file: Path
+    slurm_env: dict[str, Any]
+    env: dict[str, str]  # the user's shell: HOME, PATH with the stand-ins first
+
+
+def user_env(home: Path) -> dict[str, str]:
+    """This process's environment, minus what would steer sbatch/the build or leak from pytest."""
+    drop = ("PYTEST_", "SBATCH_", "SALLOC_", "SRUN_", "FAKE_PYXIS_", "STANDIN_")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(drop)
+        and not (k.startswith("SLURM_") and k != "SLURM_CONF")
+        and k not in ("CUDA_VISIBLE_DEVICES", "TRTLLM_SCRIPT_BUILDER_CONFIG")
+    }
+    path = [str(STANDINS), str(Path(sys.executable).parent), env.get("PATH", "")]
+    env.update(HOME=str(home), PATH=os.pathsep.join(path))
+    return env
+
+
+def tsb(site_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trtllm_script_builder", *args],
+        capture_output=True,
+        text=True,
+        env=site_env,
+        check=False,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Site:
+    root = tmp_path_factory.mktemp("e2e")
+    home = root / "home"
+    home.mkdir()
+    repo = make_repo(root / "TensorRT-LLM")
+    env = user_env(home)
+    out = root / "slurm_env.json"
+    res = tsb(env, "probe", "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    slurm_env = json.loads(out.read_text())
+    gpu = next(p for p in slurm_env["partitions"] if p["name"] == slurm_cluster.gpu_partition)
+    assert (gpu["gpus_per_node"], gpu["requires_gres"]) == (8, True)
+    assert slurm_env["pmix"]["preferred"].startswith("pmix_v")
+    return Site(root, repo, home, out, slurm_env, env)
+
+
+def build(site: Site, name: str, **fields: Any) -> dict[str, Any]:
+    """Build a request into <root>/<name>, check it against the cluster; the job_spec."""
+    work = site.root / name
+    request = {
+        "execution_scenario": "local_slurm",
+        "work_dir": str(work),
+        "repo_root": str(site.repo),
+        "partition": "gpu",
+        "account": "tsb",
+        "slurm_env_file": str(site.slurm_env_file),
+        "llm_models_root": "/models",
+        "models_path": str(site.repo / "models"),
+        "time_limit": "00:10:00",
+        **fields,
+    }
+    req_file = site.root / f"{name}.json"
+    req_file.write_text(json.dumps(request))
+    res = tsb(site.env, "build", str(req_file))
+    assert res.returncode == 0, res.stderr
+    spec: dict[str, Any] = json.loads((work / "job_spec.json").read_text())
+    res = tsb(site.env, "check", str(work))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return spec
+
+
+@dataclass(frozen=True)
+class Finished:
+    job_id: str
+    state: str
+    exit_code: str
+    log: str
+    records: list[dict[str, Any]]  # what the fake pyxis plugin saw, one per task
+
+    def step(self, n: int) -> list[dict[str, Any]]:
+        return sorted((r for r in self.records if r["step"] == n), key=lambda r: r["rank"])
+
+
+def wait(job_id: str, timeout: float = 150) -> tuple[str, str]:
+    """Poll squeue until the job left the queue, then sacct until it has a final state."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queued = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True
+        )
+        if not queued.stdout.strip():
+            acct = subprocess.run(
+                ["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"],
+                capture_output=True,
+                text=True,
+            )
+            lines = acct.stdout.splitlines()
+            if lines and "|" in lines[0]:
+                state, code = lines[0].split("|")[:2]
+                state = state.split()[0] if state.strip() else ""  # "CANCELLED by 0"
+                if state in TERMINAL:
+                    return state, code
+        time.sleep(0.25)
+    subprocess.run(["scancel", job_id], check=False)
+    pytest.fail(f"job {job_id} did not finish within {timeout}s")
+
+
+def submit(site: Site, spec: dict[str, Any]) -> Finished:
+    """Plain `sbatch --parsable <script>` from work_dir, then the log at log_file_pattern."""
+    work = Path(spec["work_dir"])
+    record = site.root / f"{work.name}.pyxis.jsonl"
+    env = {**site.env, "FAKE_PYXIS_RECORD": str(record), "STANDIN_ENV_DUMP_DIR": str(work)}
+    res = subprocess.run(
+        ["sbatch", "--parsable", spec["script_path"]],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    job_id = res.stdout.strip().split(";")[0]
+    state, code = wait(job_id)
+    log = Path(spec["log_file_pattern"].replace("%j", job_id))
+    assert log.is_file(), f"no log at {log}: {sorted(p.name for p in work.iterdir())}"
+    lines = record.read_text().splitlines() if record.exists() else []
+    records = [r for r in map(json.loads, lines) if str(r["job"]) == job_id]
+    return Finished(job_id, state, code, log.read_text(), records)
+
+
+# ---------------------------------------------------------------- what to assert
+
+
+def dumps(work: Path, tool: str) -> list[dict[str, Any]]:
+    """Environment dumps of one tool, rank order (files <tool>.rank<N>.<pid>.json)."""
+    found = [json.loads(p.read_text()) for p in sorted(work.glob(f"{tool}.rank*.json"))]
+    return sorted(found, key=lambda d: int(d["env"].get("SLURM_PROCID", "0")))
+
+
+def gpu_list(env: dict[str, str]) -> list[str]:
+    return [g for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+
+
+def mpi_vars(env: dict[str, str]) -> set[str]:
+    return {k for k in env if k.startswith(MPI_PREFIXES)}
+
+
+def assert_passed(job: Finished, spec: dict[str, Any]) -> None:
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.log
+    assert any(p in job.log for p in spec["success_patterns"]), job.log
+    assert not [p for p in spec["failure_patterns"] if p in job.log], job.log
+    assert f"Job {job.job_id} finished with exit code 0" in job.log
+
+
+def assert_slurm_gpus(env: dict[str, str], spec: dict[str, Any], ntasks: int) -> None:
+    """What Slurm set in the step: its task count and the GPUs from --gres=gpu:N."""
+    gpn = spec["slurm_params"]["gpus_per_node"]
+    assert spec["slurm_params"]["gres"] == f"gpu:{gpn}"
+    assert env["SLURM_NTASKS"] == env["SLURM_STEP_NUM_TASKS"] == str(ntasks)
+    assert env["SLURM_GPUS_ON_NODE"] == str(gpn)
+    assert gpu_list(env) == [str(i) for i in range(gpn)]
+
+
+def assert_container(job: Finished, spec: dict[str, Any], workdirs: list[tuple[Path, int]]) -> None:
+    """Every step of the job ran with the job_spec's container values, one record per task:
+    steps 0.. as listed (workdir, task count); the install and the run step share the name."""
+    canonical = spec["container_image"]
+    assert canonical == IMAGES[platform.machine()]
+    registry, _, path = canonical.partition("/")
+    for n, (workdir, ntasks) in enumerate(workdirs):
+        recs = job.step(n)
+        assert [r["rank"] for r in recs] == list(range(ntasks)), job.records
+        for r in recs:
+            assert r["image"] == f"{registry}#{path}"
+            assert r["mounts"] == spec["container_mounts"]
+            assert r["name"] == spec["container_name"]
+            assert r["workdir"] == r["cwd"] == str(workdir)
+    assert len(job.records) == sum(n for _, n in workdirs)
+    assert job.step(0)[0]["name"] == job.step(len(workdirs) - 1)[0]["name"]
+
+
+def assert_installed(job: Finished, site: Site) -> None:
+    assert f"pip (stand-in): would run 'pip install -e .' in {site.repo}" in job.log
+    assert "pip (stand-in): would run 'pip install -r requirements-dev.txt'" in job.log
+    assert "install done" in job.log
+
+
+# ---------------------------------------------------------------- Category 2: pytest
+
+
+def test_pytest_job_runs_the_tests_on_all_gpus_with_mpi_cleared(site: Site) -> None:
+    spec = build(site, "pytest_pass", test_cmd="pytest accuracy/test_tiny.py::TestTiny -v")
+    assert (spec["category"], spec["required_devices"], spec["container_name"]) == (
+        2,
+        8,  # the largest skip_less_device of the selected class
+        "tiny_auto_test",
+    )
+    assert spec["slurm_params"]["ntasks"] == 1
+    job = submit(site, spec)
+    assert_passed(job, spec)
+    assert "2 passed" in job.log and "PASSED" in job.log
+    assert job.log.count("Fake GPU (stand-in)") == 8  # nvidia-smi's table
+    assert_installed(job, site)
+    defs = site.repo / "tests" / "integration" / "defs"
+    assert_container(job, spec, [(site.repo, 1), (defs, 1)])
+
+    work = Path(spec["work_dir"])
+    (smi,) = dumps(work, "nvidia-smi")  # the run step as Slurm set it, before the clean-up
+    assert_slurm_gpus(smi["env"], spec, ntasks=1)
+    assert "PMIX_RANK" not in smi["env"]  # pytest runs without --mpi
+    for name in ("test_two_gpus", "test_eight_gpus_tp8"):
+        seen = json.loads((work / f"pytest-{name}.json").read_text())
+        assert seen["cwd"] == str(defs)
+        assert mpi_vars(seen["env"]) == KEPT, mpi_vars(seen["env"]) - KEPT
+        assert (seen["env"]["SLURM_PROCID"], seen["env"]["SLURM_LOCALID"]) == ("0", "0")
+        assert gpu_list(seen["env"]) == [str(i) for i in range(8)]
+        assert seen["env"]["FAKE_PYXIS_NAME"] == "tiny_auto_test"
+
+
+def test_failing_pytest_gives_a_failed_job(site: Site) -> None:
+    spec = build(
+        site, "pytest_fail", test_cmd="pytest accuracy/test_tiny.py::TestBroken::test_asserts_false"
+    )
+    job = submit(site, spec)
+    assert job.state == "FAILED" and job.exit_code != "0:0", (job.state, job.exit_code)
+    assert job.exit_code == "1:0"  # pytest's own status, passed through by the script
+    assert [p for p in spec["failure_patterns"] if p in job.log] == ["FAILED"]
+    assert "this test fails on purpose" in job.log and "1 failed" in job.log
+    assert not any(p in job.log for p in spec["success_patterns"]), job.log
+    assert f"Job {job.job_id} finished with exit code 1" in job.log
+    assert_container(job, spec, [(site.repo, 1), (site.repo / "tests/integration/defs", 1)])
+
+
+# ---------------------------------------------------------------- Category 3: custom
+
+
+def test_custom_job_runs_one_task_per_gpu_with_literal_env(site: Site) -> None:
+    spec = build(
+        site,
+        "custom",
+        custom_cmd="python3 scripts/report_env.py",
+        custom_env="GREETING='hello world' LITERAL='$HOME' SLURM_MY_SETTING=kept",
+        required_devices=2,
+        model_name="smoke",
+    )
+    assert (spec["category"], spec["slurm_params"]["ntasks"]) == (3, 2)
+    job = submit(site, spec)
+    assert_passed(job, spec)
+    for rank in (0, 1):
+        assert f"Rank{rank} Custom command finished with exit code 0" in job.log
+        assert f"rank {rank} sees GPUs 0,1,2,3,4,5,6,7; GREETING=hello world" in job.log
+    assert "1 node(s), 2 task(s)" in job.log
+    assert_installed(job, site)
+    assert_container(job, spec, [(site.repo, 1), (site.repo, 2)])
+
+    seen = dumps(Path(spec["work_dir"]), "custom")
+    assert [d["env"]["SLURM_PROCID"] for d in seen] == ["0", "1"]
+    for d in seen:
+        env = d["env"]
+        assert (env["GREETING"], env["LITERAL"]) == ("hello world", "$HOME")
+        # one node: the MPI/SLURM variables are cleared, custom_env is applied after that
+        assert mpi_vars(env) == KEPT | {"SLURM_MY_SETTING"}
+        assert env["SLURM_MY_SETTING"] == "kept"
+        assert gpu_list(env) == [str(i) for i in range(8)]
+
+
+# ---------------------------------------------------------------- Category 5: eval
+
+
+@pytest.mark.parametrize(
+    ("task", "tp", "result"),
+    [
+        ("gsm8k", 2, "lm-eval gsm8k average accuracy: 75.00"),
+        ("mmlu", 1, "MMLU weighted average accuracy: 75.00 (14042)"),
+    ],
+)
+def test_eval_job_runs_under_pmix(site: Site, task: str, tp: int, result: str) -> None:
+    spec = build(
+        site, f"eval_{task}", eval_cmd=f"trtllm-eval --model org/Tiny-Model --tp_size {tp} {task}"
+    )
+    plugin = site.slurm_env["pmix"]["preferred"]
+    assert (spec["category"], spec["slurm_params"]["ntasks"]) == (5, tp)
+    assert spec["slurm_params"]["mpi_plugin"] == plugin
+    job = submit(site, spec)
+    assert_passed(job, spec)
+    assert result in job.log
+    assert job.log.count("Fake GPU (stand-in)") == 8  # nvidia-smi on rank 0 only
+    assert_installed(job, site)
+    assert_container(job, spec, [(site.repo, 1), (site.repo, tp)])
+
+    seen = dumps(Path(spec["work_dir"]), "trtllm-eval")
+    assert [d["env"]["SLURM_PROCID"] for d in seen] == [str(r) for r in range(tp)]
+    for rank, d in enumerate(seen):
+        env = d["env"]
+        assert d["argv"] == ["--model", "/models/org/Tiny-Model", "--tp_size", str(tp), task]
+        assert_slurm_gpus(env, spec, ntasks=tp)
+        # --mpi=<probe's plugin> on every eval run step; the launcher only when tp > 1
+        assert (env["SLURM_MPI_TYPE"], env["PMIX_RANK"]) == (plugin, str(rank))
+        launched = env.get("TRTLLM_LLMAPI_LAUNCH_STANDIN") == "1"
+        assert launched == (tp > 1)
+        assert (f"trtllm-llmapi-launch (stand-in): rank {rank} of {tp}" in job.log) == launched
+
+
+# ---------------------------------------------------------------- Category 6: bench
+
+
+def test_bench_job_prepares_then_runs_two_ranks(site: Site) -> None:
+    dataset = site.home / "tiny_dataset.json"  # the home folder is mounted
+    spec = build(
+        site,
+        "bench",
+        bench_cmd=(
+            f"trtllm-bench --model org/Tiny-Model prepare-dataset --output {dataset} "
+            "token-norm-dist --num-requests 4 --input-mean 16 --input-stdev 0 --output-mean 8 "
+            f"--output-stdev 0 && trtllm-bench --model org/Tiny-Model throughput "
+            f"--dataset {dataset} --tp 2"
+        ),
+    )
+    plugin = site.slurm_env["pmix"]["preferred"]
+    assert (spec["category"], spec["slurm_params"]["ntasks"]) == (6, 2)
+    job = submit(site, spec)
+    assert_passed(job, spec)
+    assert "= PERFORMANCE OVERVIEW" in job.log
+    assert "Total Output Throughput (tokens/sec):" in job.log
+    assert "Number of requests:                               4" in job.log
+    assert len(dataset.read_text().splitlines()) == 4
+    assert_installed(job, site)
+    assert_container(job, spec, [(site.repo, 1), (site.repo, 1), (site.repo, 2)])
+
+    work = Path(spec["work_dir"])
+    (smi,) = dumps(work, "nvidia-smi")  # in the dataset step, before the clean-up
+    assert_slurm_gpus(smi["env"], spec, ntasks=1)
+    assert "PMIX_RANK" not in smi["env"]  # the dataset step never runs under MPI
+    (prep,) = dumps(work, "trtllm-bench-prepare-dataset")
+    assert mpi_vars(prep["env"]) == KEPT
+    runs = dumps(work, "trtllm-bench-throughput")
+    assert [d["env"]["SLURM_PROCID"] for d in runs] == ["0", "1"]
+    for rank, d in enumerate(runs):
+        env = d["env"]
+        assert_slurm_gpus(env, spec, ntasks=2)
+        assert (env["SLURM_MPI_TYPE"], env["PMIX_RANK"]) == (plugin, str(rank))
+        assert (env["TRTLLM_LLMAPI_LAUNCH_STANDIN"], env["tllm_mpi_size"]) == ("1", "2")

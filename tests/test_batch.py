@@ -1,0 +1,110 @@
+"""build-many: one job per test id or per GPU count, jobs.json, errors by line number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from .conftest import Env, shared_file
+
+IDS = [
+    "accuracy/test_tiny.py::TestTiny::test_four[tp4]",
+    "accuracy/test_tiny.py::TestTiny::test_one",
+    "accuracy/test_tiny.py::TestTiny::test_param[tp2] TIMEOUT (90)",
+    "accuracy/test_tiny.py::TestBig::test_method_wins",
+]
+
+
+def base_file(env: Env, tmp_path: Path) -> Path:
+    req = env.request()
+    req["work_dir"] = str(env.work)
+    f = tmp_path / "base.yaml"
+    f.write_text(yaml.safe_dump(req))
+    return f
+
+
+def test_one_job_per_id_and_index(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text("# a comment\n\n" + "\n".join(IDS) + "\n")
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 0, r.stderr
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert [row["line"] for row in rows] == [3, 4, 5, 6]
+    assert [row["required_devices"] for row in rows] == [4, 1, 2, 2]
+    assert all(row["status"] == "built" for row in rows)
+    third = Path(rows[2]["work_dir"])
+    spec = json.loads((third / "job_spec.json").read_text())
+    assert "--timeout=5400" in (third / "tiny_auto_test.slurm").read_text()
+    assert spec["script_path"] == rows[2]["script_path"]
+    assert "built 4 job(s), 0 failed" in r.stdout
+
+
+def test_malformed_lines_reported_rest_built(env: Env, cli, tmp_path: Path) -> None:
+    lines = []
+    bad = {}
+    for i in range(1, 1001):
+        if i % 97 == 0:
+            lines.append("accuracy/test_tiny.py::TestTiny::test_four[tp4")  # unbalanced
+            bad[i] = "unbalanced"
+        elif i % 101 == 0:
+            lines.append("accuracy/test_tiny.py::TestBig::test_too_big")  # 16 GPUs: refused
+            bad[i] = "maximum of 8"
+        elif i % 103 == 0:
+            lines.append("'unterminated")
+            bad[i] = "cannot be split"
+        else:
+            lines.append(IDS[i % len(IDS)])
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join(lines) + "\n")
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 2
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert len(rows) == 1000
+    errors = {row["line"]: row["error"] for row in rows if row["status"] == "error"}
+    assert set(errors) == set(bad)
+    for line, why in bad.items():
+        assert why in errors[line]
+        assert f"{lst}:{line}: error: " in r.stderr
+    assert sum(row["status"] == "built" for row in rows) == 1000 - len(bad)
+    assert f"built {1000 - len(bad)} job(s), {len(bad)} failed" in r.stdout
+
+
+def test_group_by_devices(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join(IDS) + "\n")
+    r = cli(
+        ["build-many", str(lst), "--base", str(base_file(env, tmp_path)), "--group-by", "devices"]
+    )
+    assert r.code == 0, r.stderr
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert [row["required_devices"] for row in rows] == [1, 2, 4]
+    two = (Path(rows[1]["work_dir"]) / "gpus2_auto_test.slurm").read_text()
+    assert "test_param[tp2]" in two and "test_method_wins" in two and "test_four" not in two
+
+
+def test_yaml_list_of_requests(env: Env, cli, tmp_path: Path) -> None:
+    items = [
+        {"eval_cmd": "trtllm-eval --model org/Tiny-Model mmlu"},
+        {"bench_cmd": "trtllm-bench -m x throughput --tp 16"},  # wider than a node
+        {"custom_cmd": "true", "work_dir": str(tmp_path / "own")},
+    ]
+    lst = tmp_path / "reqs.yaml"
+    lst.write_text(yaml.safe_dump(items))
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 2
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert [row["status"] for row in rows] == ["built", "error", "built"]
+    assert rows[1]["line"] == 2 and "required_devices" in rows[1]["error"]
+    assert (tmp_path / "own" / "job_spec.json").exists()
+
+
+def test_real_qa_list_builds(env: Env, cli, tmp_path: Path) -> None:
+    """Every id of the real QA list builds (the fixture repo lacks the files: sized from defaults)."""
+    real = shared_file("tests/integration/test_lists/qa/llm_function_sanity.txt")
+    r = cli(["build-many", str(real), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 0, r.stderr
+    rows = json.loads((env.work / "jobs.json").read_text())
+    n = sum(1 for ln in real.read_text().splitlines() if ln.strip() and not ln.startswith("#"))
+    assert len(rows) == n and all(row["status"] == "built" for row in rows)
