@@ -522,6 +522,7 @@ def _assemble(
         script_path=str(work_dir / script),
         script_name=script,
         log_file_pattern=f"{paths.log_dir}/{kind_name}_%j.out",
+        error_file_pattern=f"{paths.log_dir}/{kind_name}_%j.err",
         extra_files=extra_files,
         slurm_params=params,
         slurm_env=env_raw,

@@ -17,7 +17,39 @@ def _fail(err: BuildError) -> None:
     sys.exit(err.exit_code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# Commands that live in their own packages, imported only when asked for: `build` must not pay
+# for probe, check, submit or the schemas at start-up.
+LAZY_COMMANDS = {
+    "build-many": "batch",
+    "probe": "probe.command",
+    "check": "check.command",
+    "submit": "runner.command",
+    "watch": "runner.command",
+    "run": "runner.command",
+    "release": "runner.command",
+    "schema": "schema",
+    "completion": "completion",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands or name not in LAZY_COMMANDS:
+            return super().get_command(ctx, name)
+        from importlib import import_module
+
+        module = import_module(f"{__package__}.{LAZY_COMMANDS[name]}")
+        found = [c for c in getattr(module, "commands", []) if c.name == name]
+        return found[0] if found else None
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="trtllm-script-builder")
 def main() -> None:
     """Turn a TensorRT-LLM command and a place to run it into a correct script and job_spec.json.
@@ -94,29 +126,3 @@ def _prompter() -> Any:
         return answer.strip()
 
     return ask
-
-
-def _add_commands() -> None:
-    """Commands that live in their own packages; each module defines `commands` (a list)."""
-    from importlib import import_module
-    from importlib.util import find_spec
-
-    for name in (
-        "probe.command",
-        "check.command",
-        "batch",
-        "schema",
-        "completion",
-        "runner.command",
-    ):
-        parent = name.rpartition(".")[0]
-        if parent and find_spec(f"{__package__}.{parent}") is None:
-            continue
-        if find_spec(f"{__package__}.{name}") is None:
-            continue
-        module = import_module(f"{__package__}.{name}")
-        for cmd in getattr(module, "commands", None) or [module.command]:
-            main.add_command(cmd)
-
-
-_add_commands()

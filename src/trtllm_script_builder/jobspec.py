@@ -43,6 +43,9 @@ class JobSpec(BaseModel):
     script_path: str
     script_name: str
     log_file_pattern: str | None = None
+    # The seed's scripts keep stderr apart (#SBATCH --error); tracebacks land there, so a
+    # watcher reads both files.
+    error_file_pattern: str | None = None
     log_file: str | None = None
     docker_cmd: str | None = None
     success_patterns: list[str]

@@ -30,3 +30,6 @@ def command(work_dir: Path, as_json: bool) -> None:
     else:
         click.echo(f"ok: {work_dir} fits the cluster")
     raise SystemExit(rc)
+
+
+commands = [command]

@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -47,17 +48,43 @@ def write_atomically(path: Path, text: str) -> None:
     default=None,
     help="Write to this file (e.g. WORK_DIR/slurm_env.json) instead of standard output.",
 )
-def command(partitions: str | None, fmt: str, output: Path | None) -> None:
+@click.option(
+    "--ssh",
+    "ssh_host",
+    metavar="HOST",
+    default=None,
+    help="Probe a remote cluster: run the same tools through `ssh HOST` (OpenSSH, BatchMode, "
+    "one ControlMaster connection) and record ssh_host and remote_cwd.",
+)
+@click.option(
+    "--remote-cwd",
+    metavar="DIR",
+    default=None,
+    help="With --ssh: the remote_cwd to record (default: the login directory, `pwd`).",
+)
+def command(
+    partitions: str | None,
+    fmt: str,
+    output: Path | None,
+    ssh_host: str | None,
+    remote_cwd: str | None,
+) -> None:
     """Read the cluster (sacctmgr, sinfo, scontrol, srun --mpi=list, sbatch --test-only).
 
-    Exit status: 0 clean, 1 no Slurm client tools, 2 partial (see "errors").
+    Exit status: 0 clean, 1 no Slurm client tools, 2 partial (see "errors"),
+    3 --ssh could not connect.
     """
     names: list[str] | None = None
     if partitions is not None:
         names = [p.strip() for p in partitions.split(",") if p.strip()]
         if not names:
             raise click.UsageError("--partitions needs at least one partition name")
-    env, rc = probe(names)
+    if remote_cwd is not None and ssh_host is None:
+        raise click.UsageError("--remote-cwd needs --ssh HOST")
+    if ssh_host is None:
+        env, rc = probe(names)
+    else:
+        env, rc = _probe_remote(ssh_host, names, remote_cwd)
     text = json.dumps(env, indent=2) + "\n" if fmt == "json" else render_text(env)
     if output is not None:
         write_atomically(output, text)
@@ -68,3 +95,26 @@ def command(partitions: str | None, fmt: str, output: Path | None) -> None:
         for error in env["errors"]:
             click.echo(f"warning: {error}", err=True)
     raise SystemExit(rc)
+
+
+def _probe_remote(
+    host: str, names: list[str] | None, remote_cwd: str | None
+) -> tuple[dict[str, Any], int]:
+    from ..runner.ssh import SshRunner, SshTarget
+
+    runner = SshRunner(SshTarget(host))
+    hello = runner.shell('pwd && printf "%s\\n" "$HOME" && id -un')
+    words = hello.out.decode(errors="replace").splitlines()
+    if hello.rc != 0 or len(words) < 3:
+        why = (hello.err or hello.out).decode(errors="replace").strip().splitlines()
+        click.echo(f"error: ssh {host}: {why[-1] if why else f'exit status {hello.rc}'}", err=True)
+        raise SystemExit(3)
+    login_dir, home, user = words[0], words[1], words[2]
+    env, rc = probe(names, runner=runner, user=user)
+    env["ssh_host"] = host
+    env["remote_cwd"] = remote_cwd or login_dir
+    env["remote_home"] = home
+    return env, rc
+
+
+commands = [command]

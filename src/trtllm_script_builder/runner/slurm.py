@@ -70,6 +70,8 @@ def status_from_scontrol(job_id: str, text: str) -> JobStatus:
     if not f.get("JobState"):
         return JobStatus(job_id, source="scontrol")
     code, sig = parse_exit_code(f.get("ExitCode"))
+    limit, ran = time_to_seconds(f.get("TimeLimit")), time_to_seconds(f.get("RunTime"))
+    left = seconds_to_time(max(limit - ran, 0)) if limit is not None and ran is not None else None
     return JobStatus(
         job_id,
         state=f["JobState"],
@@ -77,7 +79,7 @@ def status_from_scontrol(job_id: str, text: str) -> JobStatus:
         signal=sig,
         reason=f.get("Reason"),
         run_time=f.get("RunTime"),
-        time_left=None,
+        time_left=left,
         nodelist=f.get("NodeList"),
         stdout=f.get("StdOut"),
         stderr=f.get("StdErr"),
@@ -108,9 +110,6 @@ def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
     show = runner(["scontrol", "show", "job", "-o", job_id])
     st = status_from_scontrol(job_id, show.out) if show.rc == 0 else JobStatus(job_id)
     if st.known and not st.terminal:
-        left = runner(["squeue", "-h", "-j", job_id, "-o", "%L"])
-        if left.rc == 0 and left.out.strip():
-            st.time_left = left.out.strip().splitlines()[0].strip()
         return st
     if accounting:
         acct = sacct(runner, job_id)
@@ -162,6 +161,13 @@ def time_to_seconds(text: str | None) -> int | None:
         nums.insert(0, 0)
     h, m, s = nums
     return days * 86400 + h * 3600 + m * 60 + s
+
+
+def seconds_to_time(seconds: int) -> str:
+    d, rest = divmod(int(seconds), 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
 
 
 def request_time_to_seconds(text: str) -> int | None:

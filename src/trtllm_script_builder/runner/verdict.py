@@ -103,7 +103,7 @@ _BUILDER = [
 ]
 _INSTALL_START = re.compile(r"^\[node (\S+)\] installing TensorRT-LLM from ")
 _INSTALL_END = re.compile(r"^\[node (\S+)\] install done$")
-_SLURM = re.compile(r"^(srun|slurmstepd|salloc|sbatch|slurmd)(\[\d+\])?: ")
+_SLURM = re.compile(r"^(srun|slurmstepd(-[\w.-]+)?|salloc|sbatch|slurmd)(\[\d+\])?: ")
 # well-known noise from the install step that must not read as the program's failure
 _NOISE = [
     re.compile(r"^(ERROR|WARNING): pip's dependency resolver "),
@@ -137,7 +137,8 @@ class Kind(str, Enum):
     PROGRAM = "program"  # what the job's programs printed: patterns decide here
     SETUP = "setup"  # the install step's output: evidence for failures only
     SLURM = "slurm"  # srun / slurmstepd: infrastructure and memory checks only
-    OWN = "own"  # the builder's echo lines and shell traces: never decide anything
+    OWN = "own"  # the builder's echo lines: never decide anything
+    TRACE = "trace"  # `set -x` lines: never decide anything, never evidence
 
 
 def strip_label(text: str) -> str:
@@ -152,7 +153,9 @@ def classify(lines: Iterable[str | LogLine]) -> list[tuple[Kind, LogLine]]:
         line = raw if isinstance(raw, LogLine) else LogLine(raw)
         text = strip_label(line.text)
         kind = Kind.PROGRAM
-        if _TRACE.match(text) or any(p.match(text) for p in _BUILDER):
+        if _TRACE.match(text):
+            kind = Kind.TRACE
+        elif any(p.match(text) for p in _BUILDER):
             kind = Kind.OWN
             if m := _INSTALL_START.match(text):
                 installing.add(m.group(1))
@@ -244,7 +247,13 @@ def decide_verdict(
         return decision(Verdict.CANCELLED, f"Slurm state {st}", _first(lines, 3))
 
     failures = [ln for ln in program if _matches(ln, spec.failure_patterns)]
-    successes = [ln for ln in program if _matches(ln, spec.success_patterns)]
+    # success lines are evidence only (the exit code decides), so the builder's own
+    # "RankN Custom command finished with exit code 0" may serve as one
+    successes = [
+        ln
+        for k, ln in classified
+        if k in (Kind.PROGRAM, Kind.OWN) and _matches(ln, spec.success_patterns)
+    ]
     ok_state = st in (None, "COMPLETED")
     if ok_state and exit_code in (0, None) and not (st is None and exit_code is None):
         if failures:
@@ -275,8 +284,10 @@ def decide_verdict(
         )
     if failures:
         return decision(Verdict.FAILED, "failure pattern in the output", _first(failures, 8))
-    lines = _tail(program, 8) or _tail(setup, 8) or _tail(slurm, 8)
-    return decision(Verdict.FAILED, "non-zero exit code", lines)
+    tail = _tail(program, 8) or _tail(setup, 8) or _tail(slurm, 8)
+    if exit_code is None:
+        return decision(Verdict.FAILED, "the job ended without an exit code", tail)
+    return decision(Verdict.FAILED, f"exit code {exit_code}", tail)
 
 
 def _infra(line: LogLine) -> bool:

@@ -1,0 +1,158 @@
+"""The speed and memory benchmark: whole processes, repeated, median/min/max in a table.
+
+    python bench/run.py [--runs 15] [--jobs 10000] [--nemo-python PATH]
+
+Measures (issue targets in brackets):
+  1. one `build` of a pytest job, wall time and peak RSS of the process   [<= 100 ms, <= 50 MiB]
+  2. `build-many` of N test ids: jobs per second after start-up, peak RSS at N/10 and N
+     (memory flat in the number of jobs)                                  [>= 2,000 jobs/s]
+  3. test-file inspection: a 10,000-line test file, 1,000 ids pointing at it: parses and time
+                                                                           [parsed once]
+  4. NeMo-Run rendering an equivalent sbatch script, when an interpreter with nemo_run is
+     given (`--nemo-python`, or $NEMO_PYTHON); ratios against (1).
+Work files go to a temporary folder (tmpfs when /dev/shm exists, so the disk is not measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "requests" / "pytest_local_slurm.yaml"
+IDS = [
+    "accuracy/test_llm_api_pytorch.py::TestLlama3_1_8BInstruct::test_bfloat16_4gpus[tp4]",
+    "accuracy/test_llm_api_pytorch.py::TestLlama3_1_8BInstruct::test_auto_dtype",
+    "accuracy/test_llm_api_pytorch.py::TestLlama3_1_8BInstruct::test_fp8[tp2] TIMEOUT (90)",
+]
+
+
+def run(cmd: list[str], cwd: Path | None = None) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS in MiB, exit code of one whole process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 2):
+        raise SystemExit(f"{cmd[:4]} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    if proc.stderr:
+        proc.stderr.close()
+    return wall, usage.ru_maxrss / 1024, proc.returncode
+
+
+def stats(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def cli() -> list[str]:
+    return [sys.executable, "-m", "trtllm_script_builder"]
+
+
+def bench_single(tmp: Path, runs: int) -> dict[str, tuple[float, float, float]]:
+    walls, rss = [], []
+    for i in range(runs):
+        wall, mem, _ = run([*cli(), "build", str(EXAMPLE), "--work-dir", str(tmp / f"single{i}")])
+        walls.append(wall * 1000)
+        rss.append(mem)
+    return {"build: wall ms": stats(walls), "build: peak MiB": stats(rss)}
+
+
+def bench_many(tmp: Path, runs: int, jobs: int) -> dict[str, tuple[float, float, float]]:
+    small = max(jobs // 10, 1)
+    lists = {}
+    for n in (1, small, jobs):
+        f = tmp / f"list{n}.txt"
+        f.write_text("\n".join(IDS[i % len(IDS)] for i in range(n)) + "\n")
+        lists[n] = f
+    out: dict[str, list[float]] = {"start": [], "rate": [], "rss_small": [], "rss_big": []}
+    for r in range(max(runs // 5, 3)):
+        args = ["build-many", "--base", str(EXAMPLE)]
+        start, _, _ = run([*cli(), *args, str(lists[1]), "--work-dir", str(tmp / f"m1_{r}")])
+        _, rss_small, _ = run([*cli(), *args, str(lists[small]), "--work-dir", str(tmp / f"ms_{r}")])
+        wall, rss_big, _ = run([*cli(), *args, str(lists[jobs]), "--work-dir", str(tmp / f"mb_{r}")])
+        out["start"].append(start * 1000)
+        out["rate"].append((jobs - 1) / max(wall - start, 1e-9))
+        out["rss_small"].append(rss_small)
+        out["rss_big"].append(rss_big)
+        subprocess.run(["rm", "-rf", str(tmp / f"mb_{r}"), str(tmp / f"ms_{r}")], check=True)
+    return {
+        "build-many: start-up ms": stats(out["start"]),
+        f"build-many: jobs/s ({jobs} ids)": stats(out["rate"]),
+        f"build-many: peak MiB ({small} ids)": stats(out["rss_small"]),
+        f"build-many: peak MiB ({jobs} ids)": stats(out["rss_big"]),
+    }
+
+
+INSPECT = """
+import sys, time
+from pathlib import Path
+from trtllm_script_builder.resolve.pytest_sizing import inspect_file, size_pytest
+repo, n = Path(sys.argv[1]), int(sys.argv[2])
+t = time.perf_counter()
+for i in range(n):
+    size_pytest(f"pytest big/test_big.py::TestBig::test_{i * 7 % 2000}", repo)
+print(time.perf_counter() - t, inspect_file.cache_info().misses)
+"""
+
+
+def bench_inspection(tmp: Path) -> dict[str, tuple[float, float, float]]:
+    repo = tmp / "inspect_repo"
+    (repo / "big").mkdir(parents=True)
+    lines = ["import pytest", "", "", "class TestBig:"]
+    i = 0
+    while len(lines) < 10_000:
+        lines += [f"    @pytest.mark.skip_less_device({1 + i % 8})", f"    def test_{i}(self):", "        pass", ""]
+        i += 1
+    (repo / "big" / "test_big.py").write_text("\n".join(lines[:10_000]) + "\n")
+    done = subprocess.run([sys.executable, "-c", INSPECT, str(repo), "1000"], capture_output=True, text=True, check=True)
+    seconds, parses = done.stdout.split()
+    return {"inspect: 1,000 ids into a 10,000-line file, ms": (float(seconds) * 1000,) * 3, "inspect: parses of that file": (float(parses),) * 3}
+
+
+def bench_nemo(tmp: Path, runs: int, nemo_python: str) -> dict[str, tuple[float, float, float]]:
+    walls, rss = [], []
+    for i in range(max(runs // 3, 3)):
+        wall, mem, _ = run([nemo_python, str(ROOT / "bench" / "nemo_render.py"), str(tmp / f"nemo{i}.sbatch")])
+        walls.append(wall * 1000)
+        rss.append(mem)
+    return {"NeMo-Run render: wall ms": stats(walls), "NeMo-Run render: peak MiB": stats(rss)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--nemo-python", default=os.environ.get("NEMO_PYTHON"))
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = ap.parse_args()
+    base = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(dir=base) as d:
+        tmp = Path(d)
+        results = bench_single(tmp, args.runs)
+        results.update(bench_many(tmp, args.runs, args.jobs))
+        results.update(bench_inspection(tmp))
+        if args.nemo_python:
+            results.update(bench_nemo(tmp, args.runs, args.nemo_python))
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"{'measure':<44} {'median':>10} {'min':>10} {'max':>10}")
+    for name, (med, lo, hi) in results.items():
+        print(f"{name:<44} {med:>10.1f} {lo:>10.1f} {hi:>10.1f}")
+    if "NeMo-Run render: wall ms" in results:
+        ours, theirs = results["build: wall ms"][0], results["NeMo-Run render: wall ms"][0]
+        mine, their_mem = results["build: peak MiB"][0], results["NeMo-Run render: peak MiB"][0]
+        print(f"ratio NeMo-Run / build: wall {theirs / ours:.1f}x, peak memory {their_mem / mine:.1f}x")
+    if args.json:
+        print(json.dumps({k: v[0] for k, v in results.items()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+"""Run a built job to a verdict: `submit`, `watch`, `run` and `release` (persistent mode).
+
+`verdict` holds the pure decision (`decide_verdict`), `slurm` the Slurm queries, `ssh` the
+OpenSSH runner, `submit`/`watch`/`persistent` the procedures, `command` the click commands.
+With `probe/`, this package is the only place that starts processes.
+"""
+
+from __future__ import annotations
+
+from .verdict import VERDICT_EXIT, Decision, LogLine, Verdict, decide_verdict
+
+__all__ = ["VERDICT_EXIT", "Decision", "LogLine", "Verdict", "decide_verdict"]

@@ -1,0 +1,325 @@
+"""`submit`, `watch`, `run` and `release`: the click commands (added to the CLI by cli.py)."""
+
+from __future__ import annotations
+
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import BuildError
+
+WORK_DIR = click.Path(file_okay=False, path_type=Path)
+
+VERDICT_HELP = """\b
+Exit status: 0 PASSED, 1 FAILED, 10 INFRA_FAILURE, 11 TIMEOUT, 12 CANCELLED,
+13 OUT_OF_MEMORY, 14 HANG_DETECTED; 2 nothing to watch (no job_spec.json or
+submission.json), 3 a tool failed (sbatch, ssh, Slurm forgot the job)."""
+
+
+def _fail(err: BuildError) -> None:
+    click.echo(err.line(), err=True)
+    sys.exit(err.exit_code)
+
+
+def _say(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def _submit_options(f: Any) -> Any:
+    f = click.option(
+        "--alloc-time",
+        default=None,
+        metavar="TIME",
+        help="time limit of a new held allocation (default 04:00:00, capped at the "
+        "partition's MaxTime)",
+    )(f)
+    f = click.option(
+        "--persistent/--one-shot",
+        default=False,
+        help="local_slurm: run inside a held allocation (reused while it fits; "
+        "`release` frees it) instead of sbatch; the job must be built with persistent_mode",
+    )(f)
+    f = click.option(
+        "--ssh-host",
+        default=None,
+        metavar="HOST",
+        help="remote_slurm: ssh to this host (default: job_spec ssh_host, else slurm_env's)",
+    )(f)
+    f = click.option("--force", is_flag=True, help="submit even if WORK_DIR was submitted")(f)
+    return f
+
+
+def _watch_options(f: Any) -> Any:
+    f = click.option(
+        "--quiet", "-q", is_flag=True, help="no log lines and no progress, only the verdict"
+    )(f)
+    f = click.option(
+        "--poll",
+        type=click.FloatRange(min=0.05),
+        default=5.0,
+        show_default=True,
+        metavar="S",
+        help="seconds between polls",
+    )(f)
+    f = click.option(
+        "--json", "as_json", is_flag=True, help="end with one JSON object (the last line)"
+    )(f)
+    f = click.option(
+        "--keep-running", is_flag=True, help="on --timeout, leave the job running (verdict TIMEOUT)"
+    )(f)
+    f = click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="stop waiting after this long: verdict TIMEOUT, and the job is cancelled",
+    )(f)
+    return f
+
+
+@click.command("submit")
+@click.argument("work_dir", type=WORK_DIR)
+@_submit_options
+@click.option("--json", "as_json", is_flag=True, help="print submission.json")
+def submit(
+    work_dir: Path,
+    force: bool,
+    ssh_host: str | None,
+    persistent: bool,
+    alloc_time: str | None,
+    as_json: bool,
+) -> None:
+    """Start the job built in WORK_DIR and record it in WORK_DIR/submission.json.
+
+    \b
+    local_slurm   sbatch --parsable <script>   (--persistent: bash <script> in a held allocation)
+    remote_slurm  copy the script and extra_files to remote_work_dir over ssh, sbatch there
+    local_docker  bash docker_cmd.sh > log_file, in the background
+    Exit status: 0 submitted, 2 refused (already submitted, nothing built), 3 a tool failed.
+    """
+    from .submit import submit as do_submit
+
+    try:
+        sub = do_submit(
+            work_dir,
+            force=force,
+            ssh_host=ssh_host,
+            persistent=persistent,
+            alloc_time=alloc_time,
+            say=_say,
+        )
+    except BuildError as err:
+        _fail(err)
+        return
+    if as_json:
+        import json
+
+        click.echo(json.dumps(sub.model_dump(exclude_none=True), indent=2))
+    else:
+        click.echo(_submitted_line(sub))
+
+
+def _submitted_line(sub: Any) -> str:
+    what = f"job {sub.job_id}" if sub.pid is None else f"pid {sub.pid}"
+    if sub.persistent:
+        what = f"pid {sub.pid} in allocation {sub.alloc_job_id}"
+    where = f" on {sub.ssh_host}" if sub.ssh_host else ""
+    return (
+        f"submitted {what}{where} ({sub.scenario}); log {sub.log_file}\n"
+        f"follow it: trtllm-script-builder watch {sub.work_dir}"
+    )
+
+
+@click.command("watch", epilog=VERDICT_HELP)
+@click.argument("work_dir", type=WORK_DIR)
+@_watch_options
+@click.option("--ssh-host", default=None, metavar="HOST", help="remote_slurm: ssh to this host")
+def watch(
+    work_dir: Path,
+    timeout: float | None,
+    keep_running: bool,
+    as_json: bool,
+    poll: float,
+    quiet: bool,
+    ssh_host: str | None,
+) -> None:
+    """Follow the job submitted from WORK_DIR to its end and give one verdict.
+
+    Streams new log lines (stdout) with a progress line (stderr); `hang detected` in the log
+    cancels the job. Ends with the verdict and the lines that decided it (also written to
+    WORK_DIR/verdict.json): PASSED, FAILED, TIMEOUT, CANCELLED, OUT_OF_MEMORY,
+    HANG_DETECTED or INFRA_FAILURE.
+    """
+    _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
+
+
+def _do_watch(
+    work_dir: Path,
+    timeout: float | None,
+    keep_running: bool,
+    as_json: bool,
+    poll: float,
+    quiet: bool,
+    ssh_host: str | None,
+) -> None:
+    from .watch import Console, render_verdict, verdict_json
+    from .watch import watch as do_watch
+
+    out = click.get_text_stream("stdout")
+    err = click.get_text_stream("stderr")
+    try:
+        result = do_watch(
+            work_dir,
+            timeout=timeout,
+            keep_running=keep_running,
+            poll=poll,
+            ssh_host=ssh_host,
+            console=Console(out, err, quiet=quiet),
+        )
+    except BuildError as e:
+        _fail(e)
+        return
+    if as_json:
+        click.echo(render_verdict(result), nl=False, err=True)
+        click.echo(verdict_json(result))
+    else:
+        click.echo(render_verdict(result), nl=False)
+    sys.exit(result.exit_status)
+
+
+# ---------------------------------------------------------------- run
+
+
+def _request_options(f: Any) -> Any:
+    """Every request field as a flag, as `build` has them (taken from the Request model)."""
+    from ..request import Request
+
+    hints = typing.get_type_hints(Request)
+    for name in reversed(list(Request.model_fields)):
+        flag = name.replace("_", "-")
+        hint = hints[name]
+        args = set(typing.get_args(hint)) | {hint}
+        if bool in args:
+            f = click.option(f"--{flag}/--no-{flag}", name, default=None, help=f"request field {name}")(f)  # fmt: skip
+        elif int in args:
+            f = click.option(f"--{flag}", name, type=int, default=None, help=f"request field {name}")(f)  # fmt: skip
+        elif name == "env_check":
+            f = click.option(f"--{flag}", name, default=None, metavar="JSON", help="request field env_check, as a JSON object")(f)  # fmt: skip
+        else:
+            f = click.option(f"--{flag}", name, default=None, help=f"request field {name}")(f)
+    return f
+
+
+@click.command("run", epilog=VERDICT_HELP)
+@click.argument("request", required=False)
+@_request_options
+@_submit_options
+@_watch_options
+def run(
+    request: str | None,
+    force: bool,
+    ssh_host: str | None,
+    persistent: bool,
+    alloc_time: str | None,
+    timeout: float | None,
+    keep_running: bool,
+    as_json: bool,
+    poll: float,
+    quiet: bool,
+    **fields: Any,
+) -> None:
+    """Build REQUEST (as `build` does; every request field is also a flag), submit the job
+    and watch it to a verdict, in one go."""
+    import json
+
+    from ..build import build as run_build
+    from ..build import finish
+    from ..request import load_request, read_request_file
+    from ..site_config import load_site_config
+    from .submit import SUBMISSION
+    from .submit import submit as do_submit
+
+    try:
+        data, base = read_request_file(request) if request else ({}, Path.cwd())
+        if fields.get("env_check"):
+            try:
+                fields["env_check"] = json.loads(fields["env_check"])
+            except ValueError as exc:
+                raise BuildError(
+                    "env_check", f"is not JSON ({exc})", "pass a JSON object"
+                ) from None
+        req = load_request(data, base, fields)
+        work_dir = Path(req.work_dir)
+        if (work_dir / SUBMISSION).exists() and not force:
+            raise BuildError(
+                "work_dir",
+                f"{work_dir} holds a job that was already submitted",
+                "use another work_dir, or pass --force to build and submit again",
+            )
+        ask = _prompter() if request != "-" and sys.stdin.isatty() else None
+        result = run_build(req, load_site_config(), ask)
+        finish(result)
+        _say(f"built {result.spec.script_path}")
+        sub = do_submit(
+            work_dir,
+            force=force,
+            ssh_host=ssh_host,
+            persistent=persistent,
+            alloc_time=alloc_time,
+            say=_say,
+        )
+        _say(_submitted_line(sub))
+    except BuildError as err:
+        _fail(err)
+        return
+    _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
+
+
+def _prompter() -> Any:
+    def ask(field: str, question: str) -> str:
+        answer: str = click.prompt(f"{question} [{field}]", err=True)
+        return answer.strip()
+
+    return ask
+
+
+# ---------------------------------------------------------------- release
+
+
+@click.command("release")
+@click.argument("work_dir", type=WORK_DIR, required=False)
+@click.option(
+    "--repo-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the repo whose work_dirs/.slurm_alloc.json names the allocation "
+    "(default: WORK_DIR's job_spec repo_root)",
+)
+def release(work_dir: Path | None, repo_root: Path | None) -> None:
+    """Cancel the held persistent allocation and remove its state file.
+
+    Exit status: 0 released (or nothing held), 2 no repo given.
+    """
+    from .persistent import STATE_FILE, state_dir
+    from .persistent import release as do_release
+    from .submit import load_spec
+
+    try:
+        if repo_root is None:
+            if work_dir is None:
+                raise BuildError("work_dir", "names no job", "give WORK_DIR or --repo-root")
+            repo_root = Path(load_spec(work_dir.resolve()).repo_root)
+    except BuildError as err:
+        _fail(err)
+        return
+    job = do_release(repo_root)
+    if job:
+        click.echo(f"released allocation {job}; removed {state_dir(repo_root) / STATE_FILE}")
+    else:
+        click.echo(f"no allocation held for {repo_root}")
+
+
+commands = [submit, watch, run, release]

@@ -1,0 +1,325 @@
+"""Persistent mode for local_slurm (exec-local-slurm's held allocation, facts 3.3).
+
+One allocation per repo, held by `salloc --no-shell` under the job name
+`<account>-trtllm.persistent`, is described by `<repo_root>/work_dirs/.slurm_alloc.json`
+(keys: job_id, container_name, nodelist, partition, account, nodes, gpus_per_node,
+docker_image, container_mounts, allocated_at, time_limit, installed). A job runs inside it as
+`bash <script>` with SLURM_JOB_ID etc. exported, so the script's sruns become steps of the
+allocation (its #SBATCH lines are then only comments). The allocation is reused while it is
+RUNNING with more than 5 minutes left, on the same partition and account, with at least the
+nodes and tasks per node the job needs and the same image; otherwise it is cancelled and a
+new one is made. It is never released automatically: `trtllm-script-builder release`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import socket
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import BuildError, ToolFailed
+from ..jobspec import JobSpec
+from ..probe.collect import current_user, first_line
+from ..probe.run import Runner
+from .proc import local_runner, run_bytes, spawn_detached, start_time
+from .slurm import request_time_to_seconds, time_to_seconds
+from .submit import RC_FILE, Say, Submission, write_json
+
+STATE_FILE = ".slurm_alloc.json"
+SALLOC_LOG = ".salloc.log"
+LOCK_FILE = ".slurm_alloc.lock"
+DEFAULT_ALLOC_TIME = "04:00:00"
+MIN_LEFT_SECONDS = 300
+ALLOC_WAIT_SECONDS = int(os.environ.get("TSB_ALLOC_WAIT", "600"))
+EXPORTED = (
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_NNODES",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_NODELIST",
+    "SLURM_JOB_NODELIST",
+)
+
+
+class AllocState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    job_id: str
+    container_name: str | None = None
+    nodelist: str | None = None
+    partition: str
+    account: str
+    nodes: int
+    gpus_per_node: int
+    docker_image: str
+    container_mounts: str | None = None
+    allocated_at: str
+    time_limit: str
+    installed: bool = False
+
+
+def state_dir(repo_root: str | Path) -> Path:
+    return Path(repo_root) / "work_dirs"
+
+
+def job_name(account: str) -> str:
+    return f"{account}-trtllm.persistent"
+
+
+def load_state(repo_root: str | Path) -> AllocState | None:
+    path = state_dir(repo_root) / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        return AllocState.model_validate_json(path.read_text())
+    except (OSError, ValidationError):
+        return None
+
+
+def save_state(repo_root: str | Path, state: AllocState) -> Path:
+    path = state_dir(repo_root) / STATE_FILE
+    write_json(path, state.model_dump())
+    return path
+
+
+def remove_state(repo_root: str | Path) -> None:
+    for name in (STATE_FILE, SALLOC_LOG):
+        (state_dir(repo_root) / name).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def locked(repo_root: str | Path) -> Iterator[None]:
+    """One submit/release at a time per repo."""
+    d = state_dir(repo_root)
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / LOCK_FILE, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _tasks_per_node(spec: JobSpec) -> int:
+    p = spec.slurm_params
+    assert p is not None
+    return max(p.ntasks_per_node, p.gpus_per_node, 1)
+
+
+def reuse_problem(state: AllocState, spec: JobSpec, runner: Runner) -> str | None:
+    """Why the held allocation cannot take this job (None: it can)."""
+    p = spec.slurm_params
+    assert p is not None
+    res = runner(["squeue", "-h", "-j", state.job_id, "-o", "%T %L"])
+    words = res.out.split() if res.rc == 0 else []
+    if len(words) < 2:
+        return f"allocation {state.job_id} is gone"
+    if words[0] != "RUNNING":
+        return f"allocation {state.job_id} is {words[0]}"
+    left = time_to_seconds(words[1])
+    if left is not None and left <= MIN_LEFT_SECONDS:
+        return f"allocation {state.job_id} has only {words[1]} left"
+    if state.partition != p.partition:
+        return f"it is on partition {state.partition}, the job wants {p.partition}"
+    if state.account != p.account:
+        return f"it is under account {state.account}, the job wants {p.account}"
+    if state.nodes < p.nodes:
+        return f"it has {state.nodes} node(s), the job wants {p.nodes}"
+    if state.gpus_per_node < p.ntasks_per_node:
+        return f"it has {state.gpus_per_node} task(s) per node, the job wants {p.ntasks_per_node}"
+    if state.docker_image != spec.container_image:
+        return f"it was set up for image {state.docker_image}"
+    return None
+
+
+def cancel(runner: Runner, job_id: str) -> None:
+    runner(["scancel", job_id])
+
+
+def cancel_orphans(account: str, runner: Runner, say: Say) -> None:
+    """Allocations of this user under the persistent job name that no state file holds."""
+    res = runner(
+        ["squeue", "-u", current_user(), "-h", "-o", "%i %T %j", f"--name={job_name(account)}"]
+    )
+    for line in res.out.splitlines() if res.rc == 0 else []:
+        words = line.split()
+        if words:
+            say(f"cancelling orphaned allocation {words[0]} ({' '.join(words[1:])})")
+            cancel(runner, words[0])
+
+
+def alloc_time_for(spec: JobSpec, requested: str | None) -> str:
+    """--alloc-time, else 04:00:00 capped at the partition's MaxTime from slurm_env."""
+    if requested:
+        return requested
+    p = spec.slurm_params
+    limit = None
+    for part in (spec.slurm_env or {}).get("partitions") or []:
+        if isinstance(part, dict) and p is not None and part.get("name") == p.partition:
+            limit = part.get("time_limit")
+    default = request_time_to_seconds(DEFAULT_ALLOC_TIME) or 0
+    cap = time_to_seconds(limit) if isinstance(limit, str) else None
+    if cap is not None and cap < default:
+        return limit  # type: ignore[return-value]
+    return DEFAULT_ALLOC_TIME
+
+
+def allocate(spec: JobSpec, alloc_time: str, runner: Runner, say: Say) -> AllocState:
+    p = spec.slurm_params
+    assert p is not None
+    argv = [
+        "salloc",
+        "--no-shell",
+        f"--immediate={ALLOC_WAIT_SECONDS}",
+        f"--job-name={job_name(p.account)}",
+        f"--partition={p.partition}",
+        f"--account={p.account}",
+        f"--nodes={p.nodes}",
+        f"--ntasks-per-node={_tasks_per_node(spec)}",
+        f"--time={alloc_time}",
+    ]
+    if p.gres:
+        argv.append(f"--gres={p.gres}")
+    say(f"allocating: {' '.join(argv)}")
+    res = run_bytes(argv, timeout=ALLOC_WAIT_SECONDS + 60).text()
+    log = state_dir(spec.repo_root) / SALLOC_LOG
+    log.write_text(res.text + "\n")
+    m = re.search(r"Granted job allocation (\d+)", res.text)
+    if res.rc != 0 or m is None:
+        pending = re.search(r"job allocation (\d+)", res.text)
+        if pending:
+            cancel(runner, pending.group(1))
+        raise ToolFailed("salloc", first_line(res), "check partition, account and time limit")
+    job = m.group(1)
+    nodelist = runner(["squeue", "-h", "-j", job, "-o", "%N"]).out.strip()
+    return AllocState(
+        job_id=job,
+        container_name=spec.container_name,
+        nodelist=nodelist or None,
+        partition=p.partition,
+        account=p.account,
+        nodes=p.nodes,
+        gpus_per_node=_tasks_per_node(spec),
+        docker_image=spec.container_image,
+        container_mounts=spec.container_mounts,
+        allocated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        time_limit=alloc_time,
+        installed=False,
+    )
+
+
+def ensure_allocation(
+    spec: JobSpec, alloc_time: str | None, say: Say, runner: Runner = local_runner
+) -> AllocState:
+    """Reuse the held allocation if it fits the job, else cancel it and allocate anew."""
+    p = spec.slurm_params
+    assert p is not None
+    state = load_state(spec.repo_root)
+    if state is not None:
+        problem = reuse_problem(state, spec, runner)
+        if problem is None:
+            if state.container_name != spec.container_name:
+                # a new container name means pyxis imports (and the script installs) again
+                state.container_name = spec.container_name
+                state.container_mounts = spec.container_mounts
+                state.installed = False
+                save_state(spec.repo_root, state)
+            say(f"reusing allocation {state.job_id} on {state.nodelist}")
+            return state
+        say(f"not reusing allocation {state.job_id}: {problem}; cancelling it")
+        cancel(runner, state.job_id)
+        remove_state(spec.repo_root)
+    cancel_orphans(p.account, runner, say)
+    state = allocate(spec, alloc_time_for(spec, alloc_time), runner, say)
+    save_state(spec.repo_root, state)
+    say(f"holding allocation {state.job_id} on {state.nodelist} until released")
+    return state
+
+
+def allocation_env(state: AllocState, spec: JobSpec) -> dict[str, str]:
+    """This process's environment without SLURM_*, plus the allocation's (facts 3.3)."""
+    p = spec.slurm_params
+    assert p is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    nodelist = state.nodelist or ""
+    env.update(
+        {
+            "SLURM_JOB_ID": state.job_id,
+            "SLURM_JOBID": state.job_id,
+            "SLURM_JOB_NUM_NODES": str(p.nodes),
+            "SLURM_NNODES": str(p.nodes),
+            "SLURM_NTASKS": str(p.ntasks),
+            "SLURM_NTASKS_PER_NODE": str(p.ntasks_per_node),
+            "SLURM_NODELIST": nodelist,
+            "SLURM_JOB_NODELIST": nodelist,
+        }
+    )
+    return env
+
+
+def submit_persistent(
+    spec: JobSpec, work_dir: Path, alloc_time: str | None, say: Say
+) -> Submission:
+    if not spec.persistent_mode or spec.slurm_params is None:
+        raise BuildError(
+            "persistent_mode",
+            "this job was built without persistent mode",
+            "build it with --persistent-mode, or submit without --persistent",
+        )
+    script = Path(spec.script_path)
+    if not script.is_file():
+        raise BuildError(
+            "script_path", f"{script} does not exist", "build the job again into this work_dir"
+        )
+    with locked(spec.repo_root):
+        state = ensure_allocation(spec, alloc_time, say)
+        log = work_dir / f"{spec.model_name}_{spec.workflow_type}.log"
+        rc_file = work_dir / RC_FILE
+        pid = spawn_detached(script, log, rc_file, cwd=work_dir, env=allocation_env(state, spec))
+    return Submission(
+        scenario="local_slurm",
+        work_dir=str(work_dir),
+        submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        host=socket.gethostname(),
+        script=str(script),
+        job_id=state.job_id,
+        pid=pid,
+        pid_start=start_time(pid),
+        rc_file=str(rc_file),
+        log_file=str(log),
+        persistent=True,
+        alloc_job_id=state.job_id,
+        alloc_state_file=str(state_dir(spec.repo_root) / STATE_FILE),
+        container_name=spec.container_name,
+    )
+
+
+def release(repo_root: str | Path, runner: Runner = local_runner) -> str | None:
+    """Cancel the held allocation and remove the state file; returns the job id (or None)."""
+    with locked(repo_root):
+        state = load_state(repo_root)
+        raw_id: str | None = state.job_id if state else None
+        if raw_id is None:
+            path = state_dir(repo_root) / STATE_FILE
+            with contextlib.suppress(OSError, ValueError):
+                raw_id = str(json.loads(path.read_text()).get("job_id") or "") or None
+        if raw_id:
+            cancel(runner, raw_id)
+        remove_state(repo_root)
+    return raw_id
+
+
+def active_steps(runner: Runner, job_id: str) -> list[str]:
+    res = runner(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"])
+    steps = res.out.split() if res.rc == 0 else []
+    return [w for w in steps if re.fullmatch(rf"{re.escape(job_id)}\.\d+", w)]

@@ -1,0 +1,284 @@
+"""`submit`: start a built job (sbatch, ssh + sbatch, bash docker_cmd.sh, or a held allocation)
+and record it in WORK_DIR/submission.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import BuildError, ToolFailed
+from ..jobspec import JobSpec
+from ..probe.collect import first_line
+from .proc import local_runner, spawn_detached, start_time
+from .slurm import submitted_id
+from .ssh import SshRunner, SshTarget
+
+SUBMISSION = "submission.json"
+RC_FILE = ".run.exit_code"
+
+Say = Callable[[str], None]
+
+
+class Submission(BaseModel):
+    """What `submit` started: a Slurm job (job_id) or a local process (pid)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    scenario: str
+    work_dir: str
+    submitted_at: str
+    host: str
+    script: str
+    job_id: str | None = None
+    pid: int | None = None
+    pid_start: str | None = None
+    rc_file: str | None = None
+    log_file: str | None = None
+    err_file: str | None = None
+    ssh_host: str | None = None
+    remote_work_dir: str | None = None
+    persistent: bool = False
+    alloc_job_id: str | None = None
+    alloc_state_file: str | None = None
+    container_name: str | None = None
+
+
+def load_spec(work_dir: Path) -> JobSpec:
+    path = work_dir / "job_spec.json"
+    try:
+        return JobSpec.model_validate_json(path.read_text())
+    except OSError:
+        raise BuildError(
+            "work_dir",
+            f"{work_dir} holds no job_spec.json",
+            "build the job first (trtllm-script-builder build ...)",
+        ) from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise BuildError(
+            "work_dir", f"{path}: {where}: {err['msg']}", "rebuild the job with this version"
+        ) from None
+
+
+def load_submission(work_dir: Path) -> Submission | None:
+    path = work_dir / SUBMISSION
+    if not path.exists():
+        return None
+    try:
+        return Submission.model_validate_json(path.read_text())
+    except (OSError, ValidationError) as exc:
+        raise BuildError("work_dir", f"{path} cannot be read ({exc})", "submit again") from None
+
+
+def write_json(path: Path, data: dict[str, object]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def save_submission(work_dir: Path, sub: Submission) -> None:
+    write_json(work_dir / SUBMISSION, sub.model_dump(exclude_none=True))
+
+
+def resolve_ssh_host(spec: JobSpec, override: str | None) -> str:
+    host = override or spec.ssh_host or (spec.slurm_env or {}).get("ssh_host")
+    if not host:
+        raise BuildError(
+            "ssh_host",
+            "job_spec.json and its slurm_env name no ssh_host",
+            "pass --ssh-host HOST (or probe the cluster with probe --ssh HOST)",
+        )
+    return str(host)
+
+
+def log_path(pattern: str | None, job_id: str) -> str | None:
+    return pattern.replace("%j", job_id) if pattern else None
+
+
+def err_path(out: str | None) -> str | None:
+    """The builder's scripts write `<name>_%j.out` and `<name>_%j.err` side by side."""
+    if out and out.endswith(".out"):
+        return out[: -len(".out")] + ".err"
+    return None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def submit(
+    work_dir: Path,
+    *,
+    force: bool = False,
+    ssh_host: str | None = None,
+    persistent: bool = False,
+    alloc_time: str | None = None,
+    say: Say = lambda _: None,
+) -> Submission:
+    """Start the job built in work_dir; refuses a work_dir already submitted unless `force`."""
+    work_dir = work_dir.resolve()
+    spec = load_spec(work_dir)
+    previous = load_submission(work_dir)
+    if previous is not None and not force:
+        what = f"job {previous.job_id}" if previous.job_id else f"pid {previous.pid}"
+        raise BuildError(
+            "work_dir",
+            f"{work_dir} was already submitted ({what}, {previous.submitted_at})",
+            "watch it with `trtllm-script-builder watch`, or pass --force to submit it again",
+        )
+    scenario = spec.execution_scenario
+    if persistent and scenario != "local_slurm":
+        raise BuildError(
+            "persistent", f"persistent mode is for local_slurm, not {scenario}", "drop --persistent"
+        )
+    if scenario == "local_docker":
+        sub = _submit_docker(spec, work_dir)
+    elif scenario == "remote_slurm":
+        sub = _submit_remote(spec, work_dir, ssh_host, say)
+    elif persistent:
+        from .persistent import submit_persistent
+
+        sub = submit_persistent(spec, work_dir, alloc_time, say)
+    else:
+        sub = _submit_local(spec, work_dir)
+    save_submission(work_dir, sub)
+    return sub
+
+
+def _script(spec: JobSpec) -> Path:
+    script = Path(spec.script_path)
+    if not script.is_file():
+        raise BuildError(
+            "script_path", f"{script} does not exist", "build the job again into this work_dir"
+        )
+    return script
+
+
+def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
+    script = _script(spec)
+    res = local_runner(["sbatch", "--parsable", str(script)], cwd=work_dir)
+    job = submitted_id(res) if res.rc == 0 else None
+    if job is None:
+        raise ToolFailed(
+            "sbatch",
+            f"{first_line(res)}",
+            f"check the job against the cluster: trtllm-script-builder check {work_dir}",
+        )
+    out = log_path(spec.log_file_pattern, job)
+    return Submission(
+        scenario="local_slurm",
+        work_dir=str(work_dir),
+        submitted_at=_now(),
+        host=socket.gethostname(),
+        script=str(script),
+        job_id=job,
+        log_file=out,
+        err_file=err_path(out),
+    )
+
+
+def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say) -> Submission:
+    host = resolve_ssh_host(spec, override)
+    script = _script(spec)
+    remote_dir = spec.remote_work_dir
+    remote_script = spec.remote_script_path
+    if not remote_dir or not remote_script:
+        raise BuildError(
+            "remote_work_dir",
+            "job_spec.json has no remote_work_dir/remote_script_path",
+            "build the job for remote_slurm again",
+        )
+    files = [script]
+    for extra in spec.extra_files:
+        p = Path(extra)
+        if not p.is_file():
+            raise BuildError(
+                "extra_files", f"{p} does not exist", "build the job again into this work_dir"
+            )
+        files.append(p)
+    runner = SshRunner(SshTarget(host))
+    hello = runner.check()
+    if hello.rc != 0:
+        raise ToolFailed(
+            "ssh_host",
+            f"ssh {host}: {first_line(hello)}",
+            "check the host name and that `ssh HOST true` works without a prompt "
+            "(open a ControlMaster first for MFA hosts)",
+        )
+    if spec.remote_repo_path:
+        repo = runner(["test", "-d", spec.remote_repo_path])
+        if repo.rc != 0:
+            say(
+                f"warning: {spec.remote_repo_path} does not exist on {host}; "
+                "the job mounts it (sync the repo there first)"
+            )
+    copied = runner.copy(files, remote_dir)
+    if copied.rc != 0:
+        raise ToolFailed(
+            "remote_work_dir",
+            f"copying to {host}:{remote_dir} failed: {first_line(copied)}",
+            "check that the folder can be written",
+        )
+    say(f"copied {len(files)} file(s) to {host}:{remote_dir}")
+    res = runner(["sbatch", "--parsable", remote_script], cwd=Path(remote_dir))
+    job = submitted_id(res) if res.rc == 0 else None
+    if job is None:
+        raise ToolFailed(
+            "sbatch", f"on {host}: {first_line(res)}", "check the job against that cluster"
+        )
+    out = log_path(spec.log_file_pattern, job)
+    return Submission(
+        scenario="remote_slurm",
+        work_dir=str(work_dir),
+        submitted_at=_now(),
+        host=host,
+        ssh_host=host,
+        script=remote_script,
+        remote_work_dir=remote_dir,
+        job_id=job,
+        log_file=out,
+        err_file=err_path(out),
+    )
+
+
+def _submit_docker(spec: JobSpec, work_dir: Path) -> Submission:
+    script = _script(spec)
+    log = Path(spec.log_file or work_dir / f"{spec.model_name}_local.log")
+    rc_file = work_dir / RC_FILE
+    pid = spawn_detached(script, log, rc_file, cwd=work_dir)
+    return Submission(
+        scenario="local_docker",
+        work_dir=str(work_dir),
+        submitted_at=_now(),
+        host=socket.gethostname(),
+        script=str(script),
+        pid=pid,
+        pid_start=start_time(pid),
+        rc_file=str(rc_file),
+        log_file=str(log),
+        container_name=_docker_name(spec.docker_cmd),
+    )
+
+
+def _docker_name(docker_cmd: str | None) -> str | None:
+    import shlex
+
+    if not docker_cmd:
+        return None
+    try:
+        words = shlex.split(docker_cmd)
+    except ValueError:
+        return None
+    for i, w in enumerate(words[:-1]):
+        if w == "--name":
+            return words[i + 1]
+        if w.startswith("--name="):
+            return w.partition("=")[2]
+    return None
