@@ -247,7 +247,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
 
     common = _common(req, facts, env, site, ask)
     if perf:
-        from .perf.category4 import plan_perf_sanity
+        from .perf.category4 import build_category4, plan_perf_sanity
 
         plan = plan_perf_sanity(
             repo_root=req.repo_root,
@@ -257,7 +257,9 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
             model_name=req.model_name,
             remote=req.is_remote,
         )
-        return _category4(req, "perf_sanity", plan, env, env_raw, facts, *common, site, ask, [])
+        return build_category4(
+            req, "perf_sanity", plan, env, env_raw, facts, *common, site, ask, []
+        )
     sizing = {
         "pytest": size_pytest_job,
         "eval": size_eval_job,
@@ -265,13 +267,15 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
         "custom": size_custom_job,
     }[wf](req, gpn, gpn_source)
     if sizing.fallback_to_perf:
+        from .perf.category4 import build_eval_fallback
+
         if not req.is_slurm:
             raise BuildError(
                 "required_devices",
                 f"{sizing.required_devices} GPUs (tp x pp of eval_cmd) exceed the {gpn} GPUs of this machine; the multi-node fallback needs Slurm",
                 "lower --tp_size/--pp_size or use a Slurm scenario",
             )
-        return _eval_fallback(req, sizing, env, env_raw, facts, *common, site, ask)
+        return build_eval_fallback(req, sizing, env, env_raw, facts, *common, site, ask)
 
     return _assemble(req, wf, env, env_raw, facts, gpn, sizing, *common, site, ask)
 
@@ -449,7 +453,7 @@ def _assemble(
         script = "docker_cmd.sh"
         log_file = str(work_dir / f"{model}_local.log")
         args, payload = _docker(
-            req, wf, kind_name, image, mounts, models_root, paths, exports, run_cmd, prep_cmd, sz
+            req, wf, kind_name, image, mounts, models_root, paths, exports, run_cmd, prep_cmd
         )
         docker_cmd = shlex.join(
             ["docker", "run", *[w for line in args for w in line], "bash", "-c", payload]
@@ -533,6 +537,41 @@ def _assemble(
     return BuildResult(spec, files + [OutFile("job_spec.json", spec.to_json())], work_dir, warnings)
 
 
+def _docker(
+    req: Request,
+    wf: str,
+    name: str,
+    image: str,
+    mounts: list[mnt.Mount],
+    models_root: str,
+    paths: Paths,
+    exports: list[tuple[str, str]],
+    run_cmd: str,
+    prep_cmd: str | None,
+) -> tuple[list[list[str]], str]:
+    from .render.docker import docker_run
+
+    d = dict(exports)
+    env = [("PROJECT_PATH", paths.project), ("LLM_MODELS_ROOT", models_root)]
+    if wf == "custom":
+        run_cmd = d["CUSTOM_COMMAND"]
+        if d["CUSTOM_ENV"]:
+            env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
+    if prep_cmd:
+        env.append(("PREP_CMD", prep_cmd))
+    env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", paths.project)), ("RUN_CMD", run_cmd)]
+    return docker_run(
+        name=name,
+        image=image,
+        mounts=mounts,
+        env=env,
+        install=not req.skip_install,
+        eval_requirements=wf == "eval",
+        custom_env=wf == "custom" and bool(d["CUSTOM_ENV"]),
+        has_prep=bool(prep_cmd),
+    )
+
+
 def _eval_cmd_with_local_model(
     req: Request, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
 ) -> str:
@@ -560,248 +599,12 @@ def _eval_cmd_with_local_model(
     return replace_option(cmd, "--model", model, in_container)
 
 
-def _docker(
-    req: Request,
-    wf: str,
-    name: str,
-    image: str,
-    mounts: list[mnt.Mount],
-    models_root: str,
-    paths: Paths,
-    exports: list[tuple[str, str]],
-    run_cmd: str,
-    prep_cmd: str | None,
-    sz: Sizing,
-) -> tuple[list[list[str]], str]:
-    args: list[list[str]] = [
-        ["--rm"],
-        ["--net=host"],
-        ["--runtime=nvidia"],
-        ["--ipc=host"],
-        ["--cap-add=SYS_PTRACE", "--cap-add=SYS_ADMIN", "--cap-add=DAC_READ_SEARCH"],
-        ["--security-opt", "seccomp=unconfined"],
-        ["--name", name],
-    ]
-    for m in mounts:
-        host, _, rest = m.entry().partition(":")
-        target = rest.split(":")[0]
-        ro = ",readonly" if rest.endswith(":ro") else ""
-        args.append(["--mount", f"type=bind,source={host},target={target}{ro}"])
-    env = [("PROJECT_PATH", paths.project), ("LLM_MODELS_ROOT", models_root)]
-    workdir = paths.project
-    custom_env = False
-    if wf == "custom":
-        d = dict(exports)
-        run_cmd = d["CUSTOM_COMMAND"]
-        custom_env = bool(d["CUSTOM_ENV"])
-        if custom_env:
-            env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
-    elif wf == "pytest":
-        workdir = dict(exports)["TEST_WORKDIR"]
-    if prep_cmd:
-        env.append(("PREP_CMD", prep_cmd))
-    env += [("RUN_WORKDIR", workdir), ("RUN_CMD", run_cmd)]
-    args += [["--env", f"{k}={v}"] for k, v in env]
-    args.append([image])
-    payload = render(
-        "docker_payload.j2",
-        s={
-            "install": not req.skip_install,
-            "eval_requirements": wf == "eval",
-            "custom_env": custom_env,
-            "has_prep": bool(prep_cmd),
-        },
-    )
-    return args, payload
-
-
-# ---------------------------------------------------------------- Category 4
-
-
-def _category4(
-    req: Request,
-    wf: str,
-    plan: Any,
-    env: SlurmEnv | None,
-    env_raw: dict[str, Any] | None,
-    facts: ClusterFacts | None,
-    image: str,
-    paths: Paths,
-    models_root: str,
-    site: SiteConfig,
-    ask: mnt.Ask,
-    warnings: list[str],
-) -> BuildResult:
-    """The submit.py call; it runs when the result is written (`finish`)."""
-    from .perf.category4 import LAUNCH_SH
-
-    assert facts is not None and req.partition and req.account
-    work_dir = Path(req.work_dir)
-    home, project, models = _base_mounts(req, env, paths, models_root, site, ask)
-    mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, models, []))
-    # submit.py runs here with local paths (DESIGN 22): it must see the local repo in the mounts
-    # so that it adds no second copy, and the rewrite afterwards turns it into the remote one.
-    local_project = mnt.Mount(req.repo_root, req.repo_root, "repo_root")
-    submit_mounts = (
-        ",".join(m.entry() for m in mnt.assemble(home, local_project, models, []))
-        if paths.remote
-        else mounts_text
-    )
-    before: list[OutFile] = []
-    if plan.fallback_yaml:
-        before.append(OutFile(*plan.fallback_yaml))
-    if plan.ship_config:
-        name = Path(plan.config_file).name
-        before.append(OutFile(name, Path(plan.config_file).read_text()))
-        plan.config_file = str(work_dir / name)
-    script_image = img.enroot_uri(image) if site.enroot_uri_rewrite else image
-    args = plan.args(
-        partition=req.partition,
-        account=req.account,
-        image=script_image,
-        mounts=submit_mounts,
-        work_dir=str(work_dir),
-        llm_src=req.repo_root,
-        models_root=models_root,
-        time=req.time_limit,
-    )
-    sz = plan.sizing
-    gres = f"gpu:{sz.gpus_per_node}" if facts.gres else None
-    params = SlurmParams(
-        partition=req.partition,
-        account=req.account,
-        time_limit=req.time_limit,
-        nodes=sz.nodes,
-        ntasks=sz.total_gpus,
-        ntasks_per_node=sz.ntasks_per_node,
-        gpus_per_node=sz.gpus_per_node,
-        gres=gres,
-        mpi_plugin=facts.mpi_plugin,
-    )
-    spec = JobSpec(
-        workflow_type=wf,
-        category=4,
-        model_name=plan.model_name,
-        execution_scenario=req.execution_scenario,
-        container_image=image,
-        docker_image=image,
-        script_path=str(work_dir / LAUNCH_SH),
-        script_name=LAUNCH_SH,
-        log_file_pattern=f"{paths.log_dir}/slurm-%j.out",
-        success_patterns=PATTERNS["perf_sanity"][0],
-        failure_patterns=PATTERNS["perf_sanity"][1],
-        extra_files=[str(work_dir / f.name) for f in before],
-        required_devices=sz.gpus,
-        node_count=sz.nodes,
-        slurm_params=params,
-        slurm_env=env_raw,
-        work_dir=str(work_dir),
-        repo_root=req.repo_root,
-        llm_models_root=models_root,
-        warnings=warnings,
-        **_scenario_fields(req, paths, env, LAUNCH_SH, None, mounts_text),
-    )
-    rewrite = (
-        {
-            "repo_root": req.repo_root,
-            "remote_repo_path": paths.project,
-            "work_dir": str(work_dir),
-            "remote_work_dir": paths.log_dir,
-        }
-        if paths.remote
-        else None
-    )
-    step = SubmitStep(req.repo_root, before, args, work_dir / LAUNCH_SH, rewrite)
-    return BuildResult(spec, [OutFile("job_spec.json", spec.to_json())], work_dir, warnings, step)
-
-
-def _eval_fallback(
-    req: Request,
-    sz: Sizing,
-    env: SlurmEnv | None,
-    env_raw: dict[str, Any] | None,
-    facts: ClusterFacts | None,
-    image: str,
-    paths: Paths,
-    models_root: str,
-    site: SiteConfig,
-    ask: mnt.Ask,
-) -> BuildResult:
-    """DESIGN decision 11: an eval wider than a node runs as an aggregated perf config."""
-    from .perf.category4 import plan_eval_fallback
-
-    assert facts is not None
-    ev = parse_eval(req.eval_cmd or "")
-    warnings = list(sz.warnings)
-    home, project, models = _base_mounts(req, env, paths, models_root, site, ask)
-    mounts = mnt.assemble(home, project, models, [])
-    cmd = _eval_cmd_with_local_model(req, paths, mounts, models_root, warnings)
-    model_path = parse_eval(cmd).model or ev.model or sz.model_name
-    plan = plan_eval_fallback(
-        model_name=sz.model_name,
-        model_path=model_path,
-        tp=ev.tp,
-        pp=ev.pp,
-        gpus_per_node=ev.gpus_per_node or facts.gpus_per_node,
-        task=ev.task,
-        work_dir=req.work_dir,  # submit.py runs locally (DESIGN 22), so the local path
-    )
-    warnings.append(
-        f"eval needs {sz.required_devices} GPUs, more than one node's {ev.gpus_per_node or facts.gpus_per_node}: "
-        "it runs through submit.py with accuracy.enable_accuracy_test; the submit.py versions read so far "
-        "wire the accuracy runner for disaggregated configs only (DESIGN 23)"
-    )
-    return _category4(
-        req, "eval", plan, env, env_raw, facts, image, paths, models_root, site, ask, warnings
-    )
-
-
 def finish(result: BuildResult) -> list[Path]:
-    """Write the result; for Category 4 run submit.py first and undo everything on failure."""
+    """Write the result; Category 4 runs submit.py first and undoes everything on failure."""
     from .jobspec import write_atomically
 
-    step = result.submit
-    if step is None:
+    if result.submit is None:
         return write_atomically(result.work_dir, result.files)
-    from .perf.submit_py import rewrite_remote_paths, run_submit_py
+    from .perf.category4 import run_submit_step
 
-    work_dir = result.work_dir
-    existed = work_dir.exists()
-    before = set(os.listdir(work_dir)) if existed else set()
-    try:
-        written = write_atomically(work_dir, step.before)
-        run_submit_py(Path(step.repo_root), step.args, cwd=Path(step.repo_root))
-        if not step.launch_sh.is_file():
-            raise BuildError(
-                "repo_root",
-                f"submit.py exited 0 but wrote no {step.launch_sh}",
-                "check the repo's submit.py",
-            )
-        if step.rewrite:
-            text = step.launch_sh.read_text()
-            step.launch_sh.write_text(rewrite_remote_paths(text, **step.rewrite))
-        made = sorted(set(os.listdir(work_dir)) - before - {step.launch_sh.name, "job_spec.json"})
-        result.spec.extra_files = sorted(
-            {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
-        )
-        result.files = [OutFile("job_spec.json", result.spec.to_json())]
-        return written + [step.launch_sh] + write_atomically(work_dir, result.files)
-    except BaseException:
-        _remove_new(work_dir, before, existed)
-        raise
-
-
-def _remove_new(work_dir: Path, before: set[str], existed: bool) -> None:
-    import shutil
-
-    if not work_dir.exists():
-        return
-    if not existed:
-        shutil.rmtree(work_dir, ignore_errors=True)
-        return
-    for name in set(os.listdir(work_dir)) - before:
-        p = work_dir / name
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
+    return run_submit_step(result)

@@ -5,9 +5,11 @@ Planning is pure; the submit.py run happens when the result is written (`finish`
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BuildError
 from ..resolve.commands import normalise_name
@@ -15,6 +17,15 @@ from .fallback import dump_yaml, eval_fallback_config
 from .sizing import PerfSizing, config_path_for, load_perf_config, size_config
 from .submit_py import submit_py_args
 from .testid import PerfTestId, is_perf_sanity_cmd, parse_perf_test_id
+
+if TYPE_CHECKING:
+    from ..build import BuildResult, Paths
+    from ..request import Request
+    from ..resolve.mounts import Ask
+    from ..resolve.slurm import ClusterFacts
+    from ..resolve.workflows import Sizing
+    from ..site_config import SiteConfig
+    from ..slurm_env import SlurmEnv
 
 LAUNCH_SH = "slurm_launch.sh"
 
@@ -155,3 +166,200 @@ def plan_eval_fallback(
         job_suffix="benchmark",
         fallback_yaml=(name, dump_yaml(cfg)),
     )
+
+
+# ---------------------------------------------------------------- building and writing
+# (build.py hands Category 4 over to these; they import it back only inside functions.)
+
+
+def build_category4(
+    req: Request,
+    wf: str,
+    plan: Any,
+    env: SlurmEnv | None,
+    env_raw: dict[str, Any] | None,
+    facts: ClusterFacts | None,
+    image: str,
+    paths: Paths,
+    models_root: str,
+    site: SiteConfig,
+    ask: Ask,
+    warnings: list[str],
+) -> BuildResult:
+    """The submit.py call; it runs when the result is written (`finish`)."""
+    from .. import build as b
+    from ..jobspec import JobSpec, OutFile, SlurmParams
+    from ..resolve import image as img
+    from ..resolve import mounts as mnt
+
+    assert facts is not None and req.partition and req.account
+    work_dir = Path(req.work_dir)
+    home, project, models = b._base_mounts(req, env, paths, models_root, site, ask)
+    mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, models, []))
+    # submit.py runs here with local paths (DESIGN 22): it must see the local repo in the mounts
+    # so that it adds no second copy, and the rewrite afterwards turns it into the remote one.
+    local_project = mnt.Mount(req.repo_root, req.repo_root, "repo_root")
+    submit_mounts = (
+        ",".join(m.entry() for m in mnt.assemble(home, local_project, models, []))
+        if paths.remote
+        else mounts_text
+    )
+    before: list[OutFile] = []
+    if plan.fallback_yaml:
+        before.append(OutFile(*plan.fallback_yaml))
+    if plan.ship_config:
+        name = Path(plan.config_file).name
+        before.append(OutFile(name, Path(plan.config_file).read_text()))
+        plan.config_file = str(work_dir / name)
+    script_image = img.enroot_uri(image) if site.enroot_uri_rewrite else image
+    args = plan.args(
+        partition=req.partition,
+        account=req.account,
+        image=script_image,
+        mounts=submit_mounts,
+        work_dir=str(work_dir),
+        llm_src=req.repo_root,
+        models_root=models_root,
+        time=req.time_limit,
+    )
+    sz = plan.sizing
+    gres = f"gpu:{sz.gpus_per_node}" if facts.gres else None
+    params = SlurmParams(
+        partition=req.partition,
+        account=req.account,
+        time_limit=req.time_limit,
+        nodes=sz.nodes,
+        ntasks=sz.total_gpus,
+        ntasks_per_node=sz.ntasks_per_node,
+        gpus_per_node=sz.gpus_per_node,
+        gres=gres,
+        mpi_plugin=facts.mpi_plugin,
+    )
+    spec = JobSpec(
+        workflow_type=wf,
+        category=4,
+        model_name=plan.model_name,
+        execution_scenario=req.execution_scenario,
+        container_image=image,
+        docker_image=image,
+        script_path=str(work_dir / LAUNCH_SH),
+        script_name=LAUNCH_SH,
+        log_file_pattern=f"{paths.log_dir}/slurm-%j.out",
+        success_patterns=b.PATTERNS["perf_sanity"][0],
+        failure_patterns=b.PATTERNS["perf_sanity"][1],
+        extra_files=[str(work_dir / f.name) for f in before],
+        required_devices=sz.gpus,
+        node_count=sz.nodes,
+        slurm_params=params,
+        slurm_env=env_raw,
+        work_dir=str(work_dir),
+        repo_root=req.repo_root,
+        llm_models_root=models_root,
+        warnings=warnings,
+        **b._scenario_fields(req, paths, env, LAUNCH_SH, None, mounts_text),
+    )
+    rewrite = (
+        {
+            "repo_root": req.repo_root,
+            "remote_repo_path": paths.project,
+            "work_dir": str(work_dir),
+            "remote_work_dir": paths.log_dir,
+        }
+        if paths.remote
+        else None
+    )
+    step = b.SubmitStep(req.repo_root, before, args, work_dir / LAUNCH_SH, rewrite)
+    return b.BuildResult(spec, [OutFile("job_spec.json", spec.to_json())], work_dir, warnings, step)
+
+
+def build_eval_fallback(
+    req: Request,
+    sz: Sizing,
+    env: SlurmEnv | None,
+    env_raw: dict[str, Any] | None,
+    facts: ClusterFacts | None,
+    image: str,
+    paths: Paths,
+    models_root: str,
+    site: SiteConfig,
+    ask: Ask,
+) -> BuildResult:
+    """DESIGN decision 11: an eval wider than a node runs as an aggregated perf config."""
+    from .. import build as b
+    from ..resolve import mounts as mnt
+    from ..resolve.commands import parse_eval
+
+    assert facts is not None
+    ev = parse_eval(req.eval_cmd or "")
+    warnings = list(sz.warnings)
+    home, project, models = b._base_mounts(req, env, paths, models_root, site, ask)
+    mounts = mnt.assemble(home, project, models, [])
+    cmd = b._eval_cmd_with_local_model(req, paths, mounts, models_root, warnings)
+    model_path = parse_eval(cmd).model or ev.model or sz.model_name
+    plan = plan_eval_fallback(
+        model_name=sz.model_name,
+        model_path=model_path,
+        tp=ev.tp,
+        pp=ev.pp,
+        gpus_per_node=ev.gpus_per_node or facts.gpus_per_node,
+        task=ev.task,
+        work_dir=req.work_dir,  # submit.py runs locally (DESIGN 22), so the local path
+    )
+    warnings.append(
+        f"eval needs {sz.required_devices} GPUs, more than one node's {ev.gpus_per_node or facts.gpus_per_node}: "
+        "it runs through submit.py with accuracy.enable_accuracy_test; the submit.py versions read so far "
+        "wire the accuracy runner for disaggregated configs only (DESIGN 23)"
+    )
+    return build_category4(
+        req, "eval", plan, env, env_raw, facts, image, paths, models_root, site, ask, warnings
+    )
+
+
+def run_submit_step(result: BuildResult) -> list[Path]:
+    """Write the files submit.py needs, run it, move its paths for remote, write job_spec."""
+    from ..jobspec import OutFile, write_atomically
+    from .submit_py import rewrite_remote_paths, run_submit_py
+
+    step = result.submit
+    assert step is not None
+
+    work_dir = result.work_dir
+    existed = work_dir.exists()
+    before = set(os.listdir(work_dir)) if existed else set()
+    try:
+        written = write_atomically(work_dir, step.before)
+        run_submit_py(Path(step.repo_root), step.args, cwd=Path(step.repo_root))
+        if not step.launch_sh.is_file():
+            raise BuildError(
+                "repo_root",
+                f"submit.py exited 0 but wrote no {step.launch_sh}",
+                "check the repo's submit.py",
+            )
+        if step.rewrite:
+            text = step.launch_sh.read_text()
+            step.launch_sh.write_text(rewrite_remote_paths(text, **step.rewrite))
+        made = sorted(set(os.listdir(work_dir)) - before - {step.launch_sh.name, "job_spec.json"})
+        result.spec.extra_files = sorted(
+            {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
+        )
+        result.files = [OutFile("job_spec.json", result.spec.to_json())]
+        return written + [step.launch_sh] + write_atomically(work_dir, result.files)
+    except BaseException:
+        _remove_new(work_dir, before, existed)
+        raise
+
+
+def _remove_new(work_dir: Path, before: set[str], existed: bool) -> None:
+    import shutil
+
+    if not work_dir.exists():
+        return
+    if not existed:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return
+    for name in set(os.listdir(work_dir)) - before:
+        p = work_dir / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
