@@ -111,6 +111,7 @@ class Clone:
         }
         bin_dirs = f"{self.bin}{os.pathsep}{Path(sys.executable).parent}"
         env.update(HOME=str(self.home), PATH=f"{bin_dirs}{os.pathsep}{env.get('PATH', '')}")
+        env.update(COLUMNS="80", LC_ALL="C.UTF-8")  # help text is wrapped to the width
         return env
 
     def run(self, script: str) -> tuple[int, str]:

@@ -259,7 +259,10 @@ def test_container_and_launch_failures_are_infra(line: str) -> None:
 
 
 def test_pyxis_progress_lines_are_not_failures() -> None:
-    info = ["pyxis: importing docker image: nvcr.io#nvidia/pytorch:24.01-py3", "pyxis: imported docker image"]
+    info = [
+        "pyxis: importing docker image: nvcr.io#nvidia/pytorch:24.01-py3",
+        "pyxis: imported docker image",
+    ]
     assert decide("COMPLETED", 0, [*info, "0: 1 passed"]).verdict is Verdict.PASSED
     assert decide("FAILED", 1, [*info, "0: FAILED x"]).verdict is Verdict.FAILED
 
@@ -322,8 +325,14 @@ def test_scontrol_job_line() -> None:
     assert f["StdOut"] == "/tmp/a b/q_110.out" and f["AllocNode:Sid"] == "localhost:24607"
     st = status_from_scontrol("110", SCONTROL)
     assert (st.state, st.exit_code, st.signal, st.terminal) == ("TIMEOUT", 0, 15, True)
-    assert (st.stdout, st.stderr, st.time_left) == ("/tmp/a b/q_110.out", "/tmp/a b/q_110.err", "00:00:00")
-    running = status_from_scontrol("5", "JobId=5 JobState=RUNNING ExitCode=0:0 RunTime=00:00:10 TimeLimit=00:05:00")
+    assert (st.stdout, st.stderr, st.time_left) == (
+        "/tmp/a b/q_110.out",
+        "/tmp/a b/q_110.err",
+        "00:00:00",
+    )
+    running = status_from_scontrol(
+        "5", "JobId=5 JobState=RUNNING ExitCode=0:0 RunTime=00:00:10 TimeLimit=00:05:00"
+    )
     assert (running.terminal, running.time_left) == (False, "00:04:50")
 
 
@@ -335,7 +344,13 @@ def test_sacct_row() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("00:05:00", 300), ("1-00:00:00", 86400), ("4:00:00", 14400), ("10:30", 630), ("UNLIMITED", None)],
+    [
+        ("00:05:00", 300),
+        ("1-00:00:00", 86400),
+        ("4:00:00", 14400),
+        ("10:30", 630),
+        ("UNLIMITED", None),
+    ],
 )
 def test_slurm_times(text: str, seconds: int | None) -> None:
     assert time_to_seconds(text) == seconds

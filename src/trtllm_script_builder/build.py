@@ -172,6 +172,8 @@ def _paths(req: Request, env: SlurmEnv | None, site: SiteConfig) -> Paths:
     work = req.remote_work_dir or posixpath.join(
         repo, "work_dirs", posixpath.basename(req.work_dir.rstrip("/"))
     )
+    if env and env.remote_home:  # measured on the cluster by `probe --ssh`
+        return Paths(repo.rstrip("/"), work.rstrip("/"), env.remote_home.rstrip("/") or "/", True)
     cwd = env.remote_cwd if env else None
     if not cwd:
         raise BuildError(

@@ -117,7 +117,9 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
             click.echo(f"==> {result.work_dir / f.name} (not written)")
             click.echo(f.text, nl=False)
     else:
-        click.echo(result.report(), nl=False)
+        from .report import print_report
+
+        print_report(result.spec, [f.name for f in result.files], result.work_dir)
 
 
 def _prompter() -> Any:

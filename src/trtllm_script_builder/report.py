@@ -78,7 +78,8 @@ def is_terminal(stream: TextIO) -> bool:
 
 def terminal_console(stream: TextIO) -> Any:
     """A rich Console writing to `stream`: no markup, no guessing at highlights, no re-wrapping
-    (long paths and commands stay one line, so they copy whole). rich itself reads NO_COLOR."""
+    (long paths and commands stay one line, so they copy whole); a non-empty NO_COLOR drops
+    the colour (bold stays)."""
     import os
 
     from rich.console import Console

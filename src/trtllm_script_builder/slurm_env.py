@@ -51,6 +51,7 @@ class SlurmEnv(BaseModel):
     ssh_host: str | None = None
     slurm_user: str | None = None
     remote_cwd: str | None = None
+    remote_home: str | None = None  # `probe --ssh` reads $HOME on the cluster
     mfa_style: bool | None = None
 
     def partition(self, name: str) -> Partition | None:

@@ -19,6 +19,10 @@ def command(work_dir: Path, as_json: bool) -> None:
     Runs `sbatch --test-only` on the script and checks partition, account, GRES, node count,
     time limit and MPI plugin; reports every problem at once, quoting the cluster's reasons.
     Exit status: 0 fine, 1 problems found.
+
+    \b
+    Example:
+      trtllm-script-builder build req.yaml && trtllm-script-builder check /path/to/work_dir
     """
     problems, rc = check(work_dir)
     if as_json:

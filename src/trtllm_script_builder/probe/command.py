@@ -71,6 +71,11 @@ def command(
 ) -> None:
     """Read the cluster (sacctmgr, sinfo, scontrol, srun --mpi=list, sbatch --test-only).
 
+    \b
+    Example:
+      trtllm-script-builder probe --output work_dirs/slurm_env.json
+      trtllm-script-builder probe --ssh login.cluster.example.com -o slurm_env_remote.json
+
     Exit status: 0 clean, 1 no Slurm client tools, 2 partial (see "errors"),
     3 --ssh could not connect.
     """
@@ -89,6 +94,10 @@ def command(
     if output is not None:
         write_atomically(output, text)
         click.echo(f"wrote {output}", err=True)
+    elif fmt == "text":
+        from .render import print_text
+
+        print_text(env)
     else:
         click.echo(text, nl=False)
     if output is not None or fmt == "json":

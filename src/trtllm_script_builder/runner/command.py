@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-import typing
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ..errors import BuildError
+from ..flags import field_options
 
 WORK_DIR = click.Path(file_okay=False, path_type=Path)
 
@@ -95,9 +95,22 @@ def submit(
     """Start the job built in WORK_DIR and record it in WORK_DIR/submission.json.
 
     \b
-    local_slurm   sbatch --parsable <script>   (--persistent: bash <script> in a held allocation)
-    remote_slurm  copy the script and extra_files to remote_work_dir over ssh, sbatch there
-    local_docker  bash docker_cmd.sh > log_file, in the background
+    local_slurm   sbatch --parsable <script>
+                  --persistent: bash <script> inside a held allocation (see below)
+    remote_slurm  copy the script and extra_files to remote_work_dir over ssh
+                  (ControlMaster; ssh_host from job_spec, --ssh-host wins), sbatch there
+    local_docker  bash docker_cmd.sh > log_file 2>&1, in the background (pid recorded)
+
+    A work_dir is submitted once; --force submits it again. Persistent mode is opt-in even
+    when job_spec says persistent_mode true, because a held allocation keeps its nodes busy
+    until `release`: it is reused while RUNNING with more than 5 minutes left, on the same
+    partition, account and image, with enough nodes and tasks per node; its state file is
+    <repo_root>/work_dirs/.slurm_alloc.json. $TSB_SSH_CONFIG names an ssh config file.
+
+    \b
+    Example:
+      trtllm-script-builder submit work_dirs/llama_20260101 && trtllm-script-builder watch work_dirs/llama_20260101
+
     Exit status: 0 submitted, 2 refused (already submitted, nothing built), 3 a tool failed.
     """
     from .submit import submit as do_submit
@@ -148,10 +161,15 @@ def watch(
 ) -> None:
     """Follow the job submitted from WORK_DIR to its end and give one verdict.
 
-    Streams new log lines (stdout) with a progress line (stderr); `hang detected` in the log
-    cancels the job. Ends with the verdict and the lines that decided it (also written to
-    WORK_DIR/verdict.json): PASSED, FAILED, TIMEOUT, CANCELLED, OUT_OF_MEMORY,
-    HANG_DETECTED or INFRA_FAILURE.
+    Streams new log lines (stdout; stderr-file lines marked [stderr]) with a progress line
+    (stderr); `hang detected` in the log cancels the job. Ends with the verdict and the lines
+    that decided it (also written to WORK_DIR/verdict.json): PASSED, FAILED, TIMEOUT,
+    CANCELLED, OUT_OF_MEMORY, HANG_DETECTED or INFRA_FAILURE. Slurm's state and the exit code
+    decide first; only the program's own output is matched against the job_spec patterns.
+
+    \b
+    Example:
+      trtllm-script-builder watch work_dirs/llama_20260101 --timeout 3600 --json
     """
     _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
 
@@ -182,6 +200,9 @@ def _do_watch(
     except BuildError as e:
         _fail(e)
         return
+    except KeyboardInterrupt:
+        click.echo(f"\nwatch interrupted; the job keeps running (watch {work_dir} again)", err=True)
+        sys.exit(130)
     if as_json:
         click.echo(render_verdict(result), nl=False, err=True)
         click.echo(verdict_json(result))
@@ -193,29 +214,9 @@ def _do_watch(
 # ---------------------------------------------------------------- run
 
 
-def _request_options(f: Any) -> Any:
-    """Every request field as a flag, as `build` has them (taken from the Request model)."""
-    from ..request import Request
-
-    hints = typing.get_type_hints(Request)
-    for name in reversed(list(Request.model_fields)):
-        flag = name.replace("_", "-")
-        hint = hints[name]
-        args = set(typing.get_args(hint)) | {hint}
-        if bool in args:
-            f = click.option(f"--{flag}/--no-{flag}", name, default=None, help=f"request field {name}")(f)  # fmt: skip
-        elif int in args:
-            f = click.option(f"--{flag}", name, type=int, default=None, help=f"request field {name}")(f)  # fmt: skip
-        elif name == "env_check":
-            f = click.option(f"--{flag}", name, default=None, metavar="JSON", help="request field env_check, as a JSON object")(f)  # fmt: skip
-        else:
-            f = click.option(f"--{flag}", name, default=None, help=f"request field {name}")(f)
-    return f
-
-
 @click.command("run", epilog=VERDICT_HELP)
 @click.argument("request", required=False)
-@_request_options
+@field_options
 @_submit_options
 @_watch_options
 def run(
@@ -232,7 +233,13 @@ def run(
     **fields: Any,
 ) -> None:
     """Build REQUEST (as `build` does; every request field is also a flag), submit the job
-    and watch it to a verdict, in one go."""
+    and watch it to a verdict, in one go. A work_dir that was submitted is not built over
+    unless --force.
+
+    \b
+    Example:
+      trtllm-script-builder run examples/requests/custom_local_slurm.yaml --timeout 1800 --json
+    """
     import json
 
     from ..build import build as run_build
@@ -300,6 +307,13 @@ def _prompter() -> Any:
 )
 def release(work_dir: Path | None, repo_root: Path | None) -> None:
     """Cancel the held persistent allocation and remove its state file.
+
+    The allocation is the one named in <repo_root>/work_dirs/.slurm_alloc.json; it is never
+    released automatically.
+
+    \b
+    Example:
+      trtllm-script-builder release work_dirs/llama_20260101
 
     Exit status: 0 released (or nothing held), 2 no repo given.
     """

@@ -9,6 +9,13 @@ allocation (its #SBATCH lines are then only comments). The allocation is reused 
 RUNNING with more than 5 minutes left, on the same partition and account, with at least the
 nodes and tasks per node the job needs and the same image; otherwise it is cancelled and a
 new one is made. It is never released automatically: `trtllm-script-builder release`.
+
+The allocation asks for `--ntasks-per-node` = max(ntasks_per_node, gpus_per_node) and the
+job's GRES, so any job of the same shape fits. No separate set-up steps run: the script's own
+install srun installs into the named container (pyxis keeps named containers for the life of
+the allocation), so `installed` stays false. Anything else this user holds under the same job
+name and no state file names is cancelled before a new allocation is made (facts 3.3's
+orphan check).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Every call goes through one ControlMaster connection per host (`ControlMaster=auto`,
 `ControlPersist`), with the control socket in a private folder: `$TSB_SSH_CONTROL_DIR`, else
-`~/.ssh/tsb-control` (`/tmp/tsb-ssh-<uid>` when ~/.ssh cannot be written). The socket name is
+`~/.ssh/tsb-control` (`/tmp/tsb-ssh-<uid>` when that cannot be made or is too long for a
+socket path). The socket name is
 ssh's `%C` hash of (local host, remote host, port, user), short enough for any path limit.
 An ssh config file can be given with `$TSB_SSH_CONFIG` (passed as `ssh -F`); otherwise the
 user's own ~/.ssh/config applies, so `ssh_host` may be an alias defined there.
@@ -27,17 +28,21 @@ SSH_FAILED = 255  # ssh's own exit status when the connection fails
 CONTROL_PERSIST = "15m"
 
 
+# A socket path must fit in sockaddr_un (104 bytes on some systems); ssh adds `/%C` (40 hex
+# digits) plus a 17-character temporary suffix while it sets the master up.
+_SOCKET_ROOM = 104 - 1 - 40 - 17
+
+
 def control_dir() -> Path:
     env = os.environ.get("TSB_SSH_CONTROL_DIR")
-    if env:
-        d = Path(env)
-    else:
-        d = Path.home() / ".ssh" / "tsb-control"
-        try:
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError:
-            d = Path(f"/tmp/tsb-ssh-{os.getuid()}")
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    d = Path(env) if env else Path.home() / ".ssh" / "tsb-control"
+    try:
+        if len(str(d)) > _SOCKET_ROOM:
+            raise OSError("path too long for a socket")
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        d = Path(f"/tmp/tsb-ssh-{os.getuid()}")
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
     return d
 
 

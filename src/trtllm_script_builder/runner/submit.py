@@ -103,7 +103,7 @@ def log_path(pattern: str | None, job_id: str) -> str | None:
 
 
 def err_path(out: str | None) -> str | None:
-    """The builder's scripts write `<name>_%j.out` and `<name>_%j.err` side by side."""
+    """Without error_file_pattern (older job_specs): `<name>_%j.out` and `.err` side by side."""
     if out and out.endswith(".out"):
         return out[: -len(".out")] + ".err"
     return None
@@ -180,7 +180,7 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
         script=str(script),
         job_id=job,
         log_file=out,
-        err_file=err_path(out),
+        err_file=log_path(spec.error_file_pattern, job) or err_path(out),
     )
 
 
@@ -244,7 +244,7 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
         remote_work_dir=remote_dir,
         job_id=job,
         log_file=out,
-        err_file=err_path(out),
+        err_file=log_path(spec.error_file_pattern, job) or err_path(out),
     )
 
 

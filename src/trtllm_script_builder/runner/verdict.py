@@ -287,7 +287,8 @@ def decide_verdict(
     tail = _tail(program, 8) or _tail(setup, 8) or _tail(slurm, 8)
     if exit_code is None:
         return decision(Verdict.FAILED, "the job ended without an exit code", tail)
-    return decision(Verdict.FAILED, f"exit code {exit_code}", tail)
+    sig = f", signal {signal}" if signal else ""
+    return decision(Verdict.FAILED, f"exit code {exit_code}{sig}", tail)
 
 
 def _infra(line: LogLine) -> bool:

@@ -443,6 +443,8 @@ def _watch_process(
 def render_verdict(result: WatchResult) -> str:
     d = result.decision
     who = f"job {result.job_id}" if result.job_id else f"pid {result.pid}"
+    if result.job_id and result.pid:
+        who = f"pid {result.pid} in allocation {result.job_id}"
     lines = [f"verdict: {d.verdict.value} ({who}: {d.reason})"]
     lines += [f"  {e}" for e in d.evidence]
     return "\n".join(lines) + "\n"

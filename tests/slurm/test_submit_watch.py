@@ -1,0 +1,432 @@
+"""submit / watch / run / release against the live test cluster (cluster.sh up), locally,
+in a held allocation, and over a real OpenSSH server on loopback in front of the same cluster.
+
+Jobs are custom jobs built by the real builder for the cpu partition (no install step: the
+fake pyxis runs every task on the host). One job with a 1-minute time limit is submitted when
+the module starts and watched by the last test, so Slurm's own TIMEOUT (about 80 s here)
+overlaps the other tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import make_repo
+from trtllm_script_builder.cli import main
+from trtllm_script_builder.probe import probe
+from trtllm_script_builder.runner.persistent import STATE_FILE
+
+if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
+    from conftest import SlurmCluster
+
+pytestmark = pytest.mark.slurm
+
+POLL = "0.2"
+# exec-local-slurm's state file keys (facts 3.3)
+ALLOC_KEYS = {
+    "job_id", "container_name", "nodelist", "partition", "account", "nodes", "gpus_per_node",
+    "docker_image", "container_mounts", "allocated_at", "time_limit", "installed",
+}  # fmt: skip
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.stdout.strip().splitlines()[-1])
+        return data
+
+
+def cli(*args: str) -> Result:
+    res = CliRunner().invoke(main, list(args))
+    if res.exception and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return Result(res.exit_code, res.stdout, res.stderr)
+
+
+def sacct_state(job: str, timeout: float = 10) -> str:
+    """The job's final state in accounting (slurmdbd may lag a moment)."""
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        state = out.split()[0] if out else ""
+        if state and state not in ("PENDING", "RUNNING", "COMPLETING"):
+            return state
+        time.sleep(0.3)
+    return state
+
+
+def queued(job: str) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+
+
+@dataclass
+class Live:
+    root: Path
+    repo: Path
+    slurm_env: Path
+    ssh_control: Path
+
+    def request(self, name: str, custom_cmd: str, **fields: Any) -> Path:
+        req: dict[str, Any] = {
+            "execution_scenario": "local_slurm",
+            "work_dir": str(self.root / name),
+            "repo_root": str(self.repo),
+            "custom_cmd": custom_cmd,
+            "required_devices": 1,
+            "gpus_per_node": 1,
+            "partition": "cpu",
+            "account": "tsb",
+            "slurm_env_file": str(self.slurm_env),
+            "llm_models_root": "/models",
+            "models_path": str(self.repo / "models"),
+            "container_image": "nvcr.io/test/trtllm:x86_64-1",
+            "skip_install": True,
+            "time_limit": "00:05:00",
+        }
+        req.update(fields)
+        path = self.root / f"{name}.json"
+        path.write_text(json.dumps({k: v for k, v in req.items() if v is not None}))
+        return path
+
+
+@pytest.fixture(scope="module")
+def live(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    root = tmp_path_factory.mktemp("submit_watch")
+    repo = make_repo(root / "repo")
+    env, rc = probe()
+    assert rc == 0, env["errors"]
+    slurm_env = root / "slurm_env.json"
+    slurm_env.write_text(json.dumps(env))
+    # ssh's ControlPath must be a short path (a Unix socket): not under pytest's tmp folder
+    control = Path(tempfile.mkdtemp(prefix="tsb-ssh-test-", dir="/tmp"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TSB_SSH_CONTROL_DIR", str(control))
+        yield Live(root, repo, slurm_env, control)
+    shutil.rmtree(control, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def overtime(live: Live) -> Iterator[str]:
+    """A job over its 1-minute time limit, submitted first; the last test watches it."""
+    work = live.root / "overtime"
+    res = cli("build", str(live.request("overtime", "echo started; sleep 300", time_limit="1")))
+    assert res.code == 0, res.stderr
+    res = cli("submit", str(work), "--json")
+    assert res.code == 0, res.stderr
+    job = json.loads(res.stdout)["job_id"]
+    yield job
+    subprocess.run(["scancel", job], check=False)
+
+
+# ---------------------------------------------------------------- one-shot sbatch
+
+
+def test_passing_job(live: Live) -> None:
+    res = cli(
+        "run", str(live.request("pass", 'echo "3 passed in 0.01s"')), "--poll", POLL, "--json"
+    )
+    assert res.code == 0, res.stderr
+    v = res.json
+    assert (v["verdict"], v["state"], v["exit_code"]) == ("PASSED", "COMPLETED", 0)
+    assert "3 passed in 0.01s" in res.stdout  # streamed
+    assert "Job " in res.stdout and "[watch] job" in res.stderr
+    job = v["job_id"]
+    assert sacct_state(job) == "COMPLETED"
+    sub = json.loads((live.root / "pass" / "submission.json").read_text())
+    assert (sub["job_id"], sub["scenario"]) == (job, "local_slurm")
+    assert sub["log_file"] == str(live.root / "pass" / f"custom_custom_{job}.out")
+    assert Path(sub["log_file"]).is_file()
+    # refused a second time, allowed with --force
+    again = cli("submit", str(live.root / "pass"))
+    assert again.code == 2 and "already submitted" in again.stderr
+    again = cli("submit", str(live.root / "pass"), "--force")
+    assert again.code == 0 and f"submitted job {int(job) + 0}" not in again.stdout
+    assert cli("watch", str(live.root / "pass"), "--poll", POLL, "-q").code == 0
+
+
+def test_failing_job_quotes_its_stderr(live: Live) -> None:
+    cmd = "echo step 1; python3 -c 'raise SystemExit(\"Error: boom\")'"
+    res = cli("run", str(live.request("fail", cmd)), "--poll", POLL, "--json")
+    v = res.json
+    assert (res.code, v["verdict"], v["state"], v["exit_code"]) == (1, "FAILED", "FAILED", 1)
+    assert any(e.endswith("Error: boom") and ".err:" in e for e in v["evidence"]), v
+    assert not any("finished with exit code" in e for e in v["evidence"])
+
+
+def test_hang_detected_cancels_the_job(live: Live) -> None:
+    t0 = time.monotonic()
+    cmd = "echo start; echo 'HANG DETECTED in rank 0'; sleep 120"
+    res = cli("run", str(live.request("hang", cmd)), "--poll", POLL, "--json")
+    v = res.json
+    assert (res.code, v["verdict"], v["cancelled_by_watch"]) == (14, "HANG_DETECTED", "hang")
+    assert any("HANG DETECTED in rank 0" in e for e in v["evidence"])
+    assert time.monotonic() - t0 < 30
+    assert sacct_state(v["job_id"]) == "CANCELLED"
+
+
+def test_watch_timeout_cancels_the_job(live: Live) -> None:
+    res = cli(
+        "run", str(live.request("wt", "sleep 120")), "--poll", POLL, "--timeout", "2", "--json"
+    )
+    v = res.json
+    assert (res.code, v["verdict"], v["timed_out"], v["cancelled_by_watch"]) == (
+        11,
+        "TIMEOUT",
+        True,
+        "timeout",
+    )
+    assert sacct_state(v["job_id"]) == "CANCELLED"
+
+
+def test_keep_running_then_cancelled_from_outside(live: Live) -> None:
+    req = live.request("keep", "echo waiting; sleep 120")
+    res = cli("run", str(req), "--poll", POLL, "--timeout", "1.5", "--keep-running", "--json")
+    v = res.json
+    assert (res.code, v["verdict"], v["state"], v["cancelled_by_watch"]) == (
+        11,
+        "TIMEOUT",
+        "RUNNING",
+        None,
+    )
+    job = v["job_id"]
+    assert queued(job) == "RUNNING"
+    subprocess.run(["scancel", job], check=True)
+    res = cli("watch", str(live.root / "keep"), "--poll", POLL, "--json")
+    v = res.json
+    assert (res.code, v["verdict"], v["state"]) == (12, "CANCELLED", "CANCELLED")
+    assert any("CANCELLED AT" in e for e in v["evidence"]), v
+
+
+def test_container_start_failure_is_infra(live: Live) -> None:
+    gone = str(live.root / "no-such-models")  # a mount source pyxis cannot find
+    res = cli("run", str(live.request("infra", "echo never", models_path=gone)), "--poll", POLL, "--json")  # fmt: skip
+    v = res.json
+    assert (res.code, v["verdict"], v["state"]) == (10, "INFRA_FAILURE", "FAILED")
+    assert any("pyxis: --container-mounts: mount source" in e for e in v["evidence"]), v
+
+
+# ---------------------------------------------------------------- persistent allocation
+
+
+def test_persistent_allocation_reuse_and_release(live: Live) -> None:
+    state_file = live.repo / "work_dirs" / STATE_FILE
+    try:
+        res = cli("run", str(live.request("p1", "echo in the allocation")), "--persistent", "--poll", POLL, "--json")  # fmt: skip
+        assert res.code == 0, res.stderr
+        first = res.json
+        alloc = first["job_id"]
+        assert "in the allocation" in res.stdout
+        # the script's srun ran as a step of the held allocation
+        steps = subprocess.run(
+            ["sacct", "-n", "-P", "-j", alloc, "-o", "JobID"], capture_output=True, text=True
+        ).stdout.split()
+        assert f"{alloc}.0" in steps, steps
+        state = json.loads(state_file.read_text())
+        assert set(state) == ALLOC_KEYS
+        assert (state["job_id"], state["partition"], state["account"]) == (alloc, "cpu", "tsb")
+        assert queued(alloc) == "RUNNING"
+        assert (live.root / "p1" / "custom_custom.log").is_file()
+        name = subprocess.run(
+            ["squeue", "-h", "-j", alloc, "-o", "%j"], capture_output=True, text=True
+        ).stdout.strip()
+        assert name == "tsb-trtllm.persistent"
+
+        # a second job reuses it; a hang stops the steps, not the allocation
+        res = cli("run", str(live.request("p2", "echo hang detected; sleep 60")), "--persistent", "--poll", POLL, "--json")  # fmt: skip
+        assert (res.code, res.json["verdict"], res.json["job_id"]) == (14, "HANG_DETECTED", alloc)
+        assert "reusing allocation" in res.stderr
+        assert queued(alloc) == "RUNNING"
+
+        # another account does not fit: the old one is cancelled, a new one made
+        res = cli("run", str(live.request("p3", "exit 4", account="tsb2")), "--persistent", "--poll", POLL, "--json")  # fmt: skip
+        assert (res.code, res.json["verdict"], res.json["exit_code"]) == (1, "FAILED", 4)
+        new = res.json["job_id"]
+        assert new != alloc and "not reusing allocation" in res.stderr
+        assert sacct_state(alloc) == "CANCELLED"
+
+        res = cli("release", str(live.root / "p3"))
+        assert res.code == 0 and f"released allocation {new}" in res.stdout
+        assert not state_file.exists()
+        assert sacct_state(new) == "CANCELLED"
+        assert cli("release", "--repo-root", str(live.repo)).stdout.startswith("no allocation")
+    finally:
+        cli("release", "--repo-root", str(live.repo))
+
+
+def test_persistent_needs_a_persistent_build(live: Live) -> None:
+    res = cli("build", str(live.request("np", "true", persistent_mode=False)))
+    assert res.code == 0
+    res = cli("submit", str(live.root / "np"), "--persistent")
+    assert res.code == 2 and "persistent" in res.stderr
+
+
+# ---------------------------------------------------------------- remote, over OpenSSH
+
+
+@dataclass
+class Sshd:
+    host: str  # an alias in the ssh config below
+    config: Path
+    port: int
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _skip(reason: str) -> None:
+    """Skip the remote tests, or fail them where sshd must work (TSB_REQUIRE_SSHD=1, CI)."""
+    if os.environ.get("TSB_REQUIRE_SSHD") == "1":
+        pytest.fail(f"TSB_REQUIRE_SSHD=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def sshd(live: Live) -> Iterator[Sshd]:
+    """A real OpenSSH server on 127.0.0.1 (root login with a key made here), in front of the
+    same cluster; the client side uses a private ssh config (no known_hosts checks)."""
+    binary = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(binary) or shutil.which("ssh") is None:
+        _skip("OpenSSH is not installed (apt-get install -y openssh-server openssh-client)")
+    d = live.root / "sshd"
+    d.mkdir()
+    for key in ("host_key", "user_key"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
+        )
+    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
+    port = _free_port()
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
+        f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+        "StrictModes no\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
+    server = subprocess.Popen(
+        [binary, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")],
+        stdin=subprocess.DEVNULL,
+    )
+    config = d / "ssh_config"
+    config.write_text(
+        f"Host tsb-loopback\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+        f"  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+    )
+    ok = False
+    for _ in range(50):
+        probe_ssh = subprocess.run(
+            ["ssh", "-F", str(config), "-o", "BatchMode=yes", "tsb-loopback", "true"],
+            capture_output=True,
+            check=False,
+        )
+        if probe_ssh.returncode == 0:
+            ok = True
+            break
+        if server.poll() is not None:
+            break
+        time.sleep(0.1)
+    if not ok:
+        server.terminate()
+        server.wait(10)
+        log = (d / "sshd.log").read_text() if (d / "sshd.log").exists() else ""
+        _skip(f"sshd could not be started on 127.0.0.1:{port}: {log.strip()[-300:]}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TSB_SSH_CONFIG", str(config))
+        yield Sshd("tsb-loopback", config, port)
+        from trtllm_script_builder.runner.ssh import SshRunner, SshTarget
+
+        SshRunner(SshTarget("tsb-loopback")).close()  # the ControlMaster, before its server
+    server.terminate()
+    server.wait(10)
+
+
+def test_remote_probe_submit_watch(live: Live, sshd: Sshd) -> None:
+    env_file = live.root / "slurm_env_remote.json"
+    res = cli("probe", "--ssh", sshd.host, "--output", str(env_file))
+    assert res.code == 0, res.stderr
+    env = json.loads(env_file.read_text())
+    assert (env["ssh_host"], env["remote_cwd"], env["user"]) == (sshd.host, "/root", "root")
+    assert env["default_partition"] == "gpu" and env["errors"] == []
+    assert any(live.ssh_control.iterdir())  # the ControlMaster socket
+
+    remote_work = live.root / "remote_work"  # another folder: the files must be copied there
+    req = live.request(
+        "remote",
+        "echo remote from $(pwd); echo '2 passed'",
+        execution_scenario="remote_slurm",
+        slurm_env_file=str(env_file),
+        remote_repo_path=str(live.repo),
+        remote_work_dir=str(remote_work),
+        models_path=None,
+        checkpoint_path=str(live.repo / "models"),
+    )
+    res = cli("run", str(req), "--poll", POLL, "--json")
+    assert res.code == 0, res.stderr
+    v = res.json
+    assert (v["verdict"], v["state"], v["host"]) == ("PASSED", "COMPLETED", sshd.host)
+    assert f"remote from {live.repo}" in res.stdout
+    assert f"copied 2 file(s) to {sshd.host}:{remote_work}" in res.stderr
+    job = v["job_id"]
+    assert sorted(p.name for p in remote_work.iterdir()) == sorted(
+        ["custom_custom.slurm", "slurm_run_custom.sh", f"custom_custom_{job}.out", f"custom_custom_{job}.err"]
+    )  # fmt: skip
+    assert not list((live.root / "remote").glob("*.out"))  # the log stayed remote
+
+    # a failure is read from the remote .err file; --ssh-host overrides the job_spec's host
+    fail = live.request(
+        "remote_fail",
+        "python3 -c 'raise SystemExit(\"Traceback: remote boom\")'",
+        execution_scenario="remote_slurm",
+        slurm_env_file=str(env_file),
+        remote_repo_path=str(live.repo),
+        remote_work_dir=str(live.root / "remote_work_2"),
+        models_path=None,
+        checkpoint_path=str(live.repo / "models"),
+    )
+    res = cli("run", str(fail), "--poll", POLL, "--json", "--ssh-host", sshd.host)
+    v = res.json
+    assert (res.code, v["verdict"], v["exit_code"]) == (1, "FAILED", 1)
+    assert any("Traceback: remote boom" in e for e in v["evidence"]), v
+    res = cli("submit", str(live.root / "remote_fail"), "--force", "--ssh-host", "nohost.invalid")
+    assert res.code == 3 and "ssh nohost.invalid" in res.stderr
+
+
+# ---------------------------------------------------------------- Slurm's own TIMEOUT (last)
+
+
+def test_slurm_time_limit_is_timeout(live: Live, overtime: str) -> None:
+    res = cli("watch", str(live.root / "overtime"), "--poll", "0.5", "--json", "--timeout", "110")
+    v = res.json
+    assert (res.code, v["verdict"], v["state"], v["job_id"]) == (11, "TIMEOUT", "TIMEOUT", overtime)
+    assert v["cancelled_by_watch"] is None
+    assert any("DUE TO TIME LIMIT" in e for e in v["evidence"]), v
