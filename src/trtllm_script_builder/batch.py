@@ -278,11 +278,10 @@ def build_many_command(
       trtllm-script-builder build-many tests/integration/test_lists/qa/llm_function_sanity.txt \\
         --base examples/requests/pytest_local_slurm.yaml --work-dir /tmp/sanity
     """
-    from .request import read_request_file
+    from .request import parse_flag_values, read_request_file
 
-    if fields.get("env_check"):
-        fields["env_check"] = json.loads(fields["env_check"])
     try:
+        fields = parse_flag_values(fields)
         base, base_dir = read_request_file(base_file) if base_file else ({}, Path.cwd())
         base.pop("test_cmd", None)
         code = build_many(test_list, base, base_dir, fields, group_by, sys.stdout, sys.stderr)

@@ -75,25 +75,13 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
       trtllm-script-builder build req.yaml --partition gpu --account tsb --json
       echo '{"execution_scenario": "local_docker", ...}' | trtllm-script-builder build -
     """
-    from pathlib import Path
-
     from .build import build as run_build
     from .build import finish
-    from .request import load_request, read_request_file
+    from .request import request_from_cli
     from .site_config import load_site_config
 
     try:
-        data, base = read_request_file(request) if request else ({}, Path.cwd())
-        if fields.get("env_check"):
-            import json
-
-            try:
-                fields["env_check"] = json.loads(fields["env_check"])
-            except ValueError as exc:
-                raise BuildError(
-                    "env_check", f"is not JSON ({exc})", "pass a JSON object"
-                ) from None
-        req = load_request(data, base, fields)
+        req = request_from_cli(request, fields)
         ask = _prompter() if request != "-" and sys.stdin.isatty() else None
         result = run_build(req, load_site_config(), ask)
         if not dry_run:

@@ -229,3 +229,20 @@ def _forward_job_spec(req: Request) -> None:
     for key in ("container_image", "llm_models_root", "remote_repo_path", "remote_work_dir"):
         if getattr(req, key) is None and isinstance(spec.get(key), str):
             setattr(req, key, spec[key])
+
+
+def request_from_cli(source: str | None, flags: dict[str, Any]) -> Request:
+    """REQUEST (file, `-` or none) plus the field flags, as `build` and `run` take them."""
+    data, base = read_request_file(source) if source else ({}, Path.cwd())
+    return load_request(data, base, parse_flag_values(flags))
+
+
+def parse_flag_values(flags: dict[str, Any]) -> dict[str, Any]:
+    """`--env-check` arrives as JSON text; the other flags are already typed by click."""
+    flags = dict(flags)
+    if isinstance(flags.get("env_check"), str):
+        try:
+            flags["env_check"] = json.loads(flags["env_check"])
+        except ValueError as exc:
+            raise BuildError("env_check", f"is not JSON ({exc})", "pass a JSON object") from None
+    return flags

@@ -240,25 +240,16 @@ def run(
     Example:
       trtllm-script-builder run examples/requests/custom_local_slurm.yaml --timeout 1800 --json
     """
-    import json
 
     from ..build import build as run_build
     from ..build import finish
-    from ..request import load_request, read_request_file
+    from ..request import request_from_cli
     from ..site_config import load_site_config
     from .submit import SUBMISSION
     from .submit import submit as do_submit
 
     try:
-        data, base = read_request_file(request) if request else ({}, Path.cwd())
-        if fields.get("env_check"):
-            try:
-                fields["env_check"] = json.loads(fields["env_check"])
-            except ValueError as exc:
-                raise BuildError(
-                    "env_check", f"is not JSON ({exc})", "pass a JSON object"
-                ) from None
-        req = load_request(data, base, fields)
+        req = request_from_cli(request, fields)
         work_dir = Path(req.work_dir)
         if (work_dir / SUBMISSION).exists() and not force:
             raise BuildError(
