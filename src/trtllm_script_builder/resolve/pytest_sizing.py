@@ -46,6 +46,11 @@ class FileInfo:
     module_marks: tuple[Mark, ...]
     class_marks: dict[str, tuple[Mark, ...]]
     tests: tuple[TestFunc, ...]
+    by_name: dict[str, tuple[TestFunc, ...]] = field(default_factory=dict)
+
+    def candidates(self, func: str | None) -> tuple[TestFunc, ...]:
+        """The tests a selection can name: by function name when it gives one."""
+        return self.by_name.get(func, ()) if func else self.tests
 
 
 @dataclass(frozen=True)
@@ -284,7 +289,11 @@ def inspect_file(path: str) -> FileInfo:
                     "test"
                 ):
                     tests.append(_func_info(sub, stmt.name, names, consts))
-    return FileInfo(tuple(_pytestmark(tree.body, consts)), class_marks, tuple(tests))
+    by_name: dict[str, list[TestFunc]] = {}
+    for t in tests:
+        by_name.setdefault(t.name, []).append(t)
+    index = {k: tuple(v) for k, v in by_name.items()}
+    return FileInfo(tuple(_pytestmark(tree.body, consts)), class_marks, tuple(tests), index)
 
 
 # ---------------------------------------------------------------- sizing
@@ -366,7 +375,7 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
         files = sorted(path.rglob("test*.py")) if path.is_dir() else [path]
         for f in files:
             info = inspect_file(str(f))
-            for t in info.tests:
+            for t in info.candidates(sel.func):
                 if sel.cls and t.cls != sel.cls or sel.func and t.name != sel.func:
                     continue
                 if (
