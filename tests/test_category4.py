@@ -66,7 +66,10 @@ def test_perf_sanity_job_spec(env: Env, cli) -> None:
     recorded = json.loads((env.root / "submit_args.json").read_text())
     argv = recorded["argv"]
     # The id goes to submit.py as written (it drops `_upload` itself), without the TIMEOUT suffix.
-    assert argv[:2] == ["--test-list", "perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2pp3]"]
+    assert argv[:2] == [
+        "--test-list",
+        "perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2pp3]",
+    ]
     assert argv[argv.index("--job-name") + 1] == "tiny_cfg_perf"
     assert argv[argv.index("--launch-sh") + 1] == str(env.work / "slurm_launch.sh")
 
@@ -75,7 +78,12 @@ def test_config_file_mode_and_remote_config_shipped(env: Env, cli, tmp_path: Pat
     cfg = tmp_path / "elsewhere" / "my_bench.yaml"
     cfg.parent.mkdir()
     cfg.write_text((env.repo / "tests/scripts/perf-sanity/aggregated/tiny_cfg.yaml").read_text())
-    req = env.request("remote_slurm", workflow_type="perf_sanity", perf_config_yaml=str(cfg), perf_test_name="tiny_tp1")
+    req = env.request(
+        "remote_slurm",
+        workflow_type="perf_sanity",
+        perf_config_yaml=str(cfg),
+        perf_test_name="tiny_tp1",
+    )
     r = cli([], req)
     assert r.code == 0, r.stderr
     spec = json.loads((env.work / "job_spec.json").read_text())
