@@ -6,24 +6,18 @@ import os
 import platform
 import posixpath
 import re
-import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .errors import BuildError
-from .jobspec import JobSpec, OutFile, SlurmParams
-from .render import render
-from .report import CATEGORY_TITLES
+from .jobspec import JobSpec, OutFile
 from .request import Request
 from .resolve import image as img
 from .resolve import mounts as mnt
-from .resolve.commands import find_model_dir, parse_custom_env, parse_eval, replace_option
 from .resolve.slurm import ClusterFacts, cluster_facts, require_slurm_fields
 from .resolve.workflows import (
-    Sizing,
     size_bench_job,
     size_custom_job,
     size_eval_job,
@@ -279,7 +273,9 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
             )
         return build_eval_fallback(req, sizing, env, env_raw, facts, *common, site, ask)
 
-    return _assemble(req, wf, env, env_raw, facts, gpn, sizing, *common, site, ask)
+    from .assemble import assemble
+
+    return assemble(req, wf, env, env_raw, facts, gpn, sizing, *common, site, ask)
 
 
 def _common(
@@ -296,7 +292,7 @@ def _common(
     return image, paths, models_root
 
 
-def _base_mounts(
+def base_mounts(
     req: Request,
     env: SlurmEnv | None,
     paths: Paths,
@@ -322,7 +318,7 @@ def _base_mounts(
     return home, project, models
 
 
-def _scenario_fields(
+def scenario_fields(
     req: Request,
     paths: Paths,
     env: SlurmEnv | None,
@@ -355,250 +351,6 @@ def _docker_gpus(req: Request) -> tuple[int, str]:
     from .resolve.slurm import gpus_per_node
 
     return gpus_per_node(req, None)
-
-
-def _assemble(
-    req: Request,
-    wf: str,
-    env: SlurmEnv | None,
-    env_raw: dict[str, Any] | None,
-    facts: ClusterFacts | None,
-    gpn: int,
-    sz: Sizing,
-    image: str,
-    paths: Paths,
-    models_root: str,
-    site: SiteConfig,
-    ask: mnt.Ask,
-) -> BuildResult:
-    warnings = list(sz.warnings)
-    work_dir = Path(req.work_dir)
-    category = 1 if not req.is_slurm else {"pytest": 2, "custom": 3, "eval": 5, "bench": 6}[wf]
-    suffix = SUFFIX[wf]
-    model = sz.model_name
-    kind_name = f"{model}_{suffix}"
-    home, project, models = _base_mounts(req, env, paths, models_root, site, ask)
-    extras: list[mnt.Mount] = []
-    extra_files: list[str] = []
-    exports: list[tuple[str, str]] = []
-    files: list[OutFile] = []
-    run_script_in_job = ""
-
-    if wf == "custom":
-        custom_cmd = req.custom_cmd or ""
-        if req.custom_script:
-            script_in_job = paths.to_script(req.repo_root, req.custom_script)
-            if script_in_job is None:  # remote and outside the repo: ship it next to the job
-                extra_files.append(req.custom_script)
-                script_in_job = posixpath.join(paths.log_dir, posixpath.basename(req.custom_script))
-            parent = posixpath.dirname(script_in_job)
-            extras.append(
-                mnt.Mount(mnt.check_mount_path(parent, "custom_script"), parent, "custom_script")
-            )
-            custom_cmd = "bash " + shlex.quote(script_in_job)
-        pairs = parse_custom_env(req.custom_env)
-        exports += [
-            ("CUSTOM_COMMAND", custom_cmd),
-            ("CUSTOM_ENV", " ".join(shlex.quote(f"{k}={v}") for k, v in pairs)),
-            ("CUSTOM_WORKDIR", paths.project),
-            ("llmSrcNode", paths.project),
-        ]
-        if req.is_slurm:
-            run_script_in_job = posixpath.join(paths.log_dir, "slurm_run_custom.sh")
-            extras.append(
-                mnt.Mount(
-                    mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir"
-                )
-            )
-            files.append(
-                OutFile("slurm_run_custom.sh", render("slurm_run_custom.sh.j2"), executable=True)
-            )
-            extra_files.insert(0, str(work_dir / "slurm_run_custom.sh"))
-    mounts = mnt.assemble(home, project, models, extras)
-    mounts_text = ",".join(m.entry() for m in mounts)
-
-    run_cmd = ""
-    prep_cmd: str | None = None
-    if wf == "pytest":
-        run_cmd = req.test_cmd or ""
-        workdir = posixpath.join(paths.project, sz.workdir_rel) if sz.workdir_rel else paths.project
-        exports += [("TEST_WORKDIR", workdir), ("TEST_CMD", run_cmd)]
-    elif wf == "eval":
-        run_cmd = _eval_cmd_with_local_model(req, paths, mounts, models_root, warnings)
-        exports.append(("EVAL_CMD", run_cmd))
-    elif wf == "bench":
-        from .resolve.commands import parse_bench
-
-        b = parse_bench(req.bench_cmd or "")
-        prep_cmd, run_cmd = b.prep, b.run
-        if prep_cmd:
-            exports.append(("PREP_CMD", prep_cmd))
-        exports.append(("BENCH_CMD", run_cmd))
-
-    spec_common: dict[str, Any] = {
-        "workflow_type": wf,
-        "model_name": model,
-        "execution_scenario": req.execution_scenario,
-        "container_image": image,
-        "docker_image": image,
-        "success_patterns": PATTERNS[wf][0],
-        "failure_patterns": PATTERNS[wf][1],
-        "required_devices": sz.required_devices,
-        "node_count": sz.nodes,
-        "work_dir": str(work_dir),
-        "repo_root": req.repo_root,
-        "llm_models_root": models_root,
-    }
-    title = f"{CATEGORY_TITLES[category]} for {model} ({wf}, {req.execution_scenario})"
-
-    if category == 1:
-        script = "docker_cmd.sh"
-        log_file = str(work_dir / f"{model}_local.log")
-        args, payload = _docker(
-            req, wf, kind_name, image, mounts, models_root, paths, exports, run_cmd, prep_cmd
-        )
-        docker_cmd = shlex.join(
-            ["docker", "run", *[w for line in args for w in line], "bash", "-c", payload]
-        )
-        text = render(
-            "docker_cmd.sh.j2",
-            s={"title": title, "version": __version__, "docker_args": args, "payload": payload},
-        )
-        files.append(OutFile(script, text, executable=True))
-        spec = JobSpec(
-            category=1,
-            script_path=str(work_dir / script),
-            script_name=script,
-            log_file=log_file,
-            docker_cmd=docker_cmd,
-            extra_files=extra_files,
-            warnings=warnings,
-            **spec_common,
-        )
-        return BuildResult(
-            spec, files + [OutFile("job_spec.json", spec.to_json())], work_dir, warnings
-        )
-
-    assert facts is not None and req.partition and req.account
-    script = f"{kind_name}.slurm"
-    log_dir = sbatch_value(paths.log_dir, "remote_work_dir" if paths.remote else "work_dir")
-    script_image = img.enroot_uri(image) if site.enroot_uri_rewrite else image
-    ctx = {
-        "title": title,
-        "version": __version__,
-        "job_name": kind_name,
-        "log_out": f"{log_dir}/{kind_name}_%j.out",
-        "log_err": f"{log_dir}/{kind_name}_%j.err",
-        "nodes": sz.nodes,
-        "ntasks": sz.ntasks,
-        "ntasks_per_node": sz.ntasks_per_node,
-        "gres": facts.gres,
-        "time_limit": req.time_limit,
-        "partition": req.partition,
-        "account": req.account,
-        "image": script_image,
-        "container_name": kind_name,
-        "mounts": mounts_text,
-        "project": paths.project,
-        "llm_models_root": models_root,
-        "exports": exports,
-        "install": not req.skip_install,
-        "eval_requirements": wf == "eval",
-        "mpi": sz.mpi,
-        "mpi_plugin": facts.mpi_plugin,
-        "launcher": sz.launcher,
-        "has_prep": bool(prep_cmd),
-        "run_script": run_script_in_job,
-    }
-    files.insert(0, OutFile(script, render(f"{wf}.slurm.j2", s=ctx), executable=True))
-    params = SlurmParams(
-        partition=req.partition,
-        account=req.account,
-        time_limit=req.time_limit,
-        nodes=sz.nodes,
-        ntasks=sz.ntasks,
-        ntasks_per_node=sz.ntasks_per_node,
-        gpus_per_node=gpn,
-        gres=facts.gres,
-        mpi_plugin=facts.mpi_plugin,
-    )
-    extra = _scenario_fields(req, paths, env, script, kind_name, mounts_text)
-    spec = JobSpec(
-        category=category,
-        script_path=str(work_dir / script),
-        script_name=script,
-        log_file_pattern=f"{paths.log_dir}/{kind_name}_%j.out",
-        error_file_pattern=f"{paths.log_dir}/{kind_name}_%j.err",
-        extra_files=extra_files,
-        slurm_params=params,
-        slurm_env=env_raw,
-        warnings=warnings,
-        **spec_common,
-        **extra,
-    )
-    return BuildResult(spec, files + [OutFile("job_spec.json", spec.to_json())], work_dir, warnings)
-
-
-def _docker(
-    req: Request,
-    wf: str,
-    name: str,
-    image: str,
-    mounts: list[mnt.Mount],
-    models_root: str,
-    paths: Paths,
-    exports: list[tuple[str, str]],
-    run_cmd: str,
-    prep_cmd: str | None,
-) -> tuple[list[list[str]], str]:
-    from .render.docker import docker_run
-
-    d = dict(exports)
-    env = [("PROJECT_PATH", paths.project), ("LLM_MODELS_ROOT", models_root)]
-    if wf == "custom":
-        run_cmd = d["CUSTOM_COMMAND"]
-        if d["CUSTOM_ENV"]:
-            env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
-    if prep_cmd:
-        env.append(("PREP_CMD", prep_cmd))
-    env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", paths.project)), ("RUN_CMD", run_cmd)]
-    return docker_run(
-        name=name,
-        image=image,
-        mounts=mounts,
-        env=env,
-        install=not req.skip_install,
-        eval_requirements=wf == "eval",
-        custom_env=wf == "custom" and bool(d["CUSTOM_ENV"]),
-        has_prep=bool(prep_cmd),
-    )
-
-
-def _eval_cmd_with_local_model(
-    req: Request, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
-) -> str:
-    """A Hugging Face id in --model becomes the container path of a local copy, when one exists."""
-    cmd = req.eval_cmd or ""
-    model = parse_eval(cmd).model
-    if not model or model.startswith("/") or "/" not in model:
-        return cmd
-    root = models_root.rstrip("/") or "/"
-    host_root = next(
-        (m.host for m in mounts if m.container.split(":")[0].rstrip("/") == root), None
-    )
-    if paths.remote or host_root is None:
-        warnings.append(
-            f"--model {model} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"
-        )
-        return cmd
-    found = find_model_dir(Path(host_root), model)
-    if found is None:
-        warnings.append(
-            f"--model {model} was not found under {host_root} (depth 3); trtllm-eval will try to download it"
-        )
-        return cmd
-    in_container = mnt.host_to_container(mounts, str(found)) or str(found)
-    return replace_option(cmd, "--model", model, in_container)
 
 
 def finish(result: BuildResult) -> list[Path]:

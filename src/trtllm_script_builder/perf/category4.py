@@ -194,7 +194,7 @@ def build_category4(
 
     assert facts is not None and req.partition and req.account
     work_dir = Path(req.work_dir)
-    home, project, models = b._base_mounts(req, env, paths, models_root, site, ask)
+    home, project, models = b.base_mounts(req, env, paths, models_root, site, ask)
     mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, models, []))
     # submit.py runs here with local paths (DESIGN 22): it must see the local repo in the mounts
     # so that it adds no second copy, and the rewrite afterwards turns it into the remote one.
@@ -256,7 +256,7 @@ def build_category4(
         repo_root=req.repo_root,
         llm_models_root=models_root,
         warnings=warnings,
-        **b._scenario_fields(req, paths, env, LAUNCH_SH, None, mounts_text),
+        **b.scenario_fields(req, paths, env, LAUNCH_SH, None, mounts_text),
     )
     rewrite = (
         {
@@ -286,15 +286,16 @@ def build_eval_fallback(
 ) -> BuildResult:
     """DESIGN decision 11: an eval wider than a node runs as an aggregated perf config."""
     from .. import build as b
+    from ..assemble import eval_cmd_with_local_model
     from ..resolve import mounts as mnt
     from ..resolve.commands import parse_eval
 
     assert facts is not None
     ev = parse_eval(req.eval_cmd or "")
     warnings = list(sz.warnings)
-    home, project, models = b._base_mounts(req, env, paths, models_root, site, ask)
+    home, project, models = b.base_mounts(req, env, paths, models_root, site, ask)
     mounts = mnt.assemble(home, project, models, [])
-    cmd = b._eval_cmd_with_local_model(req, paths, mounts, models_root, warnings)
+    cmd = eval_cmd_with_local_model(req, paths, mounts, models_root, warnings)
     model_path = parse_eval(cmd).model or ev.model or sz.model_name
     plan = plan_eval_fallback(
         model_name=sz.model_name,
