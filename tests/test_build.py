@@ -257,3 +257,29 @@ def test_slurm_env_mounts_used_verbatim(env: Env, cli) -> None:
     cli([], req)
     text = (env.work / "tiny_auto_test.slurm").read_text()
     assert re.search(r"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link\n", text)
+
+
+def test_launcher_not_added_twice(env: Env, cli) -> None:
+    cli([], env.request(eval_cmd="trtllm-llmapi-launch trtllm-eval --model /m/x --tp_size 2 gsm8k"))
+    text = (env.work / "x_eval.slurm").read_text()
+    assert (
+        'trtllm-llmapi-launch bash -c "$EVAL_CMD"' not in text and '\nbash -c "$EVAL_CMD"' in text
+    )
+    assert "--mpi=pmix_v5" in text
+
+
+def test_mpi_plugin_flag_is_quoted_and_used(env: Env, cli) -> None:
+    cli([], env.request(bench_cmd="trtllm-bench -m x throughput --tp 2", mpi_plugin="pmi2"))
+    assert " --mpi=pmi2 " in (env.work / "x_bench.slurm").read_text()
+
+
+def test_docker_more_gpus_than_available(env: Env, cli) -> None:
+    req = env.request(
+        "local_docker", test_cmd=PYTEST_4, env_check={"gpus_per_node": 8, "available_gpus": 2}
+    )
+    r = cli([], req)
+    assert (
+        r.code == 2
+        and r.stderr.startswith("error: required_devices: ")
+        and "available_gpus" in r.stderr
+    )

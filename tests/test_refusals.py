@@ -207,3 +207,62 @@ def test_bad_request_file(cli, tmp_path: Path) -> None:
     f.write_text(json.dumps({"execution_scenario": "local_docker"}))
     r = cli(["build", str(f)])
     assert r.code == 2 and r.stderr.startswith("error: work_dir: is required")
+
+
+def test_review_findings_refused_cleanly(env: Env, cli, tmp_path: Path) -> None:
+    """Values a review found unsafe or crashing: each is one error line, exit 2, nothing written."""
+    env.write_env(pmix={"available": ["pmix"], "preferred": "pmix_v5 $(touch /tmp/never)"})
+    refused(
+        cli,
+        env,
+        env.request(bench_cmd="trtllm-bench -m x throughput --tp 2"),
+        "slurm_env_file",
+        contains="MPI plugin",
+    )
+    env.write_env()
+    refused(
+        cli,
+        env,
+        env.request(test_cmd=PYTEST_4, checkpoint_path="/ckpt"),
+        "checkpoint_path",
+        contains="root directory",
+    )
+    refused(
+        cli, env, env.request(custom_script="/run.sh"), "custom_script", contains="root directory"
+    )
+    refused(
+        cli,
+        env,
+        env.request(test_cmd=PYTEST_4, required_devices=True),
+        "required_devices",
+        contains="whole number",
+    )
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(f)))
+    assert r.code == 2 and r.stderr.startswith("error: work_dir: ") and f.read_text() == "x"
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"test_cmd: caf\xe9\n")
+    r = cli(["build", str(bad)])
+    assert r.code == 2 and r.stderr.startswith("error: request: ") and "UTF-8" in r.stderr
+
+
+def test_usage_errors_are_one_line(cli) -> None:
+    r = cli(["build", "x.yaml", "--required-devices", "abc"])
+    assert r.code == 2 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("error: required_devices: ") and r.stderr.rstrip().endswith(
+        " build --help"
+    )
+
+
+def test_yaml_times_and_nulls(env: Env, cli, tmp_path: Path) -> None:
+    req = env.request(test_cmd=PYTEST_4, skip_install=None, node_count=None)
+    text = "\n".join(f"{k}: {json.dumps(v)}" for k, v in req.items()) + "\ntime_limit: 4:00:00\n"
+    f = tmp_path / "r.yaml"
+    f.write_text(text)
+    r = cli(["build", str(f), "--json"])
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["slurm_params"]["time_limit"] == "4:00:00"
+    f.write_text(text.replace("4:00:00", "90").replace("skip_install", "# skip_install"))
+    r = cli(["build", str(f), "--json"])
+    assert json.loads(r.stdout)["slurm_params"]["time_limit"] == "90"

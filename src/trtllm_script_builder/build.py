@@ -253,15 +253,20 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
             model_name=req.model_name,
             remote=req.is_remote,
         )
-        return build_category4(
-            req, "perf_sanity", plan, env, env_raw, facts, *common, site, ask, []
-        )
+        return build_category4(req, wf, plan, env, env_raw, facts, *common, site, ask, [])
     sizing = {
         "pytest": size_pytest_job,
         "eval": size_eval_job,
         "bench": size_bench_job,
         "custom": size_custom_job,
     }[wf](req, gpn, gpn_source)
+    available = req.env_check.available_gpus if req.env_check and not req.is_slurm else None
+    if available is not None and sizing.required_devices > available:
+        raise BuildError(
+            "required_devices",
+            f"{sizing.required_devices} GPUs are more than this machine's {available} (env_check.available_gpus)",
+            "run it on Slurm, or on a machine with more GPUs",
+        )
     if sizing.fallback_to_perf:
         from .perf.category4 import build_eval_fallback
 
@@ -357,8 +362,19 @@ def finish(result: BuildResult) -> list[Path]:
     """Write the result; Category 4 runs submit.py first and undoes everything on failure."""
     from .jobspec import write_atomically
 
+    if result.work_dir.exists() and not result.work_dir.is_dir():
+        raise BuildError(
+            "work_dir", f"{result.work_dir} exists and is not a folder", "give a folder path"
+        )
     if result.submit is None:
-        return write_atomically(result.work_dir, result.files)
+        try:
+            return write_atomically(result.work_dir, result.files)
+        except OSError as exc:
+            raise BuildError(
+                "work_dir",
+                f"cannot write into {result.work_dir} ({exc.strerror})",
+                "give a folder you can write to",
+            ) from None
     from .perf.category4 import run_submit_step
 
     return run_submit_step(result)

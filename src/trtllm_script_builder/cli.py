@@ -33,6 +33,27 @@ LAZY_COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Usage errors get the tool's one-line form (`error: <field>: ...; <fix>`), exit 2."""
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.Exit as done:
+            sys.exit(done.exit_code)
+        except click.UsageError as exc:
+            param = getattr(exc, "param", None)
+            field = param.name if param is not None and param.name else "command line"
+            where = exc.ctx.command_path if exc.ctx else "trtllm-script-builder"
+            message = exc.format_message().rstrip(".")
+            click.echo(f"error: {field}: {message}; see {where} --help", err=True)
+            sys.exit(2)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import BuildError
 
@@ -82,12 +82,31 @@ class Request(BaseModel):
     mpi_plugin: str | None = None
     gpus_per_node: int | None = Field(default=None, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        # JSON null or an empty YAML value means "not given": the field's default applies.
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+    @field_validator("required_devices", "node_count", "gpus_per_node", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("must be a whole number, not true/false")
+        return v
+
     @field_validator("*", mode="before")
     @classmethod
     def _no_nul(cls, v: Any) -> Any:
         if isinstance(v, str) and "\x00" in v:
             raise ValueError("contains a NUL byte, which no script can carry")
         return v
+
+    @field_validator("time_limit", mode="before")
+    @classmethod
+    def _minutes(cls, v: Any) -> Any:
+        # A bare number is minutes, as for sbatch --time.
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
     @field_validator("time_limit")
     @classmethod
@@ -155,6 +174,8 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
         path = Path(source)
         try:
             text = path.read_text()
+        except UnicodeDecodeError:
+            raise BuildError("request", f"{source} is not UTF-8 text", "save it as UTF-8") from None
         except OSError as exc:
             raise BuildError(
                 "request",
@@ -166,9 +187,7 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
         if source == "-" or source.endswith(".json"):
             data = json.loads(text) if text.strip() else {}
         else:
-            import yaml
-
-            data = yaml.safe_load(text) or {}
+            data = _load_yaml(text) or {}
     except (ValueError, ImportError) as exc:
         raise BuildError(
             "request", f"{name} cannot be parsed ({str(exc).splitlines()[0]})", "fix its syntax"
@@ -184,6 +203,28 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
             "write one object of field: value",
         )
     return data, base
+
+
+def _load_yaml(text: str) -> Any:
+    """YAML 1.1 reads an unquoted `4:00:00` as the number 14400; a request means the string."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {
+        ch: [
+            (tag, rx)
+            for tag, rx in resolvers
+            if not (tag.endswith((":int", ":float")) and rx.match("4:00:00"))
+        ]
+        for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    for ch in "0123456789-+":
+        Loader.add_implicit_resolver(
+            "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"), list(ch)
+        )
+    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 def _absolutise(data: dict[str, Any], base: Path) -> None:

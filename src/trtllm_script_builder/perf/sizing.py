@@ -44,6 +44,8 @@ def load_perf_config(path: Path | str, *, field: str = "perf_config_yaml") -> di
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BuildError(field, f"perf config {p} is not UTF-8 text", "save it as UTF-8") from None
     except FileNotFoundError:
         raise BuildError(
             field,

@@ -57,7 +57,7 @@ def image_from_properties(text: str, arch: str, source: str) -> str:
 def read_properties(repo_root: str) -> tuple[str, str]:
     path = Path(repo_root) / PROPERTIES
     try:
-        return path.read_text(), str(path)
+        return path.read_text(encoding="utf-8", errors="replace"), str(path)
     except OSError:
         raise BuildError(
             "container_image",

@@ -32,7 +32,11 @@ def check_mount_path(path: str, field: str) -> str:
         )
     if not path.startswith("/"):
         raise BuildError(field, f"{path!r} is not an absolute path", "give the full path")
-    return path.rstrip("/") or "/"
+    if path.rstrip("/") == "":
+        raise BuildError(
+            field, "would mount the host's root directory /", "put it in a folder of its own"
+        )
+    return path.rstrip("/")
 
 
 def covers(mount_host: str, path: str) -> bool:

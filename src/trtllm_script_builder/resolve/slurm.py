@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import BuildError
 from ..request import Request
 from ..slurm_env import Partition, SlurmEnv
+
+_PLUGIN_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
         return part.gpus_per_node, f"partition {part.name}"
     if not req.is_slurm and req.env_check and req.env_check.gpus_per_node:
         return req.env_check.gpus_per_node, "env_check.gpus_per_node"
+    # Not in DESIGN 15's list, but what exec-env-check reports for this machine.
     if not req.is_slurm and req.env_check and req.env_check.available_gpus:
         return req.env_check.available_gpus, "env_check.available_gpus"
     if req.gpus_per_node:
@@ -85,4 +89,10 @@ def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
         plugin = env.pmix.preferred
     else:
         plugin = "pmix"
+    if not _PLUGIN_RE.match(plugin):
+        raise BuildError(
+            "slurm_env_file",
+            f"pmix.preferred {plugin!r} is not an MPI plugin name",
+            "probe the cluster again, or pass --mpi-plugin",
+        )
     return ClusterFacts(part, gpn, source, gres, plugin, fallback)

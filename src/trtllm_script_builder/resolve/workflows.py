@@ -11,6 +11,7 @@ from ..request import Request
 from .commands import model_from_path, parse_bench, parse_eval
 from .pytest_sizing import size_pytest
 
+LAUNCHER = "trtllm-llmapi-launch"  # a command that already has it must not get it twice
 PYTEST_MAX_DEVICES = 8
 CUSTOM_MAX_DEVICES = 8
 
@@ -91,7 +92,7 @@ def size_eval_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
         nodes = math.ceil(ws / node_gpus)
         return Sizing(ws, nodes, ws, model, fallback_to_perf=True)
     _one_node(req, "trtllm-eval")
-    return Sizing(ws, 1, ws, model, mpi=True, launcher=ws > 1)
+    return Sizing(ws, 1, ws, model, mpi=True, launcher=ws > 1 and LAUNCHER not in req.eval_cmd)
 
 
 def size_bench_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
@@ -106,7 +107,7 @@ def size_bench_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
             "lower --tp/--pp or choose a partition with more GPUs per node",
         )
     _one_node(req, "trtllm-bench")
-    return Sizing(ws, 1, ws, model, mpi=ws > 1, launcher=ws > 1)
+    return Sizing(ws, 1, ws, model, mpi=ws > 1, launcher=ws > 1 and LAUNCHER not in b.run)
 
 
 def size_custom_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
