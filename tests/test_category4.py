@@ -97,3 +97,22 @@ def test_config_file_mode_and_remote_config_shipped(env: Env, cli, tmp_path: Pat
     assert f"{remote_work}/my_bench.yaml" in launch and str(env.work) not in launch
     assert spec["remote_script_path"] == f"{remote_work}/slurm_launch.sh"
     assert spec["required_devices"] == 1 and spec["node_count"] == 1
+
+
+def test_failure_restores_files_it_changed(env: Env, cli) -> None:
+    (env.repo / "jenkins" / "scripts" / "perf" / "local" / "submit.py").write_text(FAILING_SUBMIT)
+    env.work.mkdir()
+    (env.work / "slurm_launch.sh").write_text("OLD\n")
+    (env.work / "test_list.txt").write_text("old list\n")
+    before = snapshot(env.work)
+    r = cli([], env.request(test_cmd=PERF, partition="gb"))
+    assert r.code == 3 and snapshot(env.work) == before
+
+
+def test_rebuild_gives_the_same_bytes(env: Env, cli, monkeypatch) -> None:
+    monkeypatch.setenv("SUBMIT_STAND_IN_TIMESTAMP", "20260101_000000")
+    req = env.request(test_cmd=PERF, partition="gb")
+    assert cli([], req).code == 0
+    first = snapshot(env.work)
+    assert cli([], req).code == 0
+    assert snapshot(env.work) == first

@@ -326,7 +326,7 @@ def run_submit_step(result: BuildResult) -> list[Path]:
 
     work_dir = result.work_dir
     existed = work_dir.exists()
-    before = set(os.listdir(work_dir)) if existed else set()
+    saved = _snapshot(work_dir)
     try:
         written = write_atomically(work_dir, step.before)
         run_submit_py(Path(step.repo_root), step.args, cwd=Path(step.repo_root))
@@ -339,18 +339,35 @@ def run_submit_step(result: BuildResult) -> list[Path]:
         if step.rewrite:
             text = step.launch_sh.read_text()
             step.launch_sh.write_text(rewrite_remote_paths(text, **step.rewrite))
-        made = sorted(set(os.listdir(work_dir)) - before - {step.launch_sh.name, "job_spec.json"})
+        # What submit.py wrote besides the launch script travels with it (e.g. test_list.txt).
+        after = _snapshot(work_dir)
+        made = sorted(
+            n for n, (stamp, _) in after.items() if n not in saved or saved[n][0] != stamp
+        )
+        made = [n for n in made if n not in (step.launch_sh.name, "job_spec.json")]
         result.spec.extra_files = sorted(
             {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
         )
         result.files = [OutFile("job_spec.json", result.spec.to_json())]
         return written + [step.launch_sh] + write_atomically(work_dir, result.files)
     except BaseException:
-        _remove_new(work_dir, before, existed)
+        _restore(work_dir, saved, existed)
         raise
 
 
-def _remove_new(work_dir: Path, before: set[str], existed: bool) -> None:
+def _snapshot(work_dir: Path) -> dict[str, tuple[int, bytes]]:
+    """The top-level files of work_dir: modification time and bytes (a job folder is small)."""
+    if not work_dir.is_dir():
+        return {}
+    return {
+        e.name: (e.stat(follow_symlinks=False).st_mtime_ns, Path(e.path).read_bytes())
+        for e in os.scandir(work_dir)
+        if e.is_file(follow_symlinks=False)
+    }
+
+
+def _restore(work_dir: Path, saved: dict[str, tuple[int, bytes]], existed: bool) -> None:
+    """Put work_dir back as it was: new entries removed, changed files given their old bytes."""
     import shutil
 
     if not work_dir.exists():
@@ -358,9 +375,15 @@ def _remove_new(work_dir: Path, before: set[str], existed: bool) -> None:
     if not existed:
         shutil.rmtree(work_dir, ignore_errors=True)
         return
-    for name in set(os.listdir(work_dir)) - before:
-        p = work_dir / name
-        if p.is_dir() and not p.is_symlink():
+    for entry in os.scandir(work_dir):
+        p = Path(entry.path)
+        if entry.name in saved:
+            if entry.is_file(follow_symlinks=False) and p.read_bytes() != saved[entry.name][1]:
+                p.write_bytes(saved[entry.name][1])
+        elif entry.is_dir(follow_symlinks=False):
             shutil.rmtree(p, ignore_errors=True)
         else:
             p.unlink(missing_ok=True)
+    for name, (_, data) in saved.items():
+        if not (work_dir / name).exists():
+            (work_dir / name).write_bytes(data)
