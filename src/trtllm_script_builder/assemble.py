@@ -18,6 +18,7 @@ from .build import (
     sbatch_value,
     scenario_fields,
 )
+from .errors import BuildError
 from .jobspec import JobSpec, OutFile, SlurmParams
 from .render import render
 from .report import CATEGORY_TITLES
@@ -118,6 +119,12 @@ def _custom_parts(job: Job) -> list[mnt.Mount]:
     extras: list[mnt.Mount] = []
     custom_cmd = req.custom_cmd or ""
     if req.custom_script:
+        if not Path(req.custom_script).is_file():
+            raise BuildError(
+                "custom_script",
+                f"{req.custom_script} is not a file",
+                "give the path of an existing script",
+            )
         script_in_job = paths.to_script(req.repo_root, req.custom_script)
         if script_in_job is None:  # remote and outside the repo: ship it next to the job
             job.extra_files.append(req.custom_script)
