@@ -227,9 +227,7 @@ def test_review_findings_refused_cleanly(env: Env, cli, tmp_path: Path) -> None:
         "checkpoint_path",
         contains="root directory",
     )
-    refused(
-        cli, env, env.request(custom_script="/run.sh"), "custom_script", contains="root directory"
-    )
+    refused(cli, env, env.request(custom_script="/run.sh"), "custom_script")
     refused(
         cli,
         env,
