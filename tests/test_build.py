@@ -283,3 +283,17 @@ def test_docker_more_gpus_than_available(env: Env, cli) -> None:
         and r.stderr.startswith("error: required_devices: ")
         and "available_gpus" in r.stderr
     )
+
+
+def test_eval_chained_tasks_and_host_paths(env: Env, cli) -> None:
+    cmd = "trtllm-eval --model org/Tiny-Model --tp_size 4 gsm8k && trtllm-eval --model org/Tiny-Model --tp_size 2 mmlu"
+    r = cli(["--json"], env.request(eval_cmd=cmd))
+    spec = json.loads(r.stdout)
+    assert spec["required_devices"] == 4 and spec["slurm_params"]["ntasks"] == 4  # the widest call
+    text = (env.work / "tiny_model_eval.slurm").read_text()
+    assert text.count("--model /models/org/Tiny-Model") == 2 and "org/Tiny-Model --tp" not in text
+    ckpt = env.root / "ckpts" / "tiny"
+    ckpt.mkdir(parents=True)
+    r = cli(["--json"], env.request(eval_cmd=f"trtllm-eval --model {ckpt} mmlu", checkpoint_path=str(ckpt), models_path=None))
+    assert r.code == 0, r.stderr
+    assert "export EVAL_CMD='trtllm-eval --model /models/tiny mmlu'" in (env.work / "tiny_eval.slurm").read_text()

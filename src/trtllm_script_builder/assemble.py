@@ -323,11 +323,26 @@ def _docker(
 def eval_cmd_with_local_model(
     req: Request, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
 ) -> str:
-    """A Hugging Face id in --model becomes the container path of a local copy, when one exists."""
+    """Every --model as the container sees it: a host path through its mount, and a Hugging
+    Face id as the container path of a local copy when one exists under the models mount."""
     cmd = req.eval_cmd or ""
-    model = parse_eval(cmd).model
-    if not model or model.startswith("/") or "/" not in model:
-        return cmd
+    for model in parse_eval(cmd).models:
+        local = _model_in_container(model, paths, mounts, models_root, warnings)
+        if local is not None and local != model:
+            cmd = replace_option(cmd, "--model", model, local)
+    return cmd
+
+
+def _model_in_container(
+    model: str, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
+) -> str | None:
+    if model.startswith("/"):
+        inside = mnt.host_to_container(mounts, model)
+        if inside is None:
+            warnings.append(f"--model {model} is under no mount, so the container may not see it")
+        return inside
+    if "/" not in model:
+        return None
     root = models_root.rstrip("/") or "/"
     host_root = next(
         (m.host for m in mounts if m.container.split(":")[0].rstrip("/") == root), None
@@ -336,12 +351,11 @@ def eval_cmd_with_local_model(
         warnings.append(
             f"--model {model} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"
         )
-        return cmd
+        return None
     found = find_model_dir(Path(host_root), model)
     if found is None:
         warnings.append(
             f"--model {model} was not found under {host_root} (depth 3); trtllm-eval will try to download it"
         )
-        return cmd
-    in_container = mnt.host_to_container(mounts, str(found)) or str(found)
-    return replace_option(cmd, "--model", model, in_container)
+        return None
+    return mnt.host_to_container(mounts, str(found)) or str(found)

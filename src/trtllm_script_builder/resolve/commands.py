@@ -92,6 +92,7 @@ class EvalCmd:
     gpus_per_node: int | None
     model: str | None
     task: str | None
+    models: tuple[str, ...] = ()  # every --model of every trtllm-eval call
 
     @property
     def world_size(self) -> int:
@@ -99,15 +100,24 @@ class EvalCmd:
 
 
 def parse_eval(eval_cmd: str) -> EvalCmd:
-    ws = words(eval_cmd, "eval_cmd")
+    """Tasks chained with `&&` each run their own trtllm-eval: the widest one sizes the job."""
+    calls = [_parse_eval_call(part) for part in split_and(eval_cmd) if part] or [
+        _parse_eval_call(eval_cmd)
+    ]
+    widest = max(calls, key=lambda c: c.world_size)
+    models = tuple(dict.fromkeys(c.model for c in calls if c.model))
+    return EvalCmd(widest.tp, widest.pp, widest.gpus_per_node, widest.model, widest.task, models)
+
+
+def _parse_eval_call(text: str) -> EvalCmd:
+    ws = words(text, "eval_cmd")
     tp = int_option(ws, ("--tp_size", "--tp-size"), 1, "eval_cmd")
     pp = int_option(ws, ("--pp_size", "--pp-size"), 1, "eval_cmd")
     gpn_text = option(ws, ("--gpus_per_node", "--gpus-per-node"))
     gpn = (
         int_option(ws, ("--gpus_per_node", "--gpus-per-node"), 1, "eval_cmd") if gpn_text else None
     )
-    model = option(ws, ("--model",))
-    return EvalCmd(tp, pp, gpn, model, _eval_task(ws))
+    return EvalCmd(tp, pp, gpn, option(ws, ("--model",)), _eval_task(ws))
 
 
 def _eval_task(ws: list[str]) -> str | None:
@@ -155,7 +165,7 @@ def find_model_dir(models_host: Path, hf_id: str, max_depth: int = 3) -> Path | 
 
 
 def replace_option(cmd: str, name: str, old: str, new: str) -> str:
-    """Rewrite one option's value in the command text, keeping the rest byte for byte."""
+    """Rewrite an option's value everywhere in the command text, keeping the rest as it is."""
     for form in (
         f"{name} {old}",
         f"{name}={old}",
@@ -164,7 +174,7 @@ def replace_option(cmd: str, name: str, old: str, new: str) -> str:
     ):
         if form in cmd:
             sep = "=" if "=" in form[len(name) : len(name) + 1] else " "
-            return cmd.replace(form, f"{name}{sep}{shlex.quote(new)}", 1)
+            return cmd.replace(form, f"{name}{sep}{shlex.quote(new)}")
     return cmd
 
 
