@@ -198,3 +198,20 @@ def test_mount_assembly() -> None:
     assert (
         host_to_container(assemble(home, proj, models, []), "/data/models/org/M") == "/models/org/M"
     )
+
+
+def test_keyword_expressions_select_like_pytest(repo: Path) -> None:
+    f = "pytest accuracy/test_tiny.py"
+    assert size_pytest(f"{f}::TestBig -k 'not test_too_big'", repo).devices == 8
+    assert size_pytest(f"{f} -k tp4", repo).devices == 4  # a parameter id
+    assert size_pytest(f"{f} -k 'TestTiny and not four'", repo).devices == 2
+    assert size_pytest(f"{f} -k 'one or world'", repo).devices == 2
+    s = size_pytest(f"{f} -k 'and or ('", repo)
+    assert any("could not be read" in n for n in s.notes)
+
+
+def test_folders_and_own_cd(repo: Path) -> None:
+    s = size_pytest("pytest accuracy/", repo)
+    assert s.devices == 16 and s.workdir_rel == "tests/integration/defs"
+    s = size_pytest("cd tests/integration/defs && pytest accuracy/test_tiny.py::TestTiny::test_four[tp4]", repo)
+    assert s.devices == 4 and s.workdir_rel == ""

@@ -7,6 +7,7 @@ Only the source is read; nothing is imported or run, so a test file with heavy i
 from __future__ import annotations
 
 import ast
+import re
 import shlex
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -74,7 +75,15 @@ class PytestSizing:
 # ---------------------------------------------------------------- command parsing
 
 
-def split_selections(test_cmd: str) -> tuple[list[Selection], str | None]:
+@dataclass
+class Command:
+    selections: list[Selection]
+    keyword: str | None  # the -k expression
+    words: list[str]  # bare words that are not test ids: maybe folders of tests
+    changes_dir: bool  # the command runs its own `cd`
+
+
+def split_selections(test_cmd: str) -> Command:
     try:
         # Most commands have no quoting at all; str.split gives the same words, much faster.
         words = test_cmd.split() if not _QUOTING.intersection(test_cmd) else shlex.split(test_cmd)
@@ -82,26 +91,45 @@ def split_selections(test_cmd: str) -> tuple[list[Selection], str | None]:
         raise BuildError(
             "test_cmd", f"cannot be split into shell words ({exc})", "balance its quotes"
         ) from None
-    sels: list[Selection] = []
-    keyword: str | None = None
+    cmd = Command([], None, [], False)
     skip_next = False
     for i, w in enumerate(words):
         if skip_next:
             skip_next = False
             if words[i - 1] == "-k":
-                keyword = w
+                cmd.keyword = w
             continue
         if w in _VALUE_OPTS:
             skip_next = True
             continue
         if w.startswith("-"):
             if w.startswith("-k") and len(w) > 2:
-                keyword = w[2:]
+                cmd.keyword = w[2:]
             continue
-        if ".py" not in w and "::" not in w:
+        if w == "cd" and (i == 0 or words[i - 1] in ("&&", ";", "||")):
+            cmd.changes_dir = True
+            skip_next = True
             continue
-        sels.append(_selection(w))
-    return sels, keyword
+        if ".py" in w or "::" in w:
+            cmd.selections.append(_selection(w))
+        elif i > 0 and w not in ("&&", ";", "||"):
+            cmd.words.append(w)
+    return cmd
+
+
+def keyword_matches(expr: str, names: str) -> bool | None:
+    """pytest's -k: `and`/`or`/`not`/parentheses over case-insensitive substrings of the names.
+
+    None when the expression cannot be read (the selection is then not narrowed).
+    """
+    parts = []
+    for tok in re.findall(r"\(|\)|[^\s()]+", expr):
+        parts.append(tok if tok in ("and", "or", "not", "(", ")") else f"_m({tok!r})")
+    low = names.lower()
+    try:
+        return bool(eval(" ".join(parts), {"__builtins__": {}}, {"_m": lambda t: t.lower() in low}))  # noqa: S307 - only _m calls on quoted literals
+    except Exception:  # a malformed expression: pytest would refuse it too
+        return None
 
 
 def _selection(text: str) -> Selection:
@@ -357,7 +385,12 @@ def _locate(repo_root: Path, rel: str) -> tuple[Path | None, str]:
 
 
 def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
-    sels, keyword = split_selections(test_cmd)
+    cmd = split_selections(test_cmd)
+    sels = list(cmd.selections)
+    for w in cmd.words:  # `pytest accuracy/` names a folder of tests
+        path, _ = _locate(repo_root, w)
+        if path is not None and path.is_dir():
+            sels.append(Selection(w, w, None, None, None))
     if not sels:
         return PytestSizing(
             None, "", "pytest", "", ["test_cmd names no test file; sized from required_devices"]
@@ -367,7 +400,7 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
     workdir_rel = ""
     for n, sel in enumerate(sels):
         path, root_rel = _locate(repo_root, sel.path)
-        if n == 0:
+        if n == 0 and not cmd.changes_dir:
             workdir_rel = root_rel
         if path is None:
             notes.append(f"{sel.path} not found under {repo_root} or {repo_root / DEFS}")
@@ -378,21 +411,48 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
             for t in info.candidates(sel.func):
                 if sel.cls and t.cls != sel.cls or sel.func and t.name != sel.func:
                     continue
-                if (
-                    keyword
-                    and keyword.isidentifier()
-                    and keyword.lower() not in f"{t.cls or ''}::{t.name}".lower()
-                ):
-                    continue
-                for name in DEVICE_MARKS:
-                    for m in _closest(name, t, info, sel.param_id):
-                        if m.count is None:
-                            notes.append(f"{name} on {t.name} has a count that is not a literal")
-                            continue
-                        where = f"{name}({m.count}) on {'::'.join(x for x in (t.cls, t.name) if x)} in {f}"
-                        if best is None or m.count > best[0]:
-                            best = (m.count, where)
+                for pid in _param_ids(t, sel, cmd.keyword, f.stem, notes):
+                    best = _largest(best, t, info, pid, f, notes)
     model = model_name_for(sels[0])
     if best is None:
         return PytestSizing(None, "", model, workdir_rel, notes)
     return PytestSizing(best[0], best[1], model, workdir_rel, notes)
+
+
+def _param_ids(
+    t: TestFunc, sel: Selection, keyword: str | None, stem: str, notes: list[str]
+) -> list[str | None]:
+    """The parametrisations a selection runs of this test; [] when -k deselects it."""
+    if keyword is None:
+        return [sel.param_id]
+    ids: list[str | None] = (
+        [sel.param_id] if sel.param_id else [p.id for ps in t.params for p in ps] or [None]
+    )
+    chosen = []
+    for pid in ids:
+        hit = keyword_matches(keyword, f"{stem} {t.cls or ''} {t.name} {pid or ''}")
+        if hit is None:
+            notes.append(f"-k {keyword!r} could not be read; sized without it")
+            return [sel.param_id]
+        if hit:
+            chosen.append(pid)
+    return chosen
+
+
+def _largest(
+    best: tuple[int, str] | None,
+    t: TestFunc,
+    info: FileInfo,
+    pid: str | None,
+    f: Path,
+    notes: list[str],
+) -> tuple[int, str] | None:
+    for name in DEVICE_MARKS:
+        for m in _closest(name, t, info, pid):
+            if m.count is None:
+                notes.append(f"{name} on {t.name} has a count that is not a literal")
+                continue
+            where = f"{name}({m.count}) on {'::'.join(x for x in (t.cls, t.name) if x)} in {f}"
+            if best is None or m.count > best[0]:
+                best = (m.count, where)
+    return best
