@@ -291,9 +291,19 @@ def test_eval_chained_tasks_and_host_paths(env: Env, cli) -> None:
     spec = json.loads(r.stdout)
     assert spec["required_devices"] == 4 and spec["slurm_params"]["ntasks"] == 4  # the widest call
     text = (env.work / "tiny_model_eval.slurm").read_text()
-    assert text.count("--model /models/org/Tiny-Model") == 2 and "--model org/Tiny-Model" not in text
+    assert (
+        text.count("--model /models/org/Tiny-Model") == 2 and "--model org/Tiny-Model" not in text
+    )
     ckpt = env.root / "ckpts" / "tiny"
     ckpt.mkdir(parents=True)
-    r = cli(["--json"], env.request(eval_cmd=f"trtllm-eval --model {ckpt} mmlu", checkpoint_path=str(ckpt), models_path=None))
+    r = cli(
+        ["--json"],
+        env.request(
+            eval_cmd=f"trtllm-eval --model {ckpt} mmlu", checkpoint_path=str(ckpt), models_path=None
+        ),
+    )
     assert r.code == 0, r.stderr
-    assert "export EVAL_CMD='trtllm-eval --model /models/tiny mmlu'" in (env.work / "tiny_eval.slurm").read_text()
+    assert (
+        "export EVAL_CMD='trtllm-eval --model /models/tiny mmlu'"
+        in (env.work / "tiny_eval.slurm").read_text()
+    )

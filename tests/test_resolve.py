@@ -213,5 +213,7 @@ def test_keyword_expressions_select_like_pytest(repo: Path) -> None:
 def test_folders_and_own_cd(repo: Path) -> None:
     s = size_pytest("pytest accuracy/", repo)
     assert s.devices == 16 and s.workdir_rel == "tests/integration/defs"
-    s = size_pytest("cd tests/integration/defs && pytest accuracy/test_tiny.py::TestTiny::test_four[tp4]", repo)
+    s = size_pytest(
+        "cd tests/integration/defs && pytest accuracy/test_tiny.py::TestTiny::test_four[tp4]", repo
+    )
     assert s.devices == 4 and s.workdir_rel == ""
