@@ -1,6 +1,6 @@
 """Golden files: the exact bytes of every category x scenario, reviewed by eye once.
 
-The build runs in a temporary tree whose root is written as <ROOT> in the golden copies.
+The build runs in a temporary tree whose root is written as /ROOT in the golden copies.
 Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/test_golden.py`
 and read the diff before committing it.
 """
@@ -63,7 +63,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def _normalise(text: str, env: Env) -> str:
-    return text.replace(str(env.root), "<ROOT>")
+    return text.replace(str(env.root), "/ROOT")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -17,13 +17,13 @@ exec docker run "${tty[@]}" \
   --cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --cap-add=DAC_READ_SEARCH \
   --security-opt seccomp=unconfined \
   --name tiny_model_bench \
-  --mount type=bind,source=<ROOT>/home,target=<ROOT>/home \
-  --mount type=bind,source=<ROOT>/repo,target=<ROOT>/repo \
-  --mount type=bind,source=<ROOT>/repo/models,target=/models \
-  --env PROJECT_PATH=<ROOT>/repo \
+  --mount type=bind,source=/ROOT/home,target=/ROOT/home \
+  --mount type=bind,source=/ROOT/repo,target=/ROOT/repo \
+  --mount type=bind,source=/ROOT/repo/models,target=/models \
+  --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
   --env 'PREP_CMD=trtllm-bench --model org/Tiny-Model prepare-dataset --output /tmp/d.json token-norm-dist --num-requests 4' \
-  --env RUN_WORKDIR=<ROOT>/repo \
+  --env RUN_WORKDIR=/ROOT/repo \
   --env 'RUN_CMD=trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json --tp 2' \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail

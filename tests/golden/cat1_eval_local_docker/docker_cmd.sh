@@ -17,12 +17,12 @@ exec docker run "${tty[@]}" \
   --cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --cap-add=DAC_READ_SEARCH \
   --security-opt seccomp=unconfined \
   --name tiny_model_eval \
-  --mount type=bind,source=<ROOT>/home,target=<ROOT>/home \
-  --mount type=bind,source=<ROOT>/repo,target=<ROOT>/repo \
-  --mount type=bind,source=<ROOT>/repo/models,target=/models \
-  --env PROJECT_PATH=<ROOT>/repo \
+  --mount type=bind,source=/ROOT/home,target=/ROOT/home \
+  --mount type=bind,source=/ROOT/repo,target=/ROOT/repo \
+  --mount type=bind,source=/ROOT/repo/models,target=/models \
+  --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
-  --env RUN_WORKDIR=<ROOT>/repo \
+  --env RUN_WORKDIR=/ROOT/repo \
   --env 'RUN_CMD=trtllm-eval --model /models/org/Tiny-Model --tp_size 2 gsm8k' \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail

@@ -17,12 +17,12 @@ exec docker run "${tty[@]}" \
   --cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --cap-add=DAC_READ_SEARCH \
   --security-opt seccomp=unconfined \
   --name tiny_auto_test \
-  --mount type=bind,source=<ROOT>/home,target=<ROOT>/home \
-  --mount type=bind,source=<ROOT>/repo,target=<ROOT>/repo \
-  --mount type=bind,source=<ROOT>/repo/models,target=/models \
-  --env PROJECT_PATH=<ROOT>/repo \
+  --mount type=bind,source=/ROOT/home,target=/ROOT/home \
+  --mount type=bind,source=/ROOT/repo,target=/ROOT/repo \
+  --mount type=bind,source=/ROOT/repo/models,target=/models \
+  --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
-  --env RUN_WORKDIR=<ROOT>/repo/tests/integration/defs \
+  --env RUN_WORKDIR=/ROOT/repo/tests/integration/defs \
   --env 'RUN_CMD=pytest accuracy/test_tiny.py::TestTiny::test_four[tp4] -v' \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail
