@@ -182,18 +182,7 @@ def _title(job: Job, category: int) -> str:
 
 def _docker_result(job: Job) -> BuildResult:
     script = "docker_cmd.sh"
-    args, payload = _docker(
-        job.req,
-        job.wf,
-        job.name,
-        job.image,
-        job.mounts,
-        job.models_root,
-        job.paths,
-        job.exports,
-        job.run_cmd,
-        job.prep_cmd,
-    )
+    args, payload = _docker(job)
     docker_cmd = shlex.join(
         ["docker", "run", *[w for line in args for w in line], "bash", "-c", payload]
     )
@@ -285,38 +274,30 @@ def _slurm_result(
     return job.result(spec)
 
 
-def _docker(
-    req: Request,
-    wf: str,
-    name: str,
-    image: str,
-    mounts: list[mnt.Mount],
-    models_root: str,
-    paths: Paths,
-    exports: list[tuple[str, str]],
-    run_cmd: str,
-    prep_cmd: str | None,
-) -> tuple[list[list[str]], str]:
+def _docker(job: Job) -> tuple[list[list[str]], str]:
+    """The job's variables passed with `--env`, for the fixed payload to read."""
     from .render.docker import docker_run
 
-    d = dict(exports)
-    env = [("PROJECT_PATH", paths.project), ("LLM_MODELS_ROOT", models_root)]
-    if wf == "custom":
+    d = dict(job.exports)
+    env = [("PROJECT_PATH", job.paths.project), ("LLM_MODELS_ROOT", job.models_root)]
+    run_cmd = job.run_cmd
+    custom_env = job.wf == "custom" and bool(d["CUSTOM_ENV"])
+    if job.wf == "custom":
         run_cmd = d["CUSTOM_COMMAND"]
-        if d["CUSTOM_ENV"]:
+        if custom_env:
             env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
-    if prep_cmd:
-        env.append(("PREP_CMD", prep_cmd))
-    env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", paths.project)), ("RUN_CMD", run_cmd)]
+    if job.prep_cmd:
+        env.append(("PREP_CMD", job.prep_cmd))
+    env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", run_cmd)]
     return docker_run(
-        name=name,
-        image=image,
-        mounts=mounts,
+        name=job.name,
+        image=job.image,
+        mounts=job.mounts,
         env=env,
-        install=not req.skip_install,
-        eval_requirements=wf == "eval",
-        custom_env=wf == "custom" and bool(d["CUSTOM_ENV"]),
-        has_prep=bool(prep_cmd),
+        install=not job.req.skip_install,
+        eval_requirements=job.wf == "eval",
+        custom_env=custom_env,
+        has_prep=bool(job.prep_cmd),
     )
 
 

@@ -16,7 +16,7 @@ from .jobspec import JobSpec, OutFile
 from .request import Request
 from .resolve import image as img
 from .resolve import mounts as mnt
-from .resolve.slurm import ClusterFacts, cluster_facts, require_slurm_fields
+from .resolve.slurm import ClusterFacts, cluster_facts, gpus_per_node, require_slurm_fields
 from .resolve.workflows import (
     size_bench_job,
     size_custom_job,
@@ -86,11 +86,6 @@ class BuildResult:
     work_dir: Path
     warnings: list[str] = field(default_factory=list)
     submit: SubmitStep | None = None
-
-    def report(self) -> str:
-        from .report import render_report
-
-        return render_report(self.spec, [f.name for f in self.files], self.work_dir)
 
 
 # ---------------------------------------------------------------- helpers
@@ -239,7 +234,9 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
             "use local_slurm or remote_slurm",
         )
     facts = cluster_facts(req, env) if req.is_slurm else None
-    gpn, gpn_source = (facts.gpus_per_node, facts.gpus_source) if facts else _docker_gpus(req)
+    gpn, gpn_source = (
+        (facts.gpus_per_node, facts.gpus_source) if facts else gpus_per_node(req, None)
+    )
 
     common = _common(req, facts, env, site, ask)
     if perf:
@@ -350,12 +347,6 @@ def scenario_fields(
             "container_mounts": mounts_text,
         }
     return {}
-
-
-def _docker_gpus(req: Request) -> tuple[int, str]:
-    from .resolve.slurm import gpus_per_node
-
-    return gpus_per_node(req, None)
 
 
 def finish(result: BuildResult) -> list[Path]:

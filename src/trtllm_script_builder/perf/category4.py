@@ -175,7 +175,7 @@ def plan_eval_fallback(
 def build_category4(
     req: Request,
     wf: str,
-    plan: Any,
+    plan: PerfPlan,
     env: SlurmEnv | None,
     env_raw: dict[str, Any] | None,
     facts: ClusterFacts | None,
@@ -207,7 +207,7 @@ def build_category4(
     before: list[OutFile] = []
     if plan.fallback_yaml:
         before.append(OutFile(*plan.fallback_yaml))
-    if plan.ship_config:
+    if plan.ship_config and plan.config_file:  # ship_config is only set with a config file
         name = Path(plan.config_file).name
         before.append(OutFile(name, Path(plan.config_file).read_text()))
         plan.config_file = str(work_dir / name)
