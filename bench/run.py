@@ -8,7 +8,9 @@ Measures (issue targets in brackets):
      (memory flat in the number of jobs)                                  [>= 2,000 jobs/s]
   3. test-file inspection: a 10,000-line test file, 1,000 ids pointing at it: parses and time
                                                                            [parsed once]
-  4. NeMo-Run rendering an equivalent sbatch script, when an interpreter with nemo_run is
+  4. the floor under (1): the interpreter alone, and the interpreter importing the libraries
+     `build` stands on (click, Jinja2, PyYAML, pydantic with one small model)
+  5. NeMo-Run rendering an equivalent sbatch script, when an interpreter with nemo_run is
      given (`--nemo-python`, or $NEMO_PYTHON); ratios against (1).
 Work files go to a temporary folder (tmpfs when /dev/shm exists, so the disk is not measured).
 """
@@ -57,13 +59,38 @@ def cli() -> list[str]:
     return [sys.executable, "-m", "trtllm_script_builder"]
 
 
-def bench_single(tmp: Path, runs: int) -> dict[str, tuple[float, float, float]]:
-    walls, rss = [], []
+LIBRARIES = """
+import click, jinja2, yaml
+from pydantic import BaseModel
+class One(BaseModel):
+    name: str
+One(name="x")
+"""
+
+
+def bench_single(
+    tmp: Path, runs: int, nemo_python: str | None
+) -> dict[str, tuple[float, float, float]]:
+    """One build, interleaved with its floor and NeMo-Run, so all see the same machine."""
+    others = {"floor: interpreter alone": [sys.executable, "-c", "pass"]}
+    others["floor: interpreter + libraries"] = [sys.executable, "-c", LIBRARIES]
+    if nemo_python:
+        nemo = str(ROOT / "bench" / "nemo_render.py")
+        others["NeMo-Run render"] = [nemo_python, nemo, str(tmp / "nemo.sbatch")]
+    walls: dict[str, list[float]] = {k: [] for k in ["build", *others]}
+    rss: dict[str, list[float]] = {k: [] for k in walls}
     for i in range(runs):
-        wall, mem, _ = run([*cli(), "build", str(EXAMPLE), "--work-dir", str(tmp / f"single{i}")])
-        walls.append(wall * 1000)
-        rss.append(mem)
-    return {"build: wall ms": stats(walls), "build: peak MiB": stats(rss)}
+        cmds = {"build": [*cli(), "build", str(EXAMPLE), "--work-dir", str(tmp / f"single{i}")]}
+        for name, cmd in {**cmds, **others}.items():
+            wall, mem, _ = run(cmd)
+            walls[name].append(wall * 1000)
+            rss[name].append(mem)
+    out = {}
+    for name in walls:
+        out[f"{name}: wall ms"] = stats(walls[name])
+        if not name.startswith("floor"):
+            out[f"{name}: peak MiB"] = stats(rss[name])
+    return out
 
 
 def bench_many(tmp: Path, runs: int, jobs: int) -> dict[str, tuple[float, float, float]]:
@@ -77,8 +104,12 @@ def bench_many(tmp: Path, runs: int, jobs: int) -> dict[str, tuple[float, float,
     for r in range(max(runs // 5, 3)):
         args = ["build-many", "--base", str(EXAMPLE)]
         start, _, _ = run([*cli(), *args, str(lists[1]), "--work-dir", str(tmp / f"m1_{r}")])
-        _, rss_small, _ = run([*cli(), *args, str(lists[small]), "--work-dir", str(tmp / f"ms_{r}")])
-        wall, rss_big, _ = run([*cli(), *args, str(lists[jobs]), "--work-dir", str(tmp / f"mb_{r}")])
+        _, rss_small, _ = run(
+            [*cli(), *args, str(lists[small]), "--work-dir", str(tmp / f"ms_{r}")]
+        )
+        wall, rss_big, _ = run(
+            [*cli(), *args, str(lists[jobs]), "--work-dir", str(tmp / f"mb_{r}")]
+        )
         out["start"].append(start * 1000)
         out["rate"].append((jobs - 1) / max(wall - start, 1e-9))
         out["rss_small"].append(rss_small)
@@ -110,25 +141,31 @@ def bench_inspection(tmp: Path) -> dict[str, tuple[float, float, float]]:
     lines = ["import pytest", "", "", "class TestBig:"]
     i = 0
     while len(lines) < 10_000:
-        lines += [f"    @pytest.mark.skip_less_device({1 + i % 8})", f"    def test_{i}(self):", "        pass", ""]
+        lines += [
+            f"    @pytest.mark.skip_less_device({1 + i % 8})",
+            f"    def test_{i}(self):",
+            "        pass",
+            "",
+        ]
         i += 1
     (repo / "big" / "test_big.py").write_text("\n".join(lines[:10_000]) + "\n")
-    done = subprocess.run([sys.executable, "-c", INSPECT, str(repo), "1000"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", INSPECT, str(repo), "1000"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     seconds, parses = done.stdout.split()
-    return {"inspect: 1,000 ids into a 10,000-line file, ms": (float(seconds) * 1000,) * 3, "inspect: parses of that file": (float(parses),) * 3}
-
-
-def bench_nemo(tmp: Path, runs: int, nemo_python: str) -> dict[str, tuple[float, float, float]]:
-    walls, rss = [], []
-    for i in range(max(runs // 3, 3)):
-        wall, mem, _ = run([nemo_python, str(ROOT / "bench" / "nemo_render.py"), str(tmp / f"nemo{i}.sbatch")])
-        walls.append(wall * 1000)
-        rss.append(mem)
-    return {"NeMo-Run render: wall ms": stats(walls), "NeMo-Run render: peak MiB": stats(rss)}
+    return {
+        "inspect: 1,000 ids into a 10,000-line file, ms": (float(seconds) * 1000,) * 3,
+        "inspect: parses of that file": (float(parses),) * 3,
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--nemo-python", default=os.environ.get("NEMO_PYTHON"))
@@ -137,19 +174,25 @@ def main() -> None:
     base = "/dev/shm" if Path("/dev/shm").is_dir() else None
     with tempfile.TemporaryDirectory(dir=base) as d:
         tmp = Path(d)
-        results = bench_single(tmp, args.runs)
+        results = bench_single(tmp, args.runs, args.nemo_python)
         results.update(bench_many(tmp, args.runs, args.jobs))
         results.update(bench_inspection(tmp))
-        if args.nemo_python:
-            results.update(bench_nemo(tmp, args.runs, args.nemo_python))
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     print(f"{'measure':<44} {'median':>10} {'min':>10} {'max':>10}")
     for name, (med, lo, hi) in results.items():
         print(f"{name:<44} {med:>10.1f} {lo:>10.1f} {hi:>10.1f}")
     if "NeMo-Run render: wall ms" in results:
         ours, theirs = results["build: wall ms"][0], results["NeMo-Run render: wall ms"][0]
         mine, their_mem = results["build: peak MiB"][0], results["NeMo-Run render: peak MiB"][0]
-        print(f"ratio NeMo-Run / build: wall {theirs / ours:.1f}x, peak memory {their_mem / mine:.1f}x")
+        print(
+            f"ratio NeMo-Run / build: wall {theirs / ours:.1f}x, peak memory {their_mem / mine:.1f}x"
+        )
+    floor = results["floor: interpreter + libraries: wall ms"][0]
+    print(
+        f"build above its libraries' floor: {results['build: wall ms'][0] - floor:.0f} ms (median)"
+    )
     if args.json:
         print(json.dumps({k: v[0] for k, v in results.items()}))
 

@@ -42,9 +42,11 @@ def test_one_job_per_id_and_index(env: Env, cli, tmp_path: Path) -> None:
 
 
 def test_malformed_lines_reported_rest_built(env: Env, cli, tmp_path: Path) -> None:
+    """The issue's case at its size: a 10,000-line list with some malformed lines."""
+    n = 10_000
     lines = []
     bad = {}
-    for i in range(1, 1001):
+    for i in range(1, n + 1):
         if i % 97 == 0:
             lines.append("accuracy/test_tiny.py::TestTiny::test_four[tp4")  # unbalanced
             bad[i] = "unbalanced"
@@ -61,14 +63,15 @@ def test_malformed_lines_reported_rest_built(env: Env, cli, tmp_path: Path) -> N
     r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
     assert r.code == 2
     rows = json.loads((env.work / "jobs.json").read_text())
-    assert len(rows) == 1000
+    assert len(rows) == n
     errors = {row["line"]: row["error"] for row in rows if row["status"] == "error"}
     assert set(errors) == set(bad)
     for line, why in bad.items():
         assert why in errors[line]
         assert f"{lst}:{line}: error: " in r.stderr
-    assert sum(row["status"] == "built" for row in rows) == 1000 - len(bad)
-    assert f"built {1000 - len(bad)} job(s), {len(bad)} failed" in r.stdout
+    assert sum(row["status"] == "built" for row in rows) == n - len(bad)
+    assert f"built {n - len(bad)} job(s), {len(bad)} failed" in r.stdout
+    assert len(list(env.work.iterdir())) == n - len(bad) + 1  # the job folders and jobs.json
 
 
 def test_group_by_devices(env: Env, cli, tmp_path: Path) -> None:

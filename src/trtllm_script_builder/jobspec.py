@@ -102,33 +102,52 @@ class OutFile:
 
 
 def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
-    """Write every file to a temporary name in work_dir, then rename them all.
+    """Land every file in work_dir, or none of them.
 
-    A failure before the renames leaves work_dir as it was (and removes it if it was made here).
+    A new work_dir is filled under a temporary name beside it and renamed into place, so it
+    appears whole (one rename: build-many makes thousands). An existing one gets each file under
+    a temporary name, then the renames. A failure leaves the disk as it was, parents made here
+    included.
     """
-    made: list[Path] = []
-    d = work_dir
-    while not d.exists():
+    made: list[str] = []
+    d = os.path.dirname(os.path.abspath(work_dir))
+    while not os.path.exists(d):
         made.append(d)
-        d = d.parent
+        d = os.path.dirname(d)
+    fresh = not os.path.lexists(work_dir)
+    tag = f".{os.getpid()}.tmp"
+    stage = f"{os.path.dirname(os.path.abspath(work_dir))}/.{work_dir.name}{tag}"
     temps: list[tuple[str, Path]] = []
     try:
-        work_dir.mkdir(parents=True, exist_ok=True)
+        for m in reversed(made):
+            os.mkdir(m)
+        if fresh:
+            os.mkdir(stage)
         for f in files:
-            tmp = str(work_dir / f".{f.name}.{os.getpid()}.tmp")
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(tmp, flags, 0o755 if f.executable else 0o644)
+            tmp = f"{stage}/{f.name}" if fresh else f"{work_dir}/.{f.name}{tag}"
             temps.append((tmp, work_dir / f.name))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(f.text.encode())
+            _write_new(tmp, f.text.encode(), 0o755 if f.executable else 0o644)
+        if fresh:
+            os.rename(stage, work_dir)
+        else:
+            for tmp, final in temps:
+                os.replace(tmp, final)
     except BaseException:
         for tmp, _ in temps:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        for p in made:
+        for leftover in ([stage] if fresh else []) + made:
             with contextlib.suppress(OSError):
-                p.rmdir()
+                os.rmdir(leftover)
         raise
-    for tmp, final in temps:
-        os.replace(tmp, final)
     return [final for _, final in temps]
+
+
+def _write_new(path: str, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)

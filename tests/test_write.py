@@ -1,0 +1,58 @@
+"""The atomic writer: a job folder appears whole or not at all, and a failure leaves no trace."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from trtllm_script_builder.jobspec import OutFile, write_atomically
+
+FILES = [OutFile("job.slurm", "#!/bin/bash\n", executable=True), OutFile("job_spec.json", "{}\n")]
+# A name the kernel refuses, so the second file fails after the first was written.
+BROKEN = [FILES[0], OutFile("no/such/dir/x", "")]
+
+
+def listing(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_a_new_folder_appears_with_every_file_and_nothing_else(tmp_path: Path) -> None:
+    work = tmp_path / "a" / "b" / "job"
+    written = write_atomically(work, FILES)
+    assert written == [work / "job.slurm", work / "job_spec.json"]
+    assert listing(tmp_path) == [
+        "a",
+        "a/b",
+        "a/b/job",
+        "a/b/job/job.slurm",
+        "a/b/job/job_spec.json",
+    ]
+    assert stat.S_IMODE(os.stat(work / "job.slurm").st_mode) & 0o111
+    assert not stat.S_IMODE(os.stat(work / "job_spec.json").st_mode) & 0o111
+    assert (work / "job.slurm").read_text() == "#!/bin/bash\n"
+
+
+def test_an_existing_folder_keeps_its_other_files_and_gets_new_contents(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    (tmp_path / "job_spec.json").write_text("old")
+    write_atomically(tmp_path, FILES)
+    assert listing(tmp_path) == ["job.slurm", "job_spec.json", "keep.txt"]
+    assert (tmp_path / "job_spec.json").read_text() == "{}\n"
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_a_failure_in_a_new_folder_leaves_no_folder_parent_or_temporary(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        write_atomically(tmp_path / "made" / "job", BROKEN)
+    assert listing(tmp_path) == []
+
+
+def test_a_failure_in_an_existing_folder_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "job.slurm").write_text("old script")
+    with pytest.raises(OSError):
+        write_atomically(tmp_path, BROKEN)
+    assert listing(tmp_path) == ["job.slurm"]
+    assert (tmp_path / "job.slurm").read_text() == "old script"
