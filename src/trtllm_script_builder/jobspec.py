@@ -82,11 +82,17 @@ class JobSpec(BaseModel):
 
 
 _last_env: tuple[Any, str] | None = None
+# What json.dumps does for a str; called directly, it skips the encoder set-up per value.
+_json_str = json.encoder.encode_basestring_ascii
 
 
 def _dumps(value: Any) -> str:
     """json.dumps, remembering the last slurm_env object: a batch embeds the same one each time."""
     global _last_env
+    if type(value) is str:
+        return _json_str(value)
+    if type(value) is int:
+        return str(value)
     if isinstance(value, dict) and "partitions" in value:
         if _last_env is None or _last_env[0] is not value:
             _last_env = (value, json.dumps(value))
