@@ -181,15 +181,20 @@ def test_the_cli_starts_without_rich_or_pydantic() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_a_build_into_a_pipe_never_imports_rich(tmp_path: Path) -> None:
+def test_a_build_into_a_pipe_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    """Not rich (no terminal), nor any module of another command (issue 6: imports kept lazy)."""
+    others = ["probe", "check", "runner", "schema", "completion", "batch"]
     code = (
         "import sys\n"
         "from trtllm_script_builder.cli import main\n"
         "try:\n"
-        "    main(['build', 'examples/requests/pytest_local_docker.yaml', '--work-dir', sys.argv[1]])\n"
+        "    main(['build', 'examples/requests/pytest_local_slurm.yaml', '--work-dir', sys.argv[1]])\n"
         "except SystemExit as e:\n"
         "    assert not e.code, e.code\n"
-        "assert 'rich' not in sys.modules\n"
+        f"others = {others!r}\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'jsonschema')\n"
+        "             or m.split('.')[:2] in [['trtllm_script_builder', o] for o in others])\n"
+        "assert not bad, bad\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "w")],
