@@ -29,7 +29,11 @@ def main(out: str) -> None:
     request = SlurmBatchRequest(
         launch_cmd=["sbatch", "--parsable"],
         jobs=["llama_auto_test"],
-        command_groups=[["bash -c 'cd /repo/tests/integration/defs && pytest accuracy/test_llm_api_pytorch.py -v'"]],
+        command_groups=[
+            [
+                "bash -c 'cd /repo/tests/integration/defs && pytest accuracy/test_llm_api_pytorch.py -v'"
+            ]
+        ],
         executor=executor,
         max_retries=0,
         extra_env={"LLM_MODELS_ROOT": "/scratch.trt_llm_data/llm-models"},

@@ -8,8 +8,9 @@ Measures (issue targets in brackets):
      (memory flat in the number of jobs)                                  [>= 2,000 jobs/s]
   3. test-file inspection: a 10,000-line test file, 1,000 ids pointing at it: parses and time
                                                                            [parsed once]
-  4. the floor under (1): the interpreter alone, and the interpreter importing the libraries
-     `build` stands on (click, Jinja2, PyYAML, pydantic with one small model)
+  4. the floor under (1): the interpreter alone; the interpreter importing the libraries
+     `build` stands on (click, Jinja2, PyYAML, pydantic with one small model); and what a
+     build without click, pydantic and Jinja2 would still import (PyYAML and the stdlib)
   5. NeMo-Run rendering an equivalent sbatch script, when an interpreter with nemo_run is
      given (`--nemo-python`, or $NEMO_PYTHON); ratios against (1).
 Work files go to a temporary folder (tmpfs when /dev/shm exists, so the disk is not measured).
@@ -67,6 +68,9 @@ class One(BaseModel):
 One(name="x")
 """
 
+# What a build path without click, pydantic and Jinja2 would still import.
+STDLIB_ONLY = "import argparse, dataclasses, json, os, pathlib, re, shlex, string, yaml"
+
 
 def bench_single(
     tmp: Path, runs: int, nemo_python: str | None
@@ -74,6 +78,7 @@ def bench_single(
     """One build, interleaved with its floor and NeMo-Run, so all see the same machine."""
     others = {"floor: interpreter alone": [sys.executable, "-c", "pass"]}
     others["floor: interpreter + libraries"] = [sys.executable, "-c", LIBRARIES]
+    others["floor: interpreter + PyYAML + stdlib"] = [sys.executable, "-c", STDLIB_ONLY]
     if nemo_python:
         nemo = str(ROOT / "bench" / "nemo_render.py")
         others["NeMo-Run render"] = [nemo_python, nemo, str(tmp / "nemo.sbatch")]
