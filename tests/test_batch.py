@@ -87,6 +87,23 @@ def test_group_by_devices(env: Env, cli, tmp_path: Path) -> None:
     assert "test_param[tp2]" in two and "test_method_wins" in two and "test_four" not in two
 
 
+def test_a_group_runs_with_its_longest_timeout(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"{IDS[2]}\n{IDS[3]} TIMEOUT (30)\n")  # both 2 GPUs: 90 and 30 minutes
+    args = [
+        "build-many",
+        str(lst),
+        "--base",
+        str(base_file(env, tmp_path)),
+        "--group-by",
+        "devices",
+    ]
+    assert cli(args).code == 0
+    two = (env.work / "gpus2" / "gpus2_auto_test.slurm").read_text()
+    (line,) = [ln for ln in two.splitlines() if ln.startswith("export TEST_CMD=")]
+    assert line.count("--timeout") == 1 and "--timeout=5400" in line, line
+
+
 def test_yaml_list_of_requests(env: Env, cli, tmp_path: Path) -> None:
     items = [
         {"eval_cmd": "trtllm-eval --model org/Tiny-Model mmlu"},
@@ -111,3 +128,40 @@ def test_real_qa_list_builds(env: Env, cli, tmp_path: Path) -> None:
     rows = json.loads((env.work / "jobs.json").read_text())
     n = sum(1 for ln in real.read_text().splitlines() if ln.strip() and not ln.startswith("#"))
     assert len(rows) == n and all(row["status"] == "built" for row in rows)
+
+
+def test_jobs_sized_without_their_test_file_are_flagged(env: Env, cli, tmp_path: Path) -> None:
+    """Built, but the GPU count is a default: the row carries the warning, the summary counts it."""
+    lst = tmp_path / "list.txt"
+    lst.write_text(IDS[1] + "\naccuracy/test_missing.py::TestGone::test_x\n")
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 0, r.stderr
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert "warnings" not in rows[0]
+    assert "test_missing.py not found" in rows[1]["warnings"][0]
+    assert "built 2 job(s), 1 with warnings, 0 failed" in r.stdout
+
+
+def test_work_dir_from_a_flag_is_taken_from_the_current_folder(
+    env: Env, cli, tmp_path: Path, monkeypatch
+) -> None:
+    """As for `build`: a flag's relative path from the current folder, the file's from its folder."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    req = {**env.request(), "work_dir": "../from_base"}
+    (conf / "base.yaml").write_text(yaml.safe_dump(req))
+    lst = tmp_path / "list.txt"
+    lst.write_text(IDS[1] + "\n")
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+
+    r = cli(["build-many", str(lst), "--base", str(conf / "base.yaml")])
+    assert r.code == 0, r.stderr
+    rows = json.loads((tmp_path / "from_base" / "jobs.json").read_text())
+    assert rows[0]["work_dir"] == str(tmp_path / "from_base" / "00001_tiny")
+
+    r = cli(["build-many", str(lst), "--base", str(conf / "base.yaml"), "--work-dir", "out"])
+    assert r.code == 0, r.stderr
+    rows = json.loads((here / "out" / "jobs.json").read_text())
+    assert rows[0]["work_dir"] == str(here / "out" / "00001_tiny")

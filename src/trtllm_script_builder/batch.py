@@ -32,6 +32,8 @@ class Entry:
     text: str  # the id as written (test lists) or a short description (YAML)
     fields: dict[str, Any]  # request fields this entry sets over the base
     name: str  # the job's folder under the base work_dir
+    selection: str = ""  # test lists: the id, without its TIMEOUT
+    timeout: int | None = None  # test lists: pytest's --timeout, seconds
 
 
 @dataclass
@@ -74,11 +76,10 @@ def _test_entry(lineno: int, raw: str) -> Entry | Bad:
             text,
             BuildError("test_cmd", f"{first!r} has unbalanced brackets", "fix the test id"),
         )
-    cmd = "pytest -v " + selection
-    if m:
-        cmd += f" --timeout={int(m.group(1)) * 60}"
+    timeout = int(m.group(1)) * 60 if m else None
+    cmd = "pytest -v " + selection + (f" --timeout={timeout}" if timeout else "")
     name = f"{lineno:05d}_{model_name_for(_selection(first))}"
-    return Entry(lineno, text, {"test_cmd": cmd}, name)
+    return Entry(lineno, text, {"test_cmd": cmd}, name, selection, timeout)
 
 
 def read_entries(path: Path) -> Iterator[Entry | Bad]:
@@ -135,7 +136,7 @@ def group_by_devices(entries: Iterator[Entry | Bad], repo_root: str) -> Iterator
         if isinstance(e, Bad):
             yield e
             continue
-        if "test_cmd" not in e.fields or len(e.fields) != 1:
+        if not e.selection:
             yield Bad(
                 e.line,
                 e.text,
@@ -151,11 +152,15 @@ def group_by_devices(entries: Iterator[Entry | Bad], repo_root: str) -> Iterator
             continue
         groups.setdefault(devices, []).append(e)
     for devices, members in sorted(groups.items()):
-        ids = " ".join(m.fields["test_cmd"].removeprefix("pytest -v ") for m in members)
+        cmd = "pytest -v " + " ".join(m.selection for m in members)
+        # pytest-timeout applies --timeout to each test: the group needs its longest.
+        timeout = max((m.timeout for m in members if m.timeout), default=None)
+        if timeout:
+            cmd += f" --timeout={timeout}"
         yield Entry(
             members[0].line,
             f"{len(members)} tests",
-            {"test_cmd": "pytest -v " + ids, "model_name": f"gpus{devices}"},
+            {"test_cmd": cmd, "model_name": f"gpus{devices}"},
             f"gpus{devices}",
         )
 
@@ -174,19 +179,17 @@ def build_many(
     from .site_config import load_site_config
 
     site = load_site_config()
-    merged = {**base, **{k: v for k, v in flags.items() if v is not None}}
-    root_text = merged.get("work_dir")
-    if not root_text:
+    # A flag's relative path is taken from the current folder, the base file's from its folder.
+    if flags.get("work_dir"):
+        root = Path(os.path.normpath(os.path.join(Path.cwd(), flags["work_dir"])))
+    elif base.get("work_dir"):
+        root = Path(os.path.normpath(os.path.join(base_dir, base["work_dir"])))
+    else:
         raise BuildError(
             "work_dir",
             "is required: it is the folder under which each job gets its own",
             "pass --work-dir",
         )
-    root = Path(
-        root_text
-        if os.path.isabs(root_text)
-        else (base_dir if "work_dir" in base else Path.cwd()) / root_text
-    )
     entries = read_entries(list_path)
     if group_by == "devices":
         repo = load_request(
@@ -199,7 +202,7 @@ def build_many(
         base_req = None  # each entry then reports what is missing, with its line
     root.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".jobs.", suffix=".json", dir=root)
-    ok = failed = 0
+    ok = failed = warned = 0
     devices: Counter[int] = Counter()
     with os.fdopen(fd, "w", encoding="utf-8") as index:
         index.write("[")
@@ -227,6 +230,9 @@ def build_many(
                         node_count=s.node_count,
                         status="built",
                     )
+                    if s.warnings:
+                        row["warnings"] = s.warnings
+                        warned += 1
                     devices[s.required_devices] += 1
                     ok += 1
                 except BuildError as error:
@@ -238,14 +244,16 @@ def build_many(
             index.write(("\n  " if ok + failed == 1 else ",\n  ") + json.dumps(row))
         index.write("\n]\n")
     os.replace(tmp, root / "jobs.json")
-    out.write(summary(ok, failed, devices, root))
+    out.write(summary(ok, failed, warned, devices, root))
     return 0 if failed == 0 else 2
 
 
-def summary(ok: int, failed: int, devices: Counter[int], root: Path) -> str:
+def summary(ok: int, failed: int, warned: int, devices: Counter[int], root: Path) -> str:
     lines = [f"{'GPUs':>6}  {'jobs':>6}"]
     lines += [f"{d:>6}  {n:>6}" for d, n in sorted(devices.items())]
-    lines.append(f"built {ok} job(s), {failed} failed; index: {root / 'jobs.json'}")
+    # A job sized without its test file (a warning) is built, but its GPU count is a guess.
+    note = f", {warned} with warnings" if warned else ""
+    lines.append(f"built {ok} job(s){note}, {failed} failed; index: {root / 'jobs.json'}")
     return "\n".join(lines) + "\n"
 
 
