@@ -165,3 +165,179 @@ def test_work_dir_from_a_flag_is_taken_from_the_current_folder(
     assert r.code == 0, r.stderr
     rows = json.loads((here / "out" / "jobs.json").read_text())
     assert rows[0]["work_dir"] == str(here / "out" / "00001_tiny")
+
+
+def test_list_lines_as_real_lists_write_them(env: Env, cli, tmp_path: Path) -> None:
+    """A BOM, CRLF, trailing `# comments`, a lowercase timeout; bad bytes and control characters
+    are refused by line."""
+    lst = tmp_path / "list.txt"
+    lst.write_bytes(
+        b"\xef\xbb\xbf"
+        + IDS[1].encode()
+        + b" # 2 mins\r\n"
+        + IDS[0].encode()
+        + b" TIMEOUT (90) # failed\r\n"
+        + b"accuracy/test_tiny.py::TestTiny::test_one timeout (5)\n"
+        + b"accuracy/test_tiny.py::TestTiny::test_\xff\n"
+        + b"accuracy/test_tiny.py::TestTiny::test_one\x00x\n"
+    )
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 2
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert [row["status"] for row in rows] == ["built", "built", "built", "error", "error"]
+    assert rows[0]["required_devices"] == 1 and "warnings" not in rows[0]
+    scripts = [(Path(row["work_dir"]) / "tiny_auto_test.slurm").read_text() for row in rows[:3]]
+    assert "export TEST_CMD=pytest\\ -v" not in scripts[0]
+    assert "TEST_CMD='pytest -v accuracy/test_tiny.py::TestTiny::test_one'" in scripts[0]
+    assert (
+        "test_four[tp4] --timeout=5400'" in scripts[1]
+        and "#" not in scripts[1].split("TEST_CMD=")[1].splitlines()[0]
+    )
+    assert "test_one --timeout=300'" in scripts[2]
+    assert "is not UTF-8 text" in rows[3]["error"]
+    assert "control character" in rows[4]["error"]
+    assert f"{lst}:4: error: test_cmd: is not UTF-8 text" in r.stderr
+
+
+def test_a_timeout_longer_than_the_time_limit_raises_it(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"{IDS[1]} TIMEOUT (180)\n{IDS[1]} TIMEOUT (30)\n")
+    assert cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))]).code == 0
+    rows = json.loads((env.work / "jobs.json").read_text())
+    texts = [(Path(row["work_dir"]) / "tiny_auto_test.slurm").read_text() for row in rows]
+    assert "#SBATCH --time=03:30:00" in texts[0]  # 180 minutes and half an hour to install
+    assert "#SBATCH --time=02:00:00" in texts[1]
+
+
+def test_build_takes_a_pasted_list_line_and_warns_on_a_short_time_limit(env: Env, cli) -> None:
+    r = cli([], env.request(test_cmd=f"pytest -v {IDS[1]} TIMEOUT (150)"))
+    assert r.code == 0, r.stderr
+    text = (env.work / "tiny_auto_test.slurm").read_text()
+    assert "test_one --timeout=9000'" in text and "TIMEOUT" not in text
+    spec = json.loads((env.work / "job_spec.json").read_text())
+    assert any("--timeout=9000" in w and "--time-limit" in w for w in spec["warnings"])
+
+
+def test_refusals_are_one_line_and_leave_no_index(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(IDS[1] + "\n")
+    base = str(base_file(env, tmp_path))
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for work, why in ((afile, "cannot make"), (afile / "sub", "cannot make")):
+        r = cli(["build-many", str(lst), "--base", base, "--work-dir", str(work)])
+        assert r.code == 2 and r.stderr.count("\n") == 1 and why in r.stderr, r.stderr
+    bad_yaml = tmp_path / "reqs.yaml"
+    bad_yaml.write_bytes(b"- custom_cmd: \xff\n")
+    r = cli(["build-many", str(bad_yaml), "--base", base, "--work-dir", str(tmp_path / "y")])
+    assert r.code == 2 and "is not UTF-8 text" in r.stderr and not (tmp_path / "y").exists()
+    r = cli(["build-many", str(bad_yaml), "--base", base, "--group-by", "devices"])
+    assert r.code == 2 and r.stderr.count("\n") == 1 and "--group-by" in r.stderr
+    assert not env.work.exists()
+
+
+def test_an_earlier_build_many_is_not_overwritten(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(IDS[1] + "\n")
+    args = ["build-many", str(lst), "--base", str(base_file(env, tmp_path))]
+    assert cli(args).code == 0
+    assert oct((env.work / "jobs.json").stat().st_mode & 0o777) == oct(0o644 & ~current_umask())
+    r = cli(args)
+    assert r.code == 2 and "holds an earlier build-many" in r.stderr
+
+
+def current_umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_an_interrupted_run_leaves_whole_jobs_and_no_index(
+    env: Env, cli, tmp_path: Path, monkeypatch
+) -> None:
+    from trtllm_script_builder import build as build_module
+
+    real, calls = build_module.build, []
+
+    def build_then_stop(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(build_module, "build", build_then_stop)
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join([IDS[1]] * 5) + "\n")
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 130 and r.stderr.endswith("error: interrupted\n"), r
+    assert sorted(p.name for p in env.work.iterdir()) == ["00001_tiny", "00002_tiny"]
+    for job in env.work.iterdir():
+        assert sorted(p.name for p in job.iterdir()) == ["job_spec.json", "tiny_auto_test.slurm"]
+
+
+def test_yaml_items_paths_from_the_list_folder_and_one_folder_each(
+    env: Env, cli, tmp_path: Path, monkeypatch
+) -> None:
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    items = [
+        {"custom_cmd": "true", "work_dir": "jobs/one"},
+        {"custom_cmd": "false", "work_dir": "jobs/../jobs/one"},  # the same folder
+    ]
+    (lists / "reqs.yaml").write_text(yaml.safe_dump(items))
+    monkeypatch.chdir(tmp_path)
+    r = cli(["build-many", str(lists / "reqs.yaml"), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 2
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert rows[0]["status"] == "built" and rows[0]["work_dir"] == str(lists / "jobs" / "one")
+    assert "is already the folder of line 1" in rows[1]["error"]
+
+
+def test_group_by_keeps_options_to_their_lines_and_names_every_line(
+    env: Env, cli, tmp_path: Path
+) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(
+        f"{IDS[1]} -k nothing\n{IDS[1]}\naccuracy/test_tiny.py::TestBig::test_too_big\n"
+        "accuracy/test_tiny.py::TestBig::test_too_big[x]\n"
+    )
+    base = str(base_file(env, tmp_path))
+    r = cli(["build-many", str(lst), "--base", base, "--group-by", "devices"])
+    rows = json.loads((env.work / "jobs.json").read_text())
+    built = {row["work_dir"].rsplit("/", 1)[1]: row for row in rows if row["status"] == "built"}
+    assert sorted(built) == ["gpus1_1", "gpus1_2"]
+    cmds = sorted(
+        next(
+            ln
+            for ln in (env.work / name / f"{name}_auto_test.slurm").read_text().splitlines()
+            if ln.startswith("export TEST_CMD=")
+        )
+        for name in built
+    )
+    assert cmds[0].endswith("test_one -k nothing'") and cmds[1].endswith("test_one'")
+    assert r.code == 2 and f"{lst}:3,4: error: required_devices" in r.stderr  # the group's lines
+
+
+def test_a_large_group_is_split_below_the_environment_limit(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    ids = [f"accuracy/test_unknown.py::TestMany::test_{i:04d}_{'x' * 60}" for i in range(2000)]
+    lst.write_text("\n".join(ids) + "\n")
+    args = [
+        "build-many",
+        str(lst),
+        "--base",
+        str(base_file(env, tmp_path)),
+        "--group-by",
+        "devices",
+    ]
+    assert cli(args).code == 0
+    rows = json.loads((env.work / "jobs.json").read_text())
+    names = [Path(row["work_dir"]).name for row in rows]
+    assert len(names) > 2 and names == [f"gpus1_{i}" for i in range(1, len(names) + 1)]
+    assert sum(len(row["lines"]) for row in rows) == 2000
+    for row in rows:
+        text = Path(row["script_path"]).read_text()
+        (line,) = [ln for ln in text.splitlines() if ln.startswith("export TEST_CMD=")]
+        assert len(line) < 64 * 1024

@@ -143,7 +143,7 @@ def test_aggregated_round_trip(
     if minutes is not None:
         line += f" TIMEOUT ({minutes})"
     tid = parse_perf_test_id(line)
-    if server[0] == "ctx_only":
+    if base == "ctx_only":  # `aggr-ctx_only-<config>` is the ctx_only form
         assert tid.kind == "ctx_only"
         return
     assert (tid.prefix, tid.config_base, tid.server_name, tid.timeout_minutes) == (

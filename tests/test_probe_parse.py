@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trtllm_script_builder.probe import parse
+from trtllm_script_builder.resolve.slurm import parse_time_minutes
 
 # scontrol show node -o, Slurm 22.05 (the test cluster): Arch= is NOT at the start of a line
 NODE_LINES = (
@@ -232,13 +233,13 @@ def test_config() -> None:
     ],
 )
 def test_time_minutes(value: str, minutes: float | None) -> None:
-    assert parse.parse_time_minutes(value) == minutes
+    assert parse_time_minutes(value) == minutes
 
 
 @pytest.mark.parametrize("value", ["abc", "1:2:3:4", "", "-1"])
 def test_time_minutes_refuses(value: str) -> None:
     with pytest.raises(ValueError):
-        parse.parse_time_minutes(value)
+        parse_time_minutes(value)
 
 
 @pytest.mark.parametrize(

@@ -70,3 +70,29 @@ def test_without_a_terminal_it_names_field_flag_and_key(env: Env, tmp_path: Path
     assert done.returncode == 2
     assert done.stderr.startswith("error: llm_models_root: ")
     assert "--llm-models-root" in done.stderr and "default_llm_models_root" in done.stderr
+
+
+def test_end_of_input_at_the_prompt_is_the_same_refusal(env: Env, tmp_path: Path) -> None:
+    req = env.request(test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one")
+    del req["llm_models_root"]
+    f = tmp_path / "req.json"
+    f.write_text(json.dumps(req))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trtllm_script_builder", "build", str(f)],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env={**os.environ, "HOME": str(env.home)},
+    )
+    os.close(slave)
+    try:
+        _read_until(master, b"[llm_models_root]")
+        os.write(master, b"\x04")  # Ctrl-D
+        proc.communicate(timeout=30)
+        said = _read_until(master, b"site config", timeout=5)
+    finally:
+        os.close(master)
+    assert proc.returncode == 2
+    assert b"error: llm_models_root: is not given" in said
+    assert not env.work.exists()

@@ -6,14 +6,15 @@ an entry that cannot be built is reported with its line number and the others go
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import json
 import os
 import re
 import shlex
 import sys
-import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -23,7 +24,15 @@ import click
 from .errors import BuildError
 from .flags import field_options
 
-_TIMEOUT = re.compile(r"\s+TIMEOUT\s*\((\d+)\)\s*$")
+# A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
+# (`...::test_x[pp2] # 2 mins`, `... TIMEOUT (90) # failed`).
+_COMMENT = re.compile(r"(?:^|\s)#.*$", re.S)
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# Words a test list may hold unquoted; anything else is quoted, for the job runs `bash -c`.
+_PLAIN = re.compile(r"[\w@%+=:,./\[\]-]+")
+# Linux refuses an environment string over 128 KiB; a group's TEST_CMD stays well below.
+_GROUP_CMD_MAX = 60_000
+_NAME_MAX = 80
 
 
 @dataclass
@@ -32,8 +41,9 @@ class Entry:
     text: str  # the id as written (test lists) or a short description (YAML)
     fields: dict[str, Any]  # request fields this entry sets over the base
     name: str  # the job's folder under the base work_dir
-    selection: str = ""  # test lists: the id, without its TIMEOUT
+    words: tuple[str, ...] = ()  # test lists: the id and its options, without TIMEOUT
     timeout: int | None = None  # test lists: pytest's --timeout, seconds
+    lines: tuple[int, ...] = ()  # a group: the lines of its tests
 
 
 @dataclass
@@ -43,15 +53,29 @@ class Bad:
     error: BuildError
 
 
-def _test_entry(lineno: int, raw: str) -> Entry | Bad:
+def _words(words: tuple[str, ...]) -> str:
+    return " ".join(w if _PLAIN.fullmatch(w) else shlex.quote(w) for w in words)
+
+
+def _test_entry(lineno: int, raw: str) -> Entry | Bad | None:
+    from .perf.testid import strip_timeout
     from .resolve.pytest_sizing import _selection, model_name_for
 
-    text = raw.strip()
-    m = _TIMEOUT.search(text)
-    selection = text[: m.start()] if m else text
+    text = _COMMENT.sub("", raw).strip()
+    if not text:
+        return None
+    if _CONTROL.search(text):
+        return Bad(
+            lineno,
+            text,
+            BuildError("test_cmd", "holds a control character", "remove it from the line"),
+        )
+    selection, minutes = strip_timeout(text)
     try:
         words = (
-            shlex.split(selection) if set("'\"\\").intersection(selection) else selection.split()
+            tuple(shlex.split(selection))
+            if set("'\"\\").intersection(selection)
+            else tuple(selection.split())
         )
     except ValueError as exc:
         return Bad(
@@ -76,29 +100,49 @@ def _test_entry(lineno: int, raw: str) -> Entry | Bad:
             text,
             BuildError("test_cmd", f"{first!r} has unbalanced brackets", "fix the test id"),
         )
-    timeout = int(m.group(1)) * 60 if m else None
-    cmd = "pytest -v " + selection + (f" --timeout={timeout}" if timeout else "")
-    name = f"{lineno:05d}_{model_name_for(_selection(first))}"
-    return Entry(lineno, text, {"test_cmd": cmd}, name, selection, timeout)
+    timeout = minutes * 60 if minutes else None
+    cmd = "pytest -v " + _words(words) + (f" --timeout={timeout}" if timeout else "")
+    model = model_name_for(_selection(first))[:_NAME_MAX]
+    return Entry(lineno, text, {"test_cmd": cmd}, f"{lineno:05d}_{model}", words, timeout)
 
 
-def read_entries(path: Path) -> Iterator[Entry | Bad]:
-    """Test-list lines, or the items of a YAML list of requests (each with its line number)."""
-    if path.suffix in (".yaml", ".yml"):
-        yield from _yaml_entries(path)
-        return
-    with path.open(encoding="utf-8", errors="replace") as fh:
+def is_request_list(path: Path) -> bool:
+    return path.suffix in (".yaml", ".yml")
+
+
+def read_entries(path: Path) -> Iterable[Entry | Bad]:
+    """Test-list lines, streamed, or the items of a YAML list of requests, read at once."""
+    if is_request_list(path):
+        return _yaml_entries(path)
+    return _list_entries(path)
+
+
+def _list_entries(path: Path) -> Iterator[Entry | Bad]:
+    with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
-            s = raw.strip()
-            if s and not s.startswith("#"):
-                yield _test_entry(lineno, s)
+            try:
+                text = (raw.removeprefix(codecs.BOM_UTF8) if lineno == 1 else raw).decode()
+            except UnicodeDecodeError:
+                yield Bad(
+                    lineno,
+                    raw.decode(errors="replace").strip(),
+                    BuildError("test_cmd", "is not UTF-8 text", "save the list as UTF-8"),
+                )
+                continue
+            entry = _test_entry(lineno, text)
+            if entry is not None:
+                yield entry
 
 
-def _yaml_entries(path: Path) -> Iterator[Entry | Bad]:
+def _yaml_entries(path: Path) -> list[Entry | Bad]:
     import yaml
 
+    from .request import absolutise
+
     try:
-        root = yaml.compose(path.read_text())
+        root = yaml.compose(path.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise BuildError("LIST", f"{path} is not UTF-8 text", "save it as UTF-8") from None
     except yaml.YAMLError as exc:
         raise BuildError(
             "LIST", f"{path} is not YAML ({str(exc).splitlines()[0]})", "fix its syntax"
@@ -107,16 +151,21 @@ def _yaml_entries(path: Path) -> Iterator[Entry | Bad]:
         raise BuildError(
             "LIST", f"{path} is not a YAML list of requests", "write a list of request mappings"
         )
+    out: list[Entry | Bad] = []
     for i, node in enumerate(root.value, 1):
         line = node.start_mark.line + 1
         item = yaml.safe_load(yaml.serialize(node))
         if not isinstance(item, dict):
-            yield Bad(
-                line,
-                str(item),
-                BuildError("request", "is not a mapping of fields", "write field: value pairs"),
+            out.append(
+                Bad(
+                    line,
+                    str(item),
+                    BuildError("request", "is not a mapping of fields", "write field: value pairs"),
+                )
             )
             continue
+        # Paths in an item are taken from the list's folder, as a request file's from its own.
+        absolutise(item, path.parent)
         label = str(
             item.get("test_cmd")
             or item.get("eval_cmd")
@@ -124,35 +173,47 @@ def _yaml_entries(path: Path) -> Iterator[Entry | Bad]:
             or item.get("custom_cmd")
             or f"item {i}"
         )
-        yield Entry(line, label, item, f"{i:05d}_{item.get('workflow_type') or 'job'}")
+        out.append(Entry(line, label, item, f"{i:05d}_{item.get('workflow_type') or 'job'}"))
+    return out
 
 
-def group_by_devices(entries: Iterator[Entry | Bad], repo_root: str) -> Iterator[Entry | Bad]:
-    """One entry per GPU count, running all its tests in one pytest call."""
+def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator[Entry | Bad]:
+    """One entry per GPU count, running all its tests in one pytest call.
+
+    Lines with their own options (`-m "gpu2 and part0"`) form their own groups, so an option
+    never narrows another line's tests, and a group too long for one environment variable is
+    split in parts.
+    """
     from .resolve.pytest_sizing import size_pytest
 
-    groups: dict[int, list[Entry]] = {}
+    groups: dict[tuple[int, tuple[str, ...]], list[Entry]] = {}
     for e in entries:
         if isinstance(e, Bad):
             yield e
-            continue
-        if not e.selection:
-            yield Bad(
-                e.line,
-                e.text,
-                BuildError(
-                    "LIST", "--group-by devices takes a test list, not requests", "drop --group-by"
-                ),
-            )
             continue
         try:
             devices = size_pytest(e.fields["test_cmd"], Path(repo_root)).devices or 1
         except BuildError as err:
             yield Bad(e.line, e.text, err)
             continue
-        groups.setdefault(devices, []).append(e)
-    for devices, members in sorted(groups.items()):
-        cmd = "pytest -v " + " ".join(m.selection for m in members)
+        groups.setdefault((devices, e.words[1:]), []).append(e)
+    parts: list[tuple[int, list[Entry]]] = []
+    for (devices, _opts), members in sorted(groups.items(), key=lambda kv: kv[0][0]):
+        chunk: list[Entry] = []
+        size = 0
+        for m in members:
+            if chunk and size + len(m.words[0]) > _GROUP_CMD_MAX:
+                parts.append((devices, chunk))
+                chunk, size = [], 0
+            chunk.append(m)
+            size += len(m.words[0]) + 1
+        parts.append((devices, chunk))
+    per_count = Counter(devices for devices, _ in parts)
+    seen: Counter[int] = Counter()
+    for devices, members in parts:
+        seen[devices] += 1
+        name = f"gpus{devices}" + (f"_{seen[devices]}" if per_count[devices] > 1 else "")
+        cmd = "pytest -v " + _words((*(m.words[0] for m in members), *members[0].words[1:]))
         # pytest-timeout applies --timeout to each test: the group needs its longest.
         timeout = max((m.timeout for m in members if m.timeout), default=None)
         if timeout:
@@ -160,9 +221,53 @@ def group_by_devices(entries: Iterator[Entry | Bad], repo_root: str) -> Iterator
         yield Entry(
             members[0].line,
             f"{len(members)} tests",
-            {"test_cmd": cmd, "model_name": f"gpus{devices}"},
-            f"gpus{devices}",
+            {"test_cmd": cmd, "model_name": name},
+            name,
+            lines=tuple(m.line for m in members),
         )
+
+
+def _time_for(entry: Entry, base_limit: str) -> str | None:
+    """A test's TIMEOUT plus half an hour for the install, when the base limit is shorter."""
+    from .resolve.slurm import parse_time_minutes
+
+    limit = parse_time_minutes(base_limit)
+    if entry.timeout is None or entry.lines or limit is None:
+        return None
+    need = entry.timeout + 1800
+    if need <= limit * 60:
+        return None
+    d, rest = divmod(need, 86400)
+    h, rest = divmod(rest, 3600)
+    return f"{d}-{h:02d}:{rest // 60:02d}:00" if d else f"{h:02d}:{rest // 60:02d}:00"
+
+
+def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any]) -> Path:
+    # A flag's relative path is taken from the current folder, the base file's from its folder.
+    if flags.get("work_dir"):
+        root = Path(os.path.normpath(os.path.join(Path.cwd(), flags["work_dir"])))
+    elif base.get("work_dir"):
+        root = Path(os.path.normpath(os.path.join(base_dir, base["work_dir"])))
+    else:
+        raise BuildError(
+            "work_dir",
+            "is required: it is the folder under which each job gets its own",
+            "pass --work-dir",
+        )
+    if (root / "jobs.json").exists():
+        # Its job folders may hold logs of submitted jobs: never overwrite or mix them.
+        raise BuildError(
+            "work_dir",
+            f"{root} holds an earlier build-many (jobs.json)",
+            "choose another --work-dir, or remove that one first",
+        )
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BuildError(
+            "work_dir", f"cannot make {root} ({exc.strerror})", "give a folder you can write to"
+        ) from None
+    return root
 
 
 def build_many(
@@ -179,71 +284,88 @@ def build_many(
     from .site_config import load_site_config
 
     site = load_site_config()
-    # A flag's relative path is taken from the current folder, the base file's from its folder.
-    if flags.get("work_dir"):
-        root = Path(os.path.normpath(os.path.join(Path.cwd(), flags["work_dir"])))
-    elif base.get("work_dir"):
-        root = Path(os.path.normpath(os.path.join(base_dir, base["work_dir"])))
-    else:
+    if group_by == "devices" and is_request_list(list_path):
         raise BuildError(
-            "work_dir",
-            "is required: it is the folder under which each job gets its own",
-            "pass --work-dir",
+            "LIST", "--group-by devices takes a test list, not requests", "drop --group-by"
         )
-    entries = read_entries(list_path)
+    entries = read_entries(list_path)  # a YAML list is read here, before anything is written
+    root_flags = {**flags, "work_dir": str(_root(base, base_dir, flags))}
+    root = Path(root_flags["work_dir"])
     if group_by == "devices":
-        repo = load_request(
-            base, base_dir, {**flags, "work_dir": str(root), "test_cmd": "pytest"}
-        ).repo_root
+        repo = load_request(base, base_dir, {**root_flags, "test_cmd": "pytest"}).repo_root
         entries = group_by_devices(entries, repo)
     try:
-        base_req = load_request(base, base_dir, {**flags, "work_dir": str(root)})
+        base_req = load_request(base, base_dir, root_flags)
     except BuildError:
         base_req = None  # each entry then reports what is missing, with its line
-    root.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".jobs.", suffix=".json", dir=root)
+    tmp = root / f".jobs.json.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as exc:
+        raise BuildError(
+            "work_dir", f"cannot write in {root} ({exc.strerror})", "give a folder you can write to"
+        ) from None
     ok = failed = warned = 0
     devices: Counter[int] = Counter()
-    with os.fdopen(fd, "w", encoding="utf-8") as index:
-        index.write("[")
-        for e in entries:
-            row: dict[str, Any] = {"line": e.line, "entry": e.text}
-            if isinstance(e, Entry):
-                try:
-                    own = e.fields.get("work_dir")
-                    job_dir = str(list_path.parent / own if own else root / e.name)
-                    if base_req is not None and set(e.fields) <= {"test_cmd", "model_name"}:
-                        # Test-list entries only set strings on an already validated base.
-                        req = base_req.model_copy(update={**e.fields, "work_dir": job_dir})
-                    else:
-                        req = load_request(
-                            base, base_dir, {**flags, **e.fields, "work_dir": job_dir}
+    used: dict[str, int] = {}  # job folder -> the line that built it
+    try:
+        with open(fd, "w", encoding="utf-8") as index:
+            index.write("[")
+            for e in entries:
+                row: dict[str, Any] = {"line": e.line, "entry": e.text}
+                if isinstance(e, Entry):
+                    if e.lines:
+                        row["lines"] = list(e.lines)
+                    try:
+                        own = e.fields.get("work_dir")
+                        job_dir = os.path.normpath(own) if own else str(root / e.name)
+                        if job_dir in used:
+                            raise BuildError(
+                                "work_dir",
+                                f"{job_dir} is already the folder of line {used[job_dir]}",
+                                "give each request its own work_dir",
+                            )
+                        fields = {**e.fields, "work_dir": job_dir}
+                        if base_req is not None and set(e.fields) <= {"test_cmd", "model_name"}:
+                            time_limit = _time_for(e, base_req.time_limit)
+                            if time_limit:
+                                fields["time_limit"] = time_limit
+                            # Test-list entries set checked strings on an already validated base.
+                            req = base_req.model_copy(update=fields)
+                        else:
+                            req = load_request(base, base_dir, {**flags, **fields})
+                        result = build(req, site)
+                        finish(result)
+                        used[job_dir] = e.line
+                        s = result.spec
+                        row.update(
+                            work_dir=s.work_dir,
+                            script_path=s.script_path,
+                            category=s.category,
+                            required_devices=s.required_devices,
+                            node_count=s.node_count,
+                            status="built",
                         )
-                    result = build(req, site)
-                    finish(result)
-                    s = result.spec
-                    row.update(
-                        work_dir=s.work_dir,
-                        script_path=s.script_path,
-                        category=s.category,
-                        required_devices=s.required_devices,
-                        node_count=s.node_count,
-                        status="built",
-                    )
-                    if s.warnings:
-                        row["warnings"] = s.warnings
-                        warned += 1
-                    devices[s.required_devices] += 1
-                    ok += 1
-                except BuildError as error:
-                    e = Bad(e.line, e.text, error)
-            if isinstance(e, Bad):
-                row.update(status="error", error=e.error.line())
-                err.write(f"{list_path}:{e.line}: {e.error.line()}\n")
-                failed += 1
-            index.write(("\n  " if ok + failed == 1 else ",\n  ") + json.dumps(row))
-        index.write("\n]\n")
-    os.replace(tmp, root / "jobs.json")
+                        if s.warnings:
+                            row["warnings"] = s.warnings
+                            warned += 1
+                        devices[s.required_devices] += 1
+                        ok += 1
+                    except BuildError as error:
+                        e = Bad(e.line, e.text, error)
+                if isinstance(e, Bad):
+                    row.update(status="error", error=e.error.line())
+                    where = ",".join(map(str, row.get("lines", [e.line])))
+                    err.write(f"{list_path}:{where}: {e.error.line()}\n")
+                    failed += 1
+                index.write(("\n  " if ok + failed == 1 else ",\n  ") + json.dumps(row))
+            index.write("\n]\n")
+        os.replace(tmp, root / "jobs.json")
+    except BaseException:
+        # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     out.write(summary(ok, failed, warned, devices, root))
     return 0 if failed == 0 else 2
 

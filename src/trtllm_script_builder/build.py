@@ -227,6 +227,8 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
         assert req.slurm_env_file is not None
         env, env_raw = _slurm_env_at(_stamp(req.slurm_env_file))
     perf = is_perf_sanity(req, wf)
+    if wf == "pytest" and not perf and req.test_cmd:
+        req = _timeout_suffix_to_flag(req, req.test_cmd)
     if perf and not req.is_slurm:
         raise BuildError(
             "execution_scenario",
@@ -278,6 +280,16 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
     from .assemble import assemble
 
     return assemble(req, wf, env, env_raw, facts, gpn, sizing, *common, site, ask)
+
+
+def _timeout_suffix_to_flag(req: Request, test_cmd: str) -> Request:
+    """A test-list line pasted whole: its ` TIMEOUT (N)` (minutes) becomes pytest's --timeout."""
+    from .perf.testid import strip_timeout
+
+    cmd, minutes = strip_timeout(test_cmd)
+    if minutes is None:
+        return req
+    return req.model_copy(update={"test_cmd": f"{cmd} --timeout={minutes * 60}"})
 
 
 def _common(
@@ -353,7 +365,18 @@ def finish(result: BuildResult) -> list[Path]:
     """Write the result; Category 4 runs submit.py first and undoes everything on failure."""
     from .jobspec import write_atomically
 
-    if result.work_dir.exists() and not result.work_dir.is_dir():
+    def unwritable(exc: OSError) -> BuildError:
+        return BuildError(
+            "work_dir",
+            f"cannot write into {result.work_dir} ({exc.strerror})",
+            "give a folder you can write to",
+        )
+
+    try:
+        not_a_folder = result.work_dir.exists() and not result.work_dir.is_dir()
+    except OSError as exc:  # a name too long, a parent that is a file
+        raise unwritable(exc) from None
+    if not_a_folder:
         raise BuildError(
             "work_dir", f"{result.work_dir} exists and is not a folder", "give a folder path"
         )
@@ -361,11 +384,7 @@ def finish(result: BuildResult) -> list[Path]:
         try:
             return write_atomically(result.work_dir, result.files)
         except OSError as exc:
-            raise BuildError(
-                "work_dir",
-                f"cannot write into {result.work_dir} ({exc.strerror})",
-                "give a folder you can write to",
-            ) from None
+            raise unwritable(exc) from None
     from .perf.category4 import run_submit_step
 
     return run_submit_step(result)

@@ -47,7 +47,10 @@ class LazyGroup(click.Group):
             message = exc.format_message().rstrip(".")
             click.echo(f"error: {field}: {message}; see {where} --help", err=True)
             sys.exit(2)
-        except click.Abort:
+        except click.Abort as exc:
+            if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+                click.echo("error: interrupted", err=True)
+                sys.exit(130)  # as a shell reports a SIGINT
             click.echo("error: aborted", err=True)
             sys.exit(1)
         except click.ClickException as exc:
@@ -133,7 +136,15 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
 
 def _prompter() -> Any:
     def ask(field: str, question: str) -> str:
-        answer: str = click.prompt(f"{question} [{field}]", err=True)
+        try:
+            answer: str = click.prompt(f"{question} [{field}]", err=True)
+        except click.Abort as exc:
+            # click raises Abort "from None" here: the EOFError is the context, not the cause.
+            if isinstance(exc.__context__, EOFError):  # no answer: refused as without a terminal
+                from .build import _refuse_ask
+
+                _refuse_ask(field, question)
+            raise
         return answer.strip()
 
     return ask

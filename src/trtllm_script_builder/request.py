@@ -227,7 +227,7 @@ def _load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
 
 
-def _absolutise(data: dict[str, Any], base: Path) -> None:
+def absolutise(data: dict[str, Any], base: Path) -> None:
     for key in PATH_FIELDS:
         v = data.get(key)
         if isinstance(v, str) and v and not os.path.isabs(v):
@@ -237,9 +237,9 @@ def _absolutise(data: dict[str, Any], base: Path) -> None:
 def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, Any]) -> Request:
     """Merge file fields and flags (flags win), make host paths absolute, validate."""
     data = dict(file_data)
-    _absolutise(data, file_base)
+    absolutise(data, file_base)
     flag_data = {k: v for k, v in flags.items() if v is not None}
-    _absolutise(flag_data, Path.cwd())
+    absolutise(flag_data, Path.cwd())
     data.update(flag_data)
     try:
         req = Request.model_validate(data)

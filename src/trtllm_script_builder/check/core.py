@@ -9,6 +9,7 @@ from typing import Any
 from ..probe import parse
 from ..probe.collect import current_user, first_line
 from ..probe.run import CmdResult, Runner, run
+from ..resolve.slurm import parse_time_minutes
 
 EXIT_OK, EXIT_PROBLEMS = 0, 1
 
@@ -147,12 +148,12 @@ def _check_time(value: Any, partition: str, part: dict[str, str]) -> list[str]:
     if limit is None:
         return []
     try:
-        minutes = float(value) if isinstance(value, int) else parse.parse_time_minutes(limit)
+        minutes = float(value) if isinstance(value, int) else parse_time_minutes(limit)
     except ValueError:
         return [f"slurm_params.time_limit: {limit} is not a Slurm time (e.g. 02:00:00)"]
     max_time = part.get("MaxTime", "UNLIMITED")
     try:
-        max_minutes = parse.parse_time_minutes(max_time)
+        max_minutes = parse_time_minutes(max_time)
     except ValueError:
         return []
     if minutes is not None and max_minutes is not None and minutes > max_minutes:

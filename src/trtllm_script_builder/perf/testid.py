@@ -28,8 +28,8 @@ DISAGG_MODES = ("e2e", "gen_only")
 CTX_ONLY = "ctx_only"
 
 # The suffix a test-list line may carry (minutes); submit.py strips exactly this.
-TIMEOUT_SUFFIX_RE = re.compile(r"\s+TIMEOUT\s*\(\d+\)\s*$")
-_TIMEOUT_VALUE_RE = re.compile(r"\s+TIMEOUT\s*\((\d+)\)\s*$")
+TIMEOUT_SUFFIX_RE = re.compile(r"\s+TIMEOUT\s*\(\d+\)\s*$", re.I)
+_TIMEOUT_VALUE_RE = re.compile(r"\s+TIMEOUT\s*\((\d+)\)\s*$", re.I)
 # A shell / YAML comment that follows the id on the same line.
 _TRAILING_COMMENT_RE = re.compile(r"\s+#.*$")
 # `test_e2e[<label>]`; the label never holds brackets, blanks or quotes.

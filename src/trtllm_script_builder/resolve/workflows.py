@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from ..errors import BuildError
 from ..request import Request
 from .commands import model_from_path, parse_bench, parse_eval
 from .pytest_sizing import size_pytest
+from .slurm import parse_time_minutes
 
 LAUNCHER = "trtllm-llmapi-launch"  # a command that already has it must not get it twice
 PYTEST_MAX_DEVICES = 8
@@ -72,6 +74,7 @@ def size_pytest_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
             "choose a partition with more GPUs per node",
         )
     _one_node(req, "pytest")
+    warnings += _timeout_warning(req)
     return Sizing(
         devices,
         1,
@@ -80,6 +83,23 @@ def size_pytest_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
         workdir_rel=found.workdir_rel,
         warnings=warnings,
     )
+
+
+_PYTEST_TIMEOUT = re.compile(r"(?:^|\s)--timeout[= ](\d+)(?=\s|$)")
+
+
+def _timeout_warning(req: Request) -> list[str]:
+    """pytest's --timeout is per test; at or past the Slurm limit, Slurm ends the job first."""
+    m = _PYTEST_TIMEOUT.search(req.test_cmd or "")
+    if not m or not req.is_slurm:
+        return []
+    limit = parse_time_minutes(req.time_limit)
+    if limit is None or int(m.group(1)) < limit * 60:
+        return []
+    return [
+        f"pytest --timeout={m.group(1)} (seconds, per test) is not below the Slurm time limit "
+        f"{req.time_limit}: Slurm would end the job before pytest reports; raise --time-limit"
+    ]
 
 
 def size_eval_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
