@@ -116,3 +116,14 @@ def test_rebuild_gives_the_same_bytes(env: Env, cli, monkeypatch) -> None:
     first = snapshot(env.work)
     assert cli([], req).code == 0
     assert snapshot(env.work) == first
+
+
+def test_a_work_dir_outside_home_and_repo_is_mounted_for_submit_py(
+    env: Env, cli, tmp_path: Path
+) -> None:
+    """submit.py runs the job with work_dir as its working folder: the container must see it."""
+    outside = tmp_path / "scratch" / "perf"
+    r = cli([], env.request(test_cmd=PERF, partition="gb", work_dir=str(outside)))
+    assert r.code == 0, r.stderr
+    argv = json.loads((env.root / "submit_args.json").read_text())["argv"]
+    assert f"{outside}:{outside}" in argv[argv.index("--mounts") + 1].split(",")

@@ -117,3 +117,13 @@ def test_request_schema_refuses_what_build_refuses() -> None:
     assert not req.is_valid({**base, "execution_scenario": "docker"})
     assert not req.is_valid({**base, "required_devices": 0})
     assert not req.is_valid({k: v for k, v in base.items() if k != "work_dir"})
+
+
+def test_output_into_a_new_folder_and_an_impossible_path(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "r.json"
+    r = CliRunner().invoke(main, ["schema", "request", "-o", str(target)])
+    assert r.exit_code == 0 and target.read_text() == render("request")
+    (tmp_path / "afile").write_text("")
+    r = CliRunner().invoke(main, ["schema", "request", "-o", str(tmp_path / "afile" / "r.json")])
+    assert r.exit_code == 2 and r.stderr.startswith("error: output: cannot write ")
+    assert r.stderr.count("\n") == 1

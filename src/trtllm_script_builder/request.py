@@ -157,7 +157,9 @@ def _first_error(exc: ValidationError) -> BuildError:
     loc = ".".join(str(p) for p in err["loc"]) or "request"
     if err["type"] == "extra_forbidden":
         return BuildError(
-            loc, "is not a request field", "check its spelling against the seed's Input table"
+            loc,
+            "is not a request field",
+            "check its spelling; trtllm-script-builder schema request lists every field",
         )
     if err["type"] == "missing":
         flag = "--" + loc.replace("_", "-")

@@ -107,7 +107,16 @@ def schema_command(name: str, output: str | None) -> None:
         return
     from pathlib import Path
 
-    Path(output).write_text(text, encoding="utf-8")
+    from .errors import BuildError
+    from .jobspec import OutFile, write_atomically
+
+    out = Path(output)
+    try:
+        write_atomically(out.parent, [OutFile(out.name, text)])
+    except OSError as exc:
+        error = BuildError("output", f"cannot write {out} ({exc.strerror})", "give a writable path")
+        click.echo(error.line(), err=True)
+        raise SystemExit(error.exit_code) from None
 
 
 commands = [schema_command]

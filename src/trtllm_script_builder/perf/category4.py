@@ -195,12 +195,15 @@ def build_category4(
     assert facts is not None and req.partition and req.account
     work_dir = Path(req.work_dir)
     home, project, models = b.base_mounts(req, env, paths, models_root, site, ask)
-    mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, models, []))
+    # submit.py makes work_dir the container's working folder and writes its output there.
+    job_dir = mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
+    mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, models, [job_dir]))
     # submit.py runs here with local paths (DESIGN 22): it must see the local repo in the mounts
     # so that it adds no second copy, and the rewrite afterwards turns it into the remote one.
     local_project = mnt.Mount(req.repo_root, req.repo_root, "repo_root")
+    local_job_dir = mnt.Mount(str(work_dir), str(work_dir), "work_dir")
     submit_mounts = (
-        ",".join(m.entry() for m in mnt.assemble(home, local_project, models, []))
+        ",".join(m.entry() for m in mnt.assemble(home, local_project, models, [local_job_dir]))
         if paths.remote
         else mounts_text
     )

@@ -83,8 +83,8 @@ def run_submit_py(
         raise ToolFailed(
             "submit.py",
             f"exited with status {done.returncode}: {said}",
-            "fix the request or the repo's submit.py (run it by hand with the arguments in "
-            "the report to see everything it printed)",
+            "fix the request or the repo's submit.py (build again with --dry-run for the "
+            "command, and run it by hand to see everything it printed)",
         )
 
 

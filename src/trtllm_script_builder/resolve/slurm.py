@@ -90,7 +90,7 @@ def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
     if not req.is_slurm and req.env_check and req.env_check.available_gpus:
         return req.env_check.available_gpus, "env_check.available_gpus"
     if req.gpus_per_node:
-        return req.gpus_per_node, "gpus_per_node"
+        return req.gpus_per_node, "the request's gpus_per_node"
     where = (
         f"partition {part.name} reports none (GRES {part.gres})" if part else "nothing reports it"
     )

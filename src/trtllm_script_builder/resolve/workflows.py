@@ -44,6 +44,12 @@ def _one_node(req: Request, what: str) -> None:
         )
 
 
+def _wider_node(req: Request) -> str:
+    if req.is_slurm:
+        return "choose a partition with more GPUs per node"
+    return "run it on a machine with more GPUs, or on Slurm"
+
+
 def size_pytest_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
     assert req.test_cmd is not None
     found = size_pytest(req.test_cmd, Path(req.repo_root))
@@ -71,7 +77,7 @@ def size_pytest_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
         raise BuildError(
             "required_devices",
             f"{devices} (from {source}) is more than the {gpn} GPUs per node of {gpn_source}; pytest runs on one node",
-            "choose a partition with more GPUs per node",
+            _wider_node(req),
         )
     _one_node(req, "pytest")
     warnings += _timeout_warning(req)
@@ -124,7 +130,7 @@ def size_bench_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
         raise BuildError(
             "required_devices",
             f"{ws} (tp {b.tp} x pp {b.pp} of the last trtllm-bench call) is more than the {gpn} GPUs per node of {gpn_source}; trtllm-bench runs on one node",
-            "lower --tp/--pp or choose a partition with more GPUs per node",
+            "lower --tp/--pp or " + _wider_node(req),
         )
     _one_node(req, "trtllm-bench")
     return Sizing(ws, 1, ws, model, mpi=ws > 1, launcher=ws > 1 and LAUNCHER not in b.run)
