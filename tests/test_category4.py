@@ -72,6 +72,9 @@ def test_perf_sanity_job_spec(env: Env, cli) -> None:
     ]
     assert argv[argv.index("--job-name") + 1] == "tiny_cfg_perf"
     assert argv[argv.index("--launch-sh") + 1] == str(env.work / "slurm_launch.sh")
+    generated = next(ln for ln in r.stdout.splitlines() if ln.startswith("Generated:"))
+    assert "slurm_launch.sh" in generated and "test_list.txt" in generated
+    assert "mpi " in next(ln for ln in r.stdout.splitlines() if ln.startswith("Slurm:"))
 
 
 def test_config_file_mode_and_remote_config_shipped(env: Env, cli, tmp_path: Path) -> None:

@@ -108,8 +108,7 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
         req = request_from_cli(request, fields)
         ask = _prompter() if request != "-" and sys.stdin.isatty() else None
         result = run_build(req, load_site_config(), ask)
-        if not dry_run:
-            finish(result)
+        written = [] if dry_run else finish(result)
     except BuildError as err:
         _fail(err)
         return
@@ -131,7 +130,10 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
     else:
         from .report import print_report
 
-        print_report(result.spec, [f.name for f in result.files], result.work_dir)
+        # Category 4 writes more than its result's files: submit.py's inputs and launch script.
+        extra = [x.rsplit("/", 1)[-1] for x in result.spec.extra_files]
+        names = list(dict.fromkeys([p.name for p in written] + extra))
+        print_report(result.spec, names, result.work_dir)
 
 
 def _prompter() -> Any:

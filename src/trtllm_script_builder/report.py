@@ -36,10 +36,13 @@ def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[s
     ]
     if s.slurm_params:
         p = s.slurm_params
+        # pytest and custom scripts never start MPI; eval and bench do when they span GPUs.
+        uses_mpi = s.category == 4 or (s.category in (5, 6) and p.ntasks > 1)
         rows.append(
             (
                 "Slurm",
-                f"partition {p.partition}, account {p.account}, time {p.time_limit}, gres {p.gres or 'none'}, mpi {p.mpi_plugin}",
+                f"partition {p.partition}, account {p.account}, time {p.time_limit}, gres {p.gres or 'none'}"
+                + (f", mpi {p.mpi_plugin}" if uses_mpi else ""),
             )
         )
     run = (
