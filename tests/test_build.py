@@ -116,6 +116,26 @@ def test_bench_split_and_mpi(env: Env, cli) -> None:
     assert "tokens/sec" in spec_of(env)["success_patterns"]
 
 
+def test_bench_files_on_tmp_or_outside_the_mounts_are_warned(env: Env, cli) -> None:
+    """enroot starts every srun with an empty /tmp: a dataset written there in step 1 is gone."""
+    prep = "trtllm-bench -m org/Tiny-Model prepare-dataset --output {} token-norm-dist"
+    run = "trtllm-bench -m org/Tiny-Model throughput --dataset {}"
+
+    def warnings(path: str, scenario: str = "local_slurm") -> list[str]:
+        req = env.request(scenario, bench_cmd=f"{prep.format(path)} && {run.format(path)}")
+        r = cli([], req)
+        assert r.code == 0, r.stderr
+        return [w for w in spec_of(env)["warnings"] if "--output" in w or "--dataset" in w]
+
+    on_tmp = warnings("/tmp/d.json")
+    assert len(on_tmp) == 2 and all("tmpfs, which every srun starts empty" in w for w in on_tmp)
+    assert warnings("/tmp/d.json", "local_docker") == []  # one container run: /tmp lasts
+    outside = warnings("/nowhere/d.json")
+    assert len(outside) == 2 and all("under no mount" in w for w in outside)
+    assert warnings(f"{env.home}/d.json") == []
+    assert warnings('"$HOME/d.json"') == []
+
+
 def test_custom_job_and_run_script(env: Env, cli) -> None:
     script = env.root / "tools" / "do it.sh"
     script.parent.mkdir()

@@ -171,9 +171,32 @@ def _commands(job: Job) -> None:
 
         b = parse_bench(req.bench_cmd or "")
         job.prep_cmd, job.run_cmd = b.prep, b.run
+        job.warnings += _bench_file_warnings(b.files, job.mounts, req.is_slurm)
         if b.prep:
             job.exports.append(("PREP_CMD", b.prep))
         job.exports.append(("BENCH_CMD", b.run))
+
+
+# enroot mounts a fresh tmpfs on these at every container start, so every srun sees them empty.
+_CONTAINER_TMPFS = ("/tmp", "/var/run", "/var/lock")
+
+
+def _bench_file_warnings(
+    files: list[tuple[str, str]], mounts: list[mnt.Mount], slurm: bool
+) -> list[str]:
+    out = []
+    for opt, path in files:
+        # The command runs in the container: its paths are the container's.
+        if any(mnt.covers(m.container.split(":")[0], path) for m in mounts):
+            continue
+        if not any(mnt.covers(t, path) for t in _CONTAINER_TMPFS):
+            out.append(f"{opt} {path} is under no mount, so the container may not see or keep it")
+        elif slurm:  # one `docker run` runs both steps: its /tmp lasts
+            out.append(
+                f"{opt} {path} is on the container's tmpfs, which every srun starts empty (the "
+                "dataset step and the benchmark are separate sruns); use a mounted folder"
+            )
+    return out
 
 
 def _title(job: Job, category: int) -> str:

@@ -189,10 +189,24 @@ class BenchCmd:
     pp: int
     ep: int
     model: str | None
+    files: list[tuple[str, str]]  # (option, absolute path) of the files the calls read or write
 
     @property
     def world_size(self) -> int:
         return self.tp * self.pp
+
+
+# trtllm-bench options that name a file or folder (prepare-dataset, throughput, latency).
+BENCH_FILE_OPTIONS = (
+    "--output",
+    "--dataset",
+    "--model_path",
+    "--extra_llm_api_options",
+    "--report_json",
+    "--iteration_log",
+    "--output_json",
+    "--request_json",
+)
 
 
 def parse_bench(bench_cmd: str) -> BenchCmd:
@@ -210,7 +224,8 @@ def parse_bench(bench_cmd: str) -> BenchCmd:
     ep_text = option(last, ("--ep",))
     ep = int(ep_text) if ep_text and ep_text.isdigit() else 0
     model = option(last, ("--model", "-m")) or option(last, ("--model_path",))
-    return BenchCmd(prep, run, tp, pp, ep, model)
+    files = [(n, v) for n in BENCH_FILE_OPTIONS if (v := option(ws, (n,))) and v.startswith("/")]
+    return BenchCmd(prep, run, tp, pp, ep, model, files)
 
 
 # ---------------------------------------------------------------- custom
