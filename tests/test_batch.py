@@ -231,7 +231,9 @@ def test_refusals_are_one_line_and_leave_no_index(env: Env, cli, tmp_path: Path)
     bad_yaml.write_bytes(b"- custom_cmd: \xff\n")
     r = cli(["build-many", str(bad_yaml), "--base", base, "--work-dir", str(tmp_path / "y")])
     assert r.code == 2 and "is not UTF-8 text" in r.stderr and not (tmp_path / "y").exists()
-    r = cli(["build-many", str(bad_yaml), "--base", base, "--group-by", "devices"])
+    requests = tmp_path / "reqs2.yaml"
+    requests.write_text("- custom_cmd: 'true'\n- custom_cmd: 'false'\n")
+    r = cli(["build-many", str(requests), "--base", base, "--group-by", "devices"])
     assert r.code == 2 and r.stderr.count("\n") == 1 and "--group-by" in r.stderr
     assert not env.work.exists()
 
@@ -341,3 +343,51 @@ def test_a_large_group_is_split_below_the_environment_limit(env: Env, cli, tmp_p
         text = Path(row["script_path"]).read_text()
         (line,) = [ln for ln in text.splitlines() if ln.startswith("export TEST_CMD=")]
         assert len(line) < 64 * 1024
+
+
+def test_a_test_db_file_builds_its_tests_with_their_lines(env: Env, cli, tmp_path: Path) -> None:
+    """TensorRT-LLM's test-db YAML: `<name>: [{condition: ..., tests: [ids]}, ...]`."""
+    db = tmp_path / "l0_tiny.yml"
+    db.write_text(
+        "version: 0.0.1\n"
+        "l0_tiny:\n"
+        "- condition:\n"
+        "    terms: {stage: pre_merge}\n"
+        "  tests:\n"
+        "  # a comment\n"
+        f"  - {IDS[1]} # 2 mins\n"
+        f"  - {IDS[2]}\n"
+        "- condition:\n"
+        "    terms: {stage: post_merge}\n"
+        "  tests:\n"
+        f"  - {IDS[0]}\n"
+    )
+    r = cli(
+        ["build-many", str(db), "--base", str(base_file(env, tmp_path)), "--group-by", "devices"]
+    )
+    assert r.code == 0, r.stderr
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert [(row["required_devices"], row["lines"]) for row in rows] == [
+        (1, [7]),
+        (2, [8]),
+        (4, [12]),
+    ]
+
+
+def test_the_real_test_db_file_builds(env: Env, cli, tmp_path: Path) -> None:
+    real = shared_file("tests/integration/test_lists/test-db/l0_dgx_h100.yml")
+    r = cli(["build-many", str(real), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 0, r.stderr
+    rows = json.loads((env.work / "jobs.json").read_text())
+    data = yaml.safe_load(real.read_text())
+    tests = [
+        t
+        for blocks in data.values()
+        if isinstance(blocks, list)
+        for b in blocks
+        for t in b["tests"]
+    ]
+    assert len(rows) == len(tests) > 100 and all(row["status"] == "built" for row in rows)
+    assert all(
+        real.read_text().splitlines()[row["line"] - 1].strip().startswith("- ") for row in rows
+    )

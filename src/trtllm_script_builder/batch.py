@@ -147,9 +147,21 @@ def _yaml_entries(path: Path) -> list[Entry | Bad]:
         raise BuildError(
             "LIST", f"{path} is not YAML ({str(exc).splitlines()[0]})", "fix its syntax"
         ) from None
+    if isinstance(root, yaml.MappingNode):
+        blocks = _test_db_blocks(root)
+        if blocks:
+            return [
+                e
+                for tests in blocks
+                for node in tests.value
+                if isinstance(node, yaml.ScalarNode)
+                and (e := _test_entry(node.start_mark.line + 1, str(node.value))) is not None
+            ]
     if not isinstance(root, yaml.SequenceNode):
         raise BuildError(
-            "LIST", f"{path} is not a YAML list of requests", "write a list of request mappings"
+            "LIST",
+            f"{path} is neither a YAML list of requests nor a test-db file",
+            "write a list of request mappings",
         )
     out: list[Entry | Bad] = []
     for i, node in enumerate(root.value, 1):
@@ -175,6 +187,23 @@ def _yaml_entries(path: Path) -> list[Entry | Bad]:
         )
         out.append(Entry(line, label, item, f"{i:05d}_{item.get('workflow_type') or 'job'}"))
     return out
+
+
+def _test_db_blocks(root: Any) -> list[Any]:
+    """The `tests:` lists of a TensorRT-LLM test-db file (`<name>: [{condition, tests}, ...]`)."""
+    import yaml
+
+    found = []
+    for _key, value in root.value:
+        if isinstance(value, yaml.SequenceNode):
+            for block in value.value:
+                if isinstance(block, yaml.MappingNode):
+                    found += [
+                        v
+                        for k, v in block.value
+                        if k.value == "tests" and isinstance(v, yaml.SequenceNode)
+                    ]
+    return found
 
 
 def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator[Entry | Bad]:
@@ -284,11 +313,14 @@ def build_many(
     from .site_config import load_site_config
 
     site = load_site_config()
-    if group_by == "devices" and is_request_list(list_path):
+    entries = read_entries(list_path)  # a YAML list is read here, before anything is written
+    requests = isinstance(entries, list) and any(
+        isinstance(e, Entry) and not e.words for e in entries
+    )
+    if group_by == "devices" and requests:
         raise BuildError(
             "LIST", "--group-by devices takes a test list, not requests", "drop --group-by"
         )
-    entries = read_entries(list_path)  # a YAML list is read here, before anything is written
     root_flags = {**flags, "work_dir": str(_root(base, base_dir, flags))}
     root = Path(root_flags["work_dir"])
     if group_by == "devices":
