@@ -327,3 +327,18 @@ def test_eval_chained_tasks_and_host_paths(env: Env, cli) -> None:
         "export EVAL_CMD='trtllm-eval --model /models/tiny mmlu'"
         in (env.work / "tiny_eval.slurm").read_text()
     )
+
+
+def test_a_time_limit_past_the_partition_is_warned(env: Env, cli) -> None:
+    for asked, warned in (("1-00:00:00", True), ("04:00:00", False), ("90", False)):
+        r = cli([], env.request(test_cmd=PYTEST_4, time_limit=asked))
+        assert r.code == 0, r.stderr
+        notes = [w for w in spec_of(env)["warnings"] if "time_limit" in w]
+        assert bool(notes) == warned, (asked, notes)
+
+
+def test_an_eval_cmd_without_trtllm_eval_is_warned(env: Env, cli) -> None:
+    assert cli([], env.request(eval_cmd="python run_eval.py --tp_size 2")).code == 0
+    assert any("runs no trtllm-eval" in w for w in spec_of(env)["warnings"])
+    assert cli([], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model mmlu")).code == 0
+    assert not any("runs no trtllm-eval" in w for w in spec_of(env)["warnings"])

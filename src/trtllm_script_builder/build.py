@@ -16,7 +16,13 @@ from .jobspec import JobSpec, OutFile
 from .request import Request
 from .resolve import image as img
 from .resolve import mounts as mnt
-from .resolve.slurm import ClusterFacts, cluster_facts, gpus_per_node, require_slurm_fields
+from .resolve.slurm import (
+    ClusterFacts,
+    cluster_facts,
+    gpus_per_node,
+    require_slurm_fields,
+    time_limit_warnings,
+)
 from .resolve.workflows import (
     size_bench_job,
     size_custom_job,
@@ -240,6 +246,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
         (facts.gpus_per_node, facts.gpus_source) if facts else gpus_per_node(req, None)
     )
 
+    limit_notes = time_limit_warnings(req, facts) if facts else []
     common = _common(req, facts, env, site, ask)
     if perf:
         from .perf.category4 import build_category4, plan_perf_sanity
@@ -252,7 +259,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
             model_name=req.model_name,
             remote=req.is_remote,
         )
-        return build_category4(req, wf, plan, env, env_raw, facts, *common, site, ask, [])
+        return build_category4(req, wf, plan, env, env_raw, facts, *common, site, ask, limit_notes)
     sizing = {
         "pytest": size_pytest_job,
         "eval": size_eval_job,
@@ -266,6 +273,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
             f"{sizing.required_devices} GPUs are more than this machine's {available} (env_check.available_gpus)",
             "run it on Slurm, or on a machine with more GPUs",
         )
+    sizing.warnings += limit_notes
     if sizing.fallback_to_perf:
         from .perf.category4 import build_eval_fallback
 

@@ -45,11 +45,12 @@ def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[s
                 + (f", mpi {p.mpi_plugin}" if uses_mpi else ""),
             )
         )
-    run = (
-        f"bash {s.script_path}"
-        if s.category == 1
-        else f"sbatch {s.remote_script_path or s.script_path}"
-    )
+    if s.category == 1:
+        run = f"bash {s.script_path}"
+    elif s.remote_script_path:  # the files must reach the cluster first: submit copies them
+        run = f"trtllm-script-builder submit {work_dir}"
+    else:
+        run = f"sbatch {s.script_path}"
     rows.append(("Run", run))
     rows += [("Warning", w) for w in s.warnings]
     return rows

@@ -121,3 +121,20 @@ def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
             "probe the cluster again, or pass --mpi-plugin",
         )
     return ClusterFacts(part, gpn, source, gres, plugin, fallback)
+
+
+def time_limit_warnings(req: Request, facts: ClusterFacts) -> list[str]:
+    """A time limit past the partition's: sbatch refuses it, or the job waits for ever."""
+    part = facts.partition
+    if part is None or not part.time_limit:
+        return []
+    try:
+        asked, allowed = parse_time_minutes(req.time_limit), parse_time_minutes(part.time_limit)
+    except ValueError:
+        return []
+    if allowed is None or (asked is not None and asked <= allowed):
+        return []
+    return [
+        f"time_limit {req.time_limit} is longer than partition {part.name}'s {part.time_limit}; "
+        "sbatch may refuse the job or leave it pending"
+    ]

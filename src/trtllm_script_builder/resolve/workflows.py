@@ -118,7 +118,21 @@ def size_eval_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
         nodes = math.ceil(ws / node_gpus)
         return Sizing(ws, nodes, ws, model, fallback_to_perf=True)
     _one_node(req, "trtllm-eval")
-    return Sizing(ws, 1, ws, model, mpi=True, launcher=ws > 1 and LAUNCHER not in req.eval_cmd)
+    notes = []
+    if "trtllm-eval" not in req.eval_cmd:
+        notes.append(
+            "eval_cmd runs no trtllm-eval, so it is sized from its --tp_size/--pp_size (1 GPU "
+            "without them); for another command use custom_cmd"
+        )
+    return Sizing(
+        ws,
+        1,
+        ws,
+        model,
+        mpi=True,
+        launcher=ws > 1 and LAUNCHER not in req.eval_cmd,
+        warnings=notes,
+    )
 
 
 def size_bench_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
