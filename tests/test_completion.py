@@ -102,3 +102,35 @@ def test_unknown_shell_is_a_usage_error() -> None:
     r = CliRunner().invoke(main, ["completion", "fish"])
     assert r.exit_code == 2
     assert "bash" in r.stderr and "zsh" in r.stderr
+
+
+def test_bash_completes_the_request_choices(program: Path, tmp_path: Path) -> None:
+    script = tmp_path / "c.bash"
+    script.write_text(source("bash"))
+    words = ["trtllm-script-builder", "build", "--execution-scenario", "local_"]
+    assert complete_in_bash(program, script, words) == ["local_docker", "local_slurm"]
+    words = ["trtllm-script-builder", "build", "--workflow-type", "pe"]
+    assert complete_in_bash(program, script, words) == ["perf_sanity"]
+
+
+def test_the_request_file_and_path_fields_complete_as_files() -> None:
+    from click.shell_completion import ShellComplete
+
+    complete = ShellComplete(main, {}, "trtllm-script-builder", "_X").get_completions
+    assert {c.type for c in complete(["build"], "exa")} == {"file"}
+    assert {c.type for c in complete(["build", "--repo-root"], "exa")} == {"file"}
+    assert {c.type for c in complete(["build-many", "l.txt", "--work-dir"], "/t")} == {"file"}
+
+
+def test_flag_choices_and_paths_are_the_models() -> None:
+    """flags.py keeps copies (the CLI starts without pydantic): they must stay equal."""
+    import typing
+
+    from trtllm_script_builder import flags, request
+
+    for name, values in flags.CHOICES.items():
+        annotation = request.Request.model_fields[name].annotation
+        if typing.get_origin(annotation) is not typing.Literal:  # Optional[Literal[...]]
+            annotation = next(a for a in typing.get_args(annotation) if typing.get_args(a))
+        assert values == typing.get_args(annotation), name
+    assert flags._PATH_FIELDS == set(request.PATH_FIELDS)

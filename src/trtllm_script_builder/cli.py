@@ -44,7 +44,9 @@ class LazyGroup(click.Group):
             param = getattr(exc, "param", None)
             field = param.name if param is not None and param.name else "command line"
             where = exc.ctx.command_path if exc.ctx else "trtllm-script-builder"
-            message = exc.format_message().rstrip(".")
+            # A bad value: the field is named already, click's own "Invalid value for" is not needed.
+            text = exc.message if isinstance(exc, click.BadParameter) else exc.format_message()
+            message = text.rstrip(".")
             click.echo(f"error: {field}: {message}; see {where} --help", err=True)
             sys.exit(2)
         except click.Abort as exc:
@@ -85,7 +87,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("request", required=False)
+@click.argument("request", required=False, type=click.Path())
 @field_options
 @click.option("--json", "as_json", is_flag=True, help="print job_spec.json instead of the report")
 @click.option("--dry-run", is_flag=True, help="write nothing; print what would be written")

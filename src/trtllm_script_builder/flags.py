@@ -15,6 +15,24 @@ _STR_FIELDS = (
     "remote_repo_path", "remote_work_dir", "job_spec_file", "mpi_plugin",
 )  # fmt: skip
 _INT_FIELDS = ("required_devices", "node_count", "gpus_per_node")
+# The request's closed sets (tests keep them equal to the model's), offered by completion.
+CHOICES = {
+    "workflow_type": ("pytest", "eval", "bench", "custom", "perf_sanity"),
+    "execution_scenario": ("local_docker", "local_slurm", "remote_slurm"),
+}
+# Host paths: completed as files by the shell.
+_PATH_FIELDS = {
+    "work_dir", "repo_root", "skill_dir", "custom_script", "perf_config_yaml", "slurm_env_file",
+    "checkpoint_path", "models_path", "job_spec_file",
+}  # fmt: skip
+
+
+def _type(name: str) -> Any:
+    if name in CHOICES:
+        return click.Choice(CHOICES[name])
+    return click.Path() if name in _PATH_FIELDS else None
+
+
 _BOOL_FIELDS = ("persistent_mode", "skip_install")
 
 
@@ -41,6 +59,10 @@ def field_options(f: Any) -> Any:
     )(f)
     for name in reversed(_STR_FIELDS):
         f = click.option(
-            f"--{name.replace('_', '-')}", name, default=None, help=f"request field {name}"
+            f"--{name.replace('_', '-')}",
+            name,
+            type=_type(name),
+            default=None,
+            help=f"request field {name}",
         )(f)
     return f
