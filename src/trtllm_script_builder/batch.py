@@ -339,7 +339,9 @@ def build_many(
         ) from None
     ok = failed = warned = 0
     devices: Counter[int] = Counter()
-    used: dict[str, int] = {}  # job folder -> the line that built it
+    # A request's own work_dir -> its line. Generated folders are unique (they carry the line),
+    # so a test list keeps this empty and memory flat.
+    used: dict[str, int] = {}
     try:
         with open(fd, "w", encoding="utf-8") as index:
             index.write("[")
@@ -368,7 +370,8 @@ def build_many(
                             req = load_request(base, base_dir, {**flags, **fields})
                         result = build(req, site)
                         finish(result)
-                        used[job_dir] = e.line
+                        if own:
+                            used[job_dir] = e.line
                         s = result.spec
                         row.update(
                             work_dir=s.work_dir,

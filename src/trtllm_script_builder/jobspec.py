@@ -112,8 +112,8 @@ def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
 
     A new work_dir is filled under a temporary name beside it and renamed into place, so it
     appears whole (one rename: build-many makes thousands). An existing one gets each file under
-    a temporary name, then the renames. A failure leaves the disk as it was, parents made here
-    included.
+    a temporary name, then the renames. A failure before the renames leaves the disk as it was,
+    parents made here included; the renames themselves do not fail short of a broken disk.
     """
     made: list[str] = []
     d = os.path.dirname(os.path.abspath(work_dir))
