@@ -245,7 +245,7 @@ def test_an_earlier_build_many_is_not_overwritten(env: Env, cli, tmp_path: Path)
     assert cli(args).code == 0
     assert oct((env.work / "jobs.json").stat().st_mode & 0o777) == oct(0o644 & ~current_umask())
     r = cli(args)
-    assert r.code == 2 and "holds an earlier build-many" in r.stderr
+    assert r.code == 2 and "is not empty" in r.stderr
 
 
 def current_umask() -> int:
@@ -391,3 +391,42 @@ def test_the_real_test_db_file_builds(env: Env, cli, tmp_path: Path) -> None:
     assert all(
         real.read_text().splitlines()[row["line"] - 1].strip().startswith("- ") for row in rows
     )
+
+
+def test_request_items_are_validated_and_get_a_folder_each(env: Env, cli, tmp_path: Path) -> None:
+    """Items of a request list go through the full validation, never the test-list fast path."""
+    items = [
+        {"test_cmd": f"pytest -v {IDS[1]}", "model_name": "../../evil"},
+        {"test_cmd": f"pytest -v {IDS[1]}", "work_dir": 5},
+        {"test_cmd": f"pytest -v {IDS[1]}"},  # 00003_job
+        {"test_cmd": f"pytest -v {IDS[1]}", "work_dir": str(env.work / "00003_job")},
+        {"test_cmd": f"pytest -v {IDS[1]}", "work_dir": str(env.work)},
+    ]
+    lst = tmp_path / "reqs.yaml"
+    lst.write_text(yaml.safe_dump(items))
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 2
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert [row["status"] for row in rows] == ["error", "error", "built", "error", "error"]
+    assert rows[0]["error"].startswith("error: model_name: ")
+    assert "must be a path" in rows[1]["error"]
+    assert "already the folder of line" in rows[3]["error"]
+    assert "folder of the whole list" in rows[4]["error"]
+    assert not list(tmp_path.rglob("evil*"))
+
+
+def test_a_stray_timeout_and_a_base_of_another_workflow_are_refused(
+    env: Env, cli, tmp_path: Path
+) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"{IDS[1]} TIMEOUT (90) -v\n{IDS[1]} TIMEOUT (x)\n")
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    rows = json.loads((env.work / "jobs.json").read_text())
+    assert r.code == 2 and all("trailing TIMEOUT (N)" in row["error"] for row in rows)
+    base = yaml.safe_load(base_file(env, tmp_path).read_text())
+    base["eval_cmd"] = "trtllm-eval --model org/Tiny-Model mmlu"
+    other = tmp_path / "eval_base.yaml"
+    other.write_text(yaml.safe_dump(base))
+    r = cli(["build-many", str(lst), "--base", str(other), "--work-dir", str(tmp_path / "e")])
+    assert r.code == 2 and r.stderr.startswith("error: eval_cmd: is set by the base")
+    assert not (tmp_path / "e").exists()

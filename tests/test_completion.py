@@ -133,4 +133,4 @@ def test_flag_choices_and_paths_are_the_models() -> None:
         if typing.get_origin(annotation) is not typing.Literal:  # Optional[Literal[...]]
             annotation = next(a for a in typing.get_args(annotation) if typing.get_args(a))
         assert values == typing.get_args(annotation), name
-    assert flags._PATH_FIELDS == set(request.PATH_FIELDS)
+    assert set(request.PATH_FIELDS) == flags._PATH_FIELDS

@@ -193,8 +193,8 @@ def _bench_file_warnings(
             out.append(f"{opt} {path} is under no mount, so the container may not see or keep it")
         elif slurm:  # one `docker run` runs both steps: its /tmp lasts
             out.append(
-                f"{opt} {path} is on the container's tmpfs, which every srun starts empty (the "
-                "dataset step and the benchmark are separate sruns); use a mounted folder"
+                f"{opt} {path} is on the container's tmpfs, which every srun starts empty, so "
+                "a file there does not outlive its step; use a mounted folder"
             )
     return out
 

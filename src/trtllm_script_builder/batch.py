@@ -71,6 +71,16 @@ def _test_entry(lineno: int, raw: str) -> Entry | Bad | None:
             BuildError("test_cmd", "holds a control character", "remove it from the line"),
         )
     selection, minutes = strip_timeout(text)
+    if "timeout" in selection.lower().split():
+        return Bad(
+            lineno,
+            text,
+            BuildError(
+                "test_cmd",
+                "has a TIMEOUT that is not a trailing TIMEOUT (N) in minutes",
+                "end the line with it, as in `path::test TIMEOUT (90)`",
+            ),
+        )
     try:
         words = (
             tuple(shlex.split(selection))
@@ -231,11 +241,12 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
         chunk: list[Entry] = []
         size = 0
         for m in members:
-            if chunk and size + len(m.words[0]) > _GROUP_CMD_MAX:
+            width = len(_words(m.words[:1])) + 1  # as it will stand in TEST_CMD
+            if chunk and size + width > _GROUP_CMD_MAX:
                 parts.append((devices, chunk))
                 chunk, size = [], 0
             chunk.append(m)
-            size += len(m.words[0]) + 1
+            size += width
         parts.append((devices, chunk))
     per_count = Counter(devices for devices, _ in parts)
     seen: Counter[int] = Counter()
@@ -283,12 +294,12 @@ def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any]) -> Path:
             "is required: it is the folder under which each job gets its own",
             "pass --work-dir",
         )
-    if (root / "jobs.json").exists():
-        # Its job folders may hold logs of submitted jobs: never overwrite or mix them.
+    if root.is_dir() and any(root.iterdir()):
+        # An earlier run's job folders may hold logs of submitted jobs: never overwrite or mix.
         raise BuildError(
             "work_dir",
-            f"{root} holds an earlier build-many (jobs.json)",
-            "choose another --work-dir, or remove that one first",
+            f"{root} is not empty (an earlier build-many, or other files)",
+            "choose a new or empty --work-dir",
         )
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -317,6 +328,14 @@ def build_many(
     requests = isinstance(entries, list) and any(
         isinstance(e, Entry) and not e.words for e in entries
     )
+    if not requests:
+        for key in ("eval_cmd", "bench_cmd", "custom_cmd", "custom_script"):
+            if base.get(key) or flags.get(key):
+                raise BuildError(
+                    key,
+                    "is set by the base, but a test list builds pytest jobs",
+                    "use a base without it",
+                )
     if group_by == "devices" and requests:
         raise BuildError(
             "LIST", "--group-by devices takes a test list, not requests", "drop --group-by"
@@ -339,8 +358,8 @@ def build_many(
         ) from None
     ok = failed = warned = 0
     devices: Counter[int] = Counter()
-    # A request's own work_dir -> its line. Generated folders are unique (they carry the line),
-    # so a test list keeps this empty and memory flat.
+    # A request list's job folders -> their lines, so no two share one. A test list's folders
+    # carry their line numbers and cannot meet: it keeps this empty, and memory flat.
     used: dict[str, int] = {}
     try:
         with open(fd, "w", encoding="utf-8") as index:
@@ -352,7 +371,17 @@ def build_many(
                         row["lines"] = list(e.lines)
                     try:
                         own = e.fields.get("work_dir")
+                        if own is not None and not isinstance(own, str):
+                            raise BuildError(
+                                "work_dir", f"must be a path (got {own!r})", "give a folder path"
+                            )
                         job_dir = os.path.normpath(own) if own else str(root / e.name)
+                        if job_dir == str(root):
+                            raise BuildError(
+                                "work_dir",
+                                f"{job_dir} is the folder of the whole list",
+                                "give the request a folder of its own",
+                            )
                         if job_dir in used:
                             raise BuildError(
                                 "work_dir",
@@ -360,7 +389,7 @@ def build_many(
                                 "give each request its own work_dir",
                             )
                         fields = {**e.fields, "work_dir": job_dir}
-                        if base_req is not None and set(e.fields) <= {"test_cmd", "model_name"}:
+                        if base_req is not None and e.words:
                             time_limit = _time_for(e, base_req.time_limit)
                             if time_limit:
                                 fields["time_limit"] = time_limit
@@ -370,7 +399,7 @@ def build_many(
                             req = load_request(base, base_dir, {**flags, **fields})
                         result = build(req, site)
                         finish(result)
-                        if own:
+                        if requests:
                             used[job_dir] = e.line
                         s = result.spec
                         row.update(
@@ -419,7 +448,11 @@ def summary(ok: int, failed: int, warned: int, devices: Counter[int], root: Path
     "test_list", metavar="LIST", type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )
 @click.option(
-    "--base", "base_file", default=None, help="a request file with the fields every job shares"
+    "--base",
+    "base_file",
+    type=click.Path(),
+    default=None,
+    help="a request file with the fields every job shares",
 )
 @click.option(
     "--group-by",

@@ -36,8 +36,8 @@ def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[s
     ]
     if s.slurm_params:
         p = s.slurm_params
-        # pytest and custom scripts never start MPI; eval and bench do when they span GPUs.
-        uses_mpi = s.category == 4 or (s.category in (5, 6) and p.ntasks > 1)
+        # pytest and custom scripts never start MPI, eval always does, bench across GPUs.
+        uses_mpi = s.category in (4, 5) or (s.category == 6 and p.ntasks > 1)
         rows.append(
             (
                 "Slurm",
