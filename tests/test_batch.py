@@ -25,6 +25,11 @@ def base_file(env: Env, tmp_path: Path) -> Path:
     return f
 
 
+def many(env: Env, tmp_path: Path, lst: Path, *more: str) -> list[str]:
+    """build-many of `lst` on the test base request."""
+    return ["build-many", str(lst), "--base", str(base_file(env, tmp_path)), *more]
+
+
 def test_one_job_per_id_and_index(env: Env, cli, tmp_path: Path) -> None:
     lst = tmp_path / "list.txt"
     lst.write_text("# a comment\n\n" + "\n".join(IDS) + "\n")
@@ -90,14 +95,7 @@ def test_group_by_devices(env: Env, cli, tmp_path: Path) -> None:
 def test_a_group_runs_with_its_longest_timeout(env: Env, cli, tmp_path: Path) -> None:
     lst = tmp_path / "list.txt"
     lst.write_text(f"{IDS[2]}\n{IDS[3]} TIMEOUT (30)\n")  # both 2 GPUs: 90 and 30 minutes
-    args = [
-        "build-many",
-        str(lst),
-        "--base",
-        str(base_file(env, tmp_path)),
-        "--group-by",
-        "devices",
-    ]
+    args = many(env, tmp_path, lst, "--group-by", "devices")
     assert cli(args).code == 0
     two = (env.work / "gpus2" / "gpus2_auto_test.slurm").read_text()
     (line,) = [ln for ln in two.splitlines() if ln.startswith("export TEST_CMD=")]
@@ -326,14 +324,7 @@ def test_a_large_group_is_split_below_the_environment_limit(env: Env, cli, tmp_p
     lst = tmp_path / "list.txt"
     ids = [f"accuracy/test_unknown.py::TestMany::test_{i:04d}_{'x' * 60}" for i in range(2000)]
     lst.write_text("\n".join(ids) + "\n")
-    args = [
-        "build-many",
-        str(lst),
-        "--base",
-        str(base_file(env, tmp_path)),
-        "--group-by",
-        "devices",
-    ]
+    args = many(env, tmp_path, lst, "--group-by", "devices")
     assert cli(args).code == 0
     rows = json.loads((env.work / "jobs.json").read_text())
     names = [Path(row["work_dir"]).name for row in rows]

@@ -27,7 +27,8 @@ def _read_until(fd: int, text: bytes, timeout: float = 20) -> bytes:
     return seen
 
 
-def test_models_root_is_asked_on_a_terminal(env: Env, tmp_path: Path) -> None:
+def _build_on_a_terminal(env: Env, tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """A build whose request lacks llm_models_root, its stdin and stderr on a pseudo-terminal."""
     req = env.request(test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one")
     del req["llm_models_root"]
     f = tmp_path / "req.json"
@@ -41,6 +42,11 @@ def test_models_root_is_asked_on_a_terminal(env: Env, tmp_path: Path) -> None:
         env={**os.environ, "HOME": str(env.home)},
     )
     os.close(slave)
+    return proc, master
+
+
+def test_models_root_is_asked_on_a_terminal(env: Env, tmp_path: Path) -> None:
+    proc, master = _build_on_a_terminal(env, tmp_path)
     try:
         prompt = _read_until(master, b"[llm_models_root]")
         assert b"Models root inside the container" in prompt
@@ -73,19 +79,7 @@ def test_without_a_terminal_it_names_field_flag_and_key(env: Env, tmp_path: Path
 
 
 def test_end_of_input_at_the_prompt_is_the_same_refusal(env: Env, tmp_path: Path) -> None:
-    req = env.request(test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one")
-    del req["llm_models_root"]
-    f = tmp_path / "req.json"
-    f.write_text(json.dumps(req))
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trtllm_script_builder", "build", str(f)],
-        stdin=slave,
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env={**os.environ, "HOME": str(env.home)},
-    )
-    os.close(slave)
+    proc, master = _build_on_a_terminal(env, tmp_path)
     try:
         _read_until(master, b"[llm_models_root]")
         os.write(master, b"\x04")  # Ctrl-D
