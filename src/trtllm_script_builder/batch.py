@@ -1,5 +1,6 @@
 """build-many: a job per test id (or per GPU count), an index `jobs.json`, and a summary.
 
+The list is a test list, a TensorRT-LLM test-db YAML file, or a YAML list of requests.
 Entries are built and written one at a time, so memory stays flat in the number of jobs;
 an entry that cannot be built is reported with its line number and the others go on.
 """
@@ -58,71 +59,54 @@ def _words(words: tuple[str, ...]) -> str:
 
 
 def _test_entry(lineno: int, raw: str) -> Entry | Bad | None:
-    from .perf.testid import strip_timeout
-    from .resolve.pytest_sizing import _selection, model_name_for
-
+    """One line of a test list: None for a comment or a blank, Bad when it cannot be a job."""
     text = _COMMENT.sub("", raw).strip()
     if not text:
         return None
+    try:
+        return _test_line(lineno, text)
+    except BuildError as err:
+        return Bad(lineno, text, err)
+
+
+def _test_line(lineno: int, text: str) -> Entry:
+    from .perf.testid import strip_timeout
+    from .resolve.pytest_sizing import _selection, model_name_for
+
     if _CONTROL.search(text):
-        return Bad(
-            lineno,
-            text,
-            BuildError("test_cmd", "holds a control character", "remove it from the line"),
-        )
+        raise BuildError("test_cmd", "holds a control character", "remove it from the line")
     selection, minutes = strip_timeout(text)
     if "timeout" in selection.lower().split():
-        return Bad(
-            lineno,
-            text,
-            BuildError(
-                "test_cmd",
-                "has a TIMEOUT that is not a trailing TIMEOUT (N) in minutes",
-                "end the line with it, as in `path::test TIMEOUT (90)`",
-            ),
+        raise BuildError(
+            "test_cmd",
+            "has a TIMEOUT that is not a trailing TIMEOUT (N) in minutes",
+            "end the line with it, as in `path::test TIMEOUT (90)`",
         )
     try:
-        words = (
-            tuple(shlex.split(selection))
-            if set("'\"\\").intersection(selection)
-            else tuple(selection.split())
-        )
+        quoted = set("'\"\\").intersection(selection)
+        words = tuple(shlex.split(selection) if quoted else selection.split())
     except ValueError as exc:
-        return Bad(
-            lineno,
-            text,
-            BuildError("test_cmd", f"cannot be split into words ({exc})", "fix the line's quotes"),
-        )
+        raise BuildError(
+            "test_cmd", f"cannot be split into words ({exc})", "fix the line's quotes"
+        ) from None
     first = words[0] if words else ""
     if ".py" not in first and "::" not in first and "/" not in first:
-        return Bad(
-            lineno,
-            text,
-            BuildError(
-                "test_cmd",
-                f"{first!r} is not a pytest id (path[::Class]::test[params])",
-                "write one test id per line",
-            ),
+        raise BuildError(
+            "test_cmd",
+            f"{first!r} is not a pytest id (path[::Class]::test[params])",
+            "write one test id per line",
         )
     if first.count("[") != first.count("]"):
-        return Bad(
-            lineno,
-            text,
-            BuildError("test_cmd", f"{first!r} has unbalanced brackets", "fix the test id"),
-        )
+        raise BuildError("test_cmd", f"{first!r} has unbalanced brackets", "fix the test id")
     timeout = minutes * 60 if minutes else None
     cmd = "pytest -v " + _words(words) + (f" --timeout={timeout}" if timeout else "")
     model = model_name_for(_selection(first))[:_NAME_MAX]
     return Entry(lineno, text, {"test_cmd": cmd}, f"{lineno:05d}_{model}", words, timeout)
 
 
-def is_request_list(path: Path) -> bool:
-    return path.suffix in (".yaml", ".yml")
-
-
 def read_entries(path: Path) -> Iterable[Entry | Bad]:
-    """Test-list lines, streamed, or the items of a YAML list of requests, read at once."""
-    if is_request_list(path):
+    """Test-list lines, streamed; or, read at once, a YAML list of requests or a test-db file."""
+    if path.suffix in (".yaml", ".yml"):
         return _yaml_entries(path)
     return _list_entries(path)
 
@@ -294,20 +278,41 @@ def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any]) -> Path:
             "is required: it is the folder under which each job gets its own",
             "pass --work-dir",
         )
-    if root.is_dir() and any(root.iterdir()):
-        # An earlier run's job folders may hold logs of submitted jobs: never overwrite or mix.
-        raise BuildError(
-            "work_dir",
-            f"{root} is not empty (an earlier build-many, or other files)",
-            "choose a new or empty --work-dir",
-        )
     try:
+        if root.is_dir() and any(root.iterdir()):
+            # An earlier run's job folders may hold logs of submitted jobs: never overwrite them.
+            raise BuildError(
+                "work_dir",
+                f"{root} is not empty (an earlier build-many, or other files)",
+                "choose a new or empty --work-dir",
+            )
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BuildError(
             "work_dir", f"cannot make {root} ({exc.strerror})", "give a folder you can write to"
         ) from None
     return root
+
+
+def _job_dir(e: Entry, root: Path, used: dict[str, int]) -> str:
+    """The entry's own work_dir (a request's) or its folder under the list's."""
+    own = e.fields.get("work_dir")
+    if own is not None and not isinstance(own, str):
+        raise BuildError("work_dir", f"must be a path (got {own!r})", "give a folder path")
+    job_dir = os.path.normpath(own) if own else str(root / e.name)
+    if job_dir == str(root):
+        raise BuildError(
+            "work_dir",
+            f"{job_dir} is the folder of the whole list",
+            "give the request a folder of its own",
+        )
+    if job_dir in used:
+        raise BuildError(
+            "work_dir",
+            f"{job_dir} is already the folder of line {used[job_dir]}",
+            "give each request its own work_dir",
+        )
+    return job_dir
 
 
 def build_many(
@@ -370,24 +375,7 @@ def build_many(
                     if e.lines:
                         row["lines"] = list(e.lines)
                     try:
-                        own = e.fields.get("work_dir")
-                        if own is not None and not isinstance(own, str):
-                            raise BuildError(
-                                "work_dir", f"must be a path (got {own!r})", "give a folder path"
-                            )
-                        job_dir = os.path.normpath(own) if own else str(root / e.name)
-                        if job_dir == str(root):
-                            raise BuildError(
-                                "work_dir",
-                                f"{job_dir} is the folder of the whole list",
-                                "give the request a folder of its own",
-                            )
-                        if job_dir in used:
-                            raise BuildError(
-                                "work_dir",
-                                f"{job_dir} is already the folder of line {used[job_dir]}",
-                                "give each request its own work_dir",
-                            )
+                        job_dir = _job_dir(e, root, used)
                         fields = {**e.fields, "work_dir": job_dir}
                         if base_req is not None and e.words:
                             time_limit = _time_for(e, base_req.time_limit)
