@@ -331,3 +331,15 @@ def test_examples_pass_shellcheck(tmp_path: Path) -> None:
         assert code == 0, (req, err)
         for script in (tmp_path / req.stem).glob("*.s*"):
             check_script(script)
+
+
+def test_a_value_starting_with_equals_is_quoted(tmp_path: Path) -> None:
+    """Found by the property test above: `export X==` is valid bash but shellcheck refuses it."""
+    from trtllm_script_builder.render import quote
+
+    script = tmp_path / "s.sh"
+    lines = [f"export X{i}={quote(v)}" for i, v in enumerate(["=", "==a", "a=b", "&&="])]
+    script.write_text("#!/bin/bash\n" + "\n".join(lines) + '\necho "$X0$X1$X2$X3"\n')
+    check_script(script)
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=True)
+    assert done.stdout == "===aa=b&&=\n"

@@ -13,7 +13,7 @@ import jinja2
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-_BARE = re.compile(r"^[\w@%+=:,./-][\w@%+=:,./#-]*$", re.ASCII)
+_BARE = re.compile(r"^[\w@%+:,./-][\w@%+=:,./#-]*$", re.ASCII)  # `X==` upsets shellcheck
 _DOUBLE_UNSAFE = set('"$`\\!')
 _RUNS = re.compile(r"[^'\\]+|['\\]")
 
