@@ -455,9 +455,10 @@ def build_many_command(
     """Build one job per entry of LIST into its own folder under work_dir.
 
     LIST is a test list (one pytest id per line, relative to tests/integration/defs, an optional
-    ` TIMEOUT (N)` in minutes, `#` comments) or a YAML list of requests. The shared fields come
-    from --base and the field flags. Writes `jobs.json` (every job with its sizing) and prints a
-    summary; exit 0 when every entry was built, 2 otherwise.
+    ` TIMEOUT (N)` in minutes, `#` comments), a TensorRT-LLM test-db YAML file, or a YAML list of
+    requests. The shared fields come from --base and the field flags; work_dir must be new or
+    empty. Writes `jobs.json` (every job with its sizing) and prints a summary; exit 0 when
+    every entry was built, 2 otherwise.
 
     \b
     Example:
