@@ -253,17 +253,13 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
 
 def _time_for(entry: Entry, base_limit: str) -> str | None:
     """A test's TIMEOUT plus half an hour for the install, when the base limit is shorter."""
-    from .resolve.slurm import parse_time_minutes
+    from .slurm_time import parse_time_minutes, seconds_to_time
 
     limit = parse_time_minutes(base_limit)
     if entry.timeout is None or entry.lines or limit is None:
         return None
     need = entry.timeout + 1800
-    if need <= limit * 60:
-        return None
-    d, rest = divmod(need, 86400)
-    h, rest = divmod(rest, 3600)
-    return f"{d}-{h:02d}:{rest // 60:02d}:00" if d else f"{h:02d}:{rest // 60:02d}:00"
+    return None if need <= limit * 60 else seconds_to_time(need)
 
 
 def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any]) -> Path:

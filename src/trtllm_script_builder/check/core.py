@@ -9,7 +9,7 @@ from typing import Any
 from ..probe import parse
 from ..probe.collect import current_user, first_line
 from ..probe.run import CmdResult, Runner, run
-from ..resolve.slurm import parse_time_minutes
+from ..slurm_time import parse_time_minutes
 
 EXIT_OK, EXIT_PROBLEMS = 0, 1
 

@@ -8,33 +8,9 @@ from dataclasses import dataclass
 from ..errors import BuildError
 from ..request import Request
 from ..slurm_env import Partition, SlurmEnv
+from ..slurm_time import parse_time_minutes
 
 _PLUGIN_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
-
-
-_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-
-
-def parse_time_minutes(value: str) -> float | None:
-    """A Slurm time (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`) in minutes.
-
-    None for unlimited (`UNLIMITED`, `infinite`, `NONE`); ValueError when it is not a time.
-    """
-    v = value.strip()
-    if v.upper() in ("UNLIMITED", "INFINITE", "NONE", "N/A"):
-        return None
-    m = _TIME.match(v)
-    if not m:
-        raise ValueError(f"not a Slurm time: {value!r}")
-    days, a, b, c = m.groups()
-    if days is not None:  # D-HH[:MM[:SS]]
-        h, mi, s = int(a), int(b or 0), int(c or 0)
-        return int(days) * 1440 + h * 60 + mi + s / 60
-    if c is not None:  # HH:MM:SS
-        return int(a) * 60 + int(b) + int(c) / 60
-    if b is not None:  # MM:SS
-        return int(a) + int(b) / 60
-    return float(int(a))  # MM
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ..errors import BuildError
 from ..request import Request
+from ..slurm_time import parse_time_minutes
 from .commands import model_from_path, parse_bench, parse_eval
 from .pytest_sizing import size_pytest
-from .slurm import parse_time_minutes
 
 LAUNCHER = "trtllm-llmapi-launch"  # a command that already has it must not get it twice
 PYTEST_MAX_DEVICES = 8

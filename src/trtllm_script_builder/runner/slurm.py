@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..probe.run import CmdResult, Runner
+from ..slurm_time import parse_time_minutes, seconds_to_time
 
 # States after which the job will not change any more (squeue's and sacct's names).
 TERMINAL = {
@@ -163,26 +164,10 @@ def time_to_seconds(text: str | None) -> int | None:
     return days * 86400 + h * 3600 + m * 60 + s
 
 
-def seconds_to_time(seconds: int) -> str:
-    d, rest = divmod(int(seconds), 86400)
-    h, rest = divmod(rest, 3600)
-    m, s = divmod(rest, 60)
-    return f"{d}-{h:02d}:{m:02d}:{s:02d}" if d else f"{h:02d}:{m:02d}:{s:02d}"
-
-
 def request_time_to_seconds(text: str) -> int | None:
     """A request's `--time` value (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH[:MM[:SS]]`) -> seconds."""
-    if text.upper() == "UNLIMITED":
+    try:
+        minutes = parse_time_minutes(text)
+    except ValueError:
         return None
-    if "-" in text:
-        d, _, rest = text.partition("-")
-        parts = rest.split(":")
-        while len(parts) < 3:
-            parts.append("0")
-        return time_to_seconds(f"{d}-{':'.join(parts)}")
-    parts = text.split(":")
-    if len(parts) == 1:
-        return int(parts[0]) * 60 if parts[0].isdigit() else None
-    if len(parts) == 2:
-        return time_to_seconds(f"0:{parts[0]}:{parts[1]}")
-    return time_to_seconds(text)
+    return None if minutes is None else round(minutes * 60)
