@@ -106,6 +106,19 @@ def test_missing_file_is_a_note(repo: Path) -> None:
     assert s.devices is None and "not found" in s.notes[0]
 
 
+def test_a_folder_outside_the_repo_is_not_walked(repo: Path, tmp_path: Path) -> None:
+    """Found by the shell-safety property test: `pytest / ...` walked the whole disk into /proc."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "test_x.py").write_text(
+        "import pytest\n@pytest.mark.skip_less_device(8)\ndef test_x(): pass\n"
+    )
+    for word in ("/", str(outside)):
+        s = size_pytest(f"pytest {word} -v", repo)
+        assert s.devices is None and any("folder outside" in n for n in s.notes), (word, s)
+    assert size_pytest("pytest accuracy/", repo).devices == 16  # a folder in the repo is read
+
+
 def test_file_parsed_once(repo: Path) -> None:
     inspect_file.cache_clear()
     for _ in range(50):
