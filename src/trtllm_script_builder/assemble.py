@@ -187,7 +187,7 @@ def _bench_file_warnings(
     out = []
     for opt, path in files:
         # The command runs in the container: its paths are the container's.
-        if any(mnt.covers(m.container.split(":")[0], path) for m in mounts):
+        if mnt.in_a_mount(mounts, path):
             continue
         if not any(mnt.covers(t, path) for t in _CONTAINER_TMPFS):
             out.append(f"{opt} {path} is under no mount, so the container may not see or keep it")
@@ -348,9 +348,7 @@ def _model_in_container(
     if "/" not in model:
         return None
     root = models_root.rstrip("/") or "/"
-    host_root = next(
-        (m.host for m in mounts if m.container.split(":")[0].rstrip("/") == root), None
-    )
+    host_root = next((m.host for m in mounts if m.target.rstrip("/") == root), None)
     if paths.remote or host_root is None:
         warnings.append(
             f"--model {model} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"

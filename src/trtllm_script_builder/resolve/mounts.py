@@ -20,6 +20,11 @@ class Mount:
     def entry(self) -> str:
         return f"{self.host}:{self.container}"
 
+    @property
+    def target(self) -> str:
+        """The container side without pyxis's flags (`/models:ro` -> `/models`)."""
+        return self.container.split(":")[0]
+
 
 def check_mount_path(path: str, field: str) -> str:
     """Pyxis splits the list at `,` and each entry at `:`; such paths cannot be mounted."""
@@ -105,4 +110,9 @@ def host_to_container(mounts: list[Mount], host_path: str) -> str | None:
     if best is None:
         return None
     rest = host_path[len(best.host.rstrip("/")) :]
-    return best.container.split(":")[0].rstrip("/") + rest
+    return best.target.rstrip("/") + rest
+
+
+def in_a_mount(mounts: list[Mount], container_path: str) -> bool:
+    """Whether a path the container sees lies under one of the mounts."""
+    return any(covers(m.target, container_path) for m in mounts)
