@@ -6,6 +6,7 @@ import json
 import os
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -207,8 +208,10 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
     return data, base
 
 
-def _load_yaml(text: str) -> Any:
-    """YAML 1.1 reads an unquoted `4:00:00` as the number 14400; a request means the string."""
+@lru_cache(maxsize=1)
+def yaml_loader() -> Any:
+    """A SafeLoader that reads an unquoted `4:00:00` as the string a request means (YAML 1.1
+    would read the number 14400), for request files and build-many's request lists alike."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -226,7 +229,13 @@ def _load_yaml(text: str) -> Any:
         Loader.add_implicit_resolver(
             "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9_]*)$"), list(ch)
         )
-    return yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
+    return Loader
+
+
+def _load_yaml(text: str) -> Any:
+    import yaml
+
+    return yaml.load(text, Loader=yaml_loader())  # noqa: S506 - a SafeLoader subclass
 
 
 def absolutise(data: dict[str, Any], base: Path) -> None:
