@@ -421,3 +421,12 @@ def test_a_stray_timeout_and_a_base_of_another_workflow_are_refused(
     r = cli(["build-many", str(lst), "--base", str(other), "--work-dir", str(tmp_path / "e")])
     assert r.code == 2 and r.stderr.startswith("error: eval_cmd: is set by the base")
     assert not (tmp_path / "e").exists()
+
+
+def test_request_items_read_times_as_request_files_do(env: Env, cli, tmp_path: Path) -> None:
+    """YAML 1.1 would read an unquoted 4:00:00 as 14400 (then minutes: ten days)."""
+    lst = tmp_path / "reqs.yaml"
+    lst.write_text(f"- test_cmd: pytest -v {IDS[1]}\n  time_limit: 4:00:00\n")
+    assert cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))]).code == 0
+    row = json.loads((env.work / "jobs.json").read_text())[0]
+    assert "#SBATCH --time=4:00:00" in Path(row["script_path"]).read_text()

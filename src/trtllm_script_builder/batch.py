@@ -131,10 +131,11 @@ def _list_entries(path: Path) -> Iterator[Entry | Bad]:
 def _yaml_entries(path: Path) -> list[Entry | Bad]:
     import yaml
 
-    from .request import absolutise
+    from .request import absolutise, yaml_loader
 
+    loader = yaml_loader()  # as a request file is read: an unquoted 4:00:00 stays a time
     try:
-        root = yaml.compose(path.read_bytes().decode("utf-8-sig"))
+        root = yaml.compose(path.read_bytes().decode("utf-8-sig"), Loader=loader)
     except UnicodeDecodeError:
         raise BuildError("LIST", f"{path} is not UTF-8 text", "save it as UTF-8") from None
     except yaml.YAMLError as exc:
@@ -160,7 +161,7 @@ def _yaml_entries(path: Path) -> list[Entry | Bad]:
     out: list[Entry | Bad] = []
     for i, node in enumerate(root.value, 1):
         line = node.start_mark.line + 1
-        item = yaml.safe_load(yaml.serialize(node))
+        item = yaml.load(yaml.serialize(node), Loader=loader)  # noqa: S506 - a SafeLoader
         if not isinstance(item, dict):
             out.append(
                 Bad(
