@@ -186,8 +186,8 @@ def _do_watch(
     from .watch import Console, render_verdict, verdict_json
     from .watch import watch as do_watch
 
-    out = click.get_text_stream("stdout")
-    err = click.get_text_stream("stderr")
+    out = sys.stdout
+    err = sys.stderr
     try:
         result = do_watch(
             work_dir,
