@@ -264,3 +264,17 @@ def test_yaml_times_and_nulls(env: Env, cli, tmp_path: Path) -> None:
     f.write_text(text.replace("4:00:00", "90").replace("skip_install", "# skip_install"))
     r = cli(["build", str(f), "--json"])
     assert json.loads(r.stdout)["slurm_params"]["time_limit"] == "90"
+
+
+@pytest.mark.parametrize(
+    "field", ["model_name", "partition", "account", "mpi_plugin", "time_limit"]
+)
+def test_trailing_newline_is_refused(field: str) -> None:
+    from trtllm_script_builder.errors import BuildError
+    from trtllm_script_builder.request import load_request
+
+    base = {"execution_scenario": "local_docker", "work_dir": "/tmp/w", "repo_root": "/tmp/r"}
+    value = "02:00:00\n" if field == "time_limit" else "evil\n"
+    with pytest.raises(BuildError) as err:
+        load_request({**base, field: value}, Path("/"), {})
+    assert err.value.field == field

@@ -112,21 +112,21 @@ class Request(BaseModel):
     @field_validator("time_limit")
     @classmethod
     def _time(cls, v: str) -> str:
-        if v.upper() in ("UNLIMITED", "INFINITE") or _TIME_RE.match(v):
+        if v.upper() in ("UNLIMITED", "INFINITE") or _TIME_RE.fullmatch(v):
             return v
         raise ValueError("is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED)")
 
     @field_validator("partition", "account", "mpi_plugin")
     @classmethod
     def _slurm_name(cls, v: str | None) -> str | None:
-        if v is not None and not _SLURM_NAME_RE.match(v):
+        if v is not None and not _SLURM_NAME_RE.fullmatch(v):
             raise ValueError("may hold only letters, digits and . _ + -")
         return v
 
     @field_validator("model_name")
     @classmethod
     def _model_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", v):
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
             raise ValueError("may hold only letters, digits and . _ - (it names files and jobs)")
         return v
 
