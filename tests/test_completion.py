@@ -126,7 +126,8 @@ def test_flag_choices_and_paths_are_the_models() -> None:
     """flags.py keeps copies (the CLI starts without pydantic): they must stay equal."""
     import typing
 
-    from trtllm_script_builder import flags, request
+    from trtllm_script_builder.cli import flags
+    from trtllm_script_builder.model import request
 
     for name, values in flags.CHOICES.items():
         annotation = request.Request.model_fields[name].annotation

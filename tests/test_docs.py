@@ -309,7 +309,7 @@ def test_every_error_the_code_can_raise_is_documented() -> None:
 
 
 def test_the_verdict_table_matches_the_runner() -> None:
-    verdict = pytest.importorskip("trtllm_script_builder.runner.verdict")
+    verdict = pytest.importorskip("trtllm_script_builder.process.verdict")
     text = (DOCS / "verdicts.md").read_text()
     rows = dict(re.findall(r"^\| `([A-Z_]+)` \| (\d+) \|", text, re.M))
     assert {v.value: int(c) for v, c in verdict.VERDICT_EXIT.items()} == {

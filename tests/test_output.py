@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from trtllm_script_builder.jobspec import JobSpec
-from trtllm_script_builder.probe.render import print_text, render_text
-from trtllm_script_builder.report import print_report, render_report
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.output.report import print_report, render_report
+from trtllm_script_builder.process.probe.render import print_text, render_text
 
 from .conftest import SLURM_ENV
 
@@ -146,8 +146,8 @@ def _run_in_pty(code: str, env: dict[str, str]) -> str:
 REPORT_CODE = f"""
 import json, sys
 from pathlib import Path
-from trtllm_script_builder.jobspec import JobSpec
-from trtllm_script_builder.report import print_report
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.output.report import print_report
 assert "rich" not in sys.modules
 spec = JobSpec.model_validate(json.loads(Path({str(GOLDEN_SPEC)!r}).read_text()))
 print_report(spec, ["x.slurm"], Path("/w"))
@@ -208,7 +208,7 @@ def test_a_build_into_a_pipe_imports_nothing_it_does_not_use(tmp_path: Path) -> 
 
 
 def test_the_build_report_on_a_real_terminal(tmp_path: Path, no_no_color: None) -> None:
-    if "print_report" not in (SRC / "trtllm_script_builder" / "cli.py").read_text():
+    if "print_report" not in (SRC / "trtllm_script_builder" / "cli" / "__init__.py").read_text():
         pytest.skip("cli.py does not call report.print_report yet")
     code = (
         "import sys\n"

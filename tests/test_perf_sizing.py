@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.perf.fallback import dump_yaml, eval_fallback_config
-from trtllm_script_builder.perf.sizing import (
+from trtllm_script_builder.resolve.perf.fallback import dump_yaml, eval_fallback_config
+from trtllm_script_builder.resolve.perf.sizing import (
     PerfSizing,
     config_path_for,
     detect_kind,
@@ -19,7 +19,7 @@ from trtllm_script_builder.perf.sizing import (
     server_names,
     size_config,
 )
-from trtllm_script_builder.perf.testid import parse_perf_test_id
+from trtllm_script_builder.resolve.perf.testid import parse_perf_test_id
 
 # /work/<clone>/tests/this_file.py -> /work/shared/data/trtllm (a copy of the repo's layout)
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trtllm"

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trtllm_script_builder.errors import EXIT_TOOL_FAILED, BuildError, ToolFailed
-from trtllm_script_builder.perf.submit_py import (
+from trtllm_script_builder.process.submit_py import (
     SUBMIT_PY,
     rewrite_remote_paths,
     run_submit_py,

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.perf.testid import (
+from trtllm_script_builder.resolve.perf.testid import (
     TIMEOUT_SUFFIX_RE,
     PerfTestId,
     is_perf_sanity_cmd,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trtllm_script_builder.probe import parse
+from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.slurm_time import parse_time_minutes
 
 # scontrol show node -o, Slurm 22.05 (the test cluster): Arch= is NOT at the start of a line

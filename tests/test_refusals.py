@@ -271,7 +271,7 @@ def test_yaml_times_and_nulls(env: Env, cli, tmp_path: Path) -> None:
 )
 def test_trailing_newline_is_refused(field: str) -> None:
     from trtllm_script_builder.errors import BuildError
-    from trtllm_script_builder.request import load_request
+    from trtllm_script_builder.model.request import load_request
 
     base = {"execution_scenario": "local_docker", "work_dir": "/tmp/w", "repo_root": "/tmp/r"}
     value = "02:00:00\n" if field == "time_limit" else "evil\n"

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from trtllm_script_builder.cli import main
-from trtllm_script_builder.runner.proc import alive
-from trtllm_script_builder.runner.ssh import SshTarget, control_dir, remote_line
+from trtllm_script_builder.process.proc import alive
+from trtllm_script_builder.process.ssh import SshTarget, control_dir, remote_line
 
 from .conftest import HERE, Env
 

@@ -17,8 +17,8 @@ import yaml
 from click.testing import CliRunner
 
 from trtllm_script_builder.cli import main
-from trtllm_script_builder.jobspec import SCHEMA_VERSION
-from trtllm_script_builder.schema import SCHEMAS, render
+from trtllm_script_builder.cli.schema import SCHEMAS, render
+from trtllm_script_builder.model.jobspec import SCHEMA_VERSION
 
 from .conftest import SLURM_ENV
 

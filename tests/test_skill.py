@@ -21,8 +21,8 @@ from click.testing import CliRunner
 
 from trtllm_script_builder.cli import main
 from trtllm_script_builder.errors import EXIT_INVALID, EXIT_TOOL_FAILED
-from trtllm_script_builder.jobspec import JobSpec, SlurmParams
-from trtllm_script_builder.request import Request
+from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
+from trtllm_script_builder.model.request import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 SKILL = ROOT / "skills" / "trtllm-test-script-builder" / "SKILL.md"

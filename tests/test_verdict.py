@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from trtllm_script_builder.build import PATTERNS
-from trtllm_script_builder.runner.slurm import (
+from trtllm_script_builder.process.slurm import (
     parse_scontrol_job,
     request_time_to_seconds,
     status_from_sacct,
     status_from_scontrol,
     time_to_seconds,
 )
-from trtllm_script_builder.runner.verdict import (
+from trtllm_script_builder.process.verdict import (
     VERDICT_EXIT,
     Kind,
     LogLine,

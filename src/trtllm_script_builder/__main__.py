@@ -1,3 +1,3 @@
-from .cli import main
+from trtllm_script_builder.cli import main
 
 main()

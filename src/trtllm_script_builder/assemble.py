@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .build import (
+from trtllm_script_builder import __version__
+from trtllm_script_builder.build import (
     PATTERNS,
     SUFFIX,
     BuildResult,
@@ -18,18 +18,23 @@ from .build import (
     sbatch_value,
     scenario_fields,
 )
-from .errors import BuildError
-from .jobspec import JobSpec, OutFile, SlurmParams
-from .render import render
-from .report import CATEGORY_TITLES
-from .request import Request
-from .resolve import image as img
-from .resolve import mounts as mnt
-from .resolve.commands import find_model_dir, parse_custom_env, parse_eval, replace_option
-from .resolve.slurm import ClusterFacts
-from .resolve.workflows import Sizing
-from .site_config import SiteConfig
-from .slurm_env import SlurmEnv
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.jobspec import JobSpec, OutFile, SlurmParams
+from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.model.site_config import SiteConfig
+from trtllm_script_builder.model.slurm_env import SlurmEnv
+from trtllm_script_builder.output.report import CATEGORY_TITLES
+from trtllm_script_builder.render import render
+from trtllm_script_builder.resolve import image as img
+from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.commands import (
+    find_model_dir,
+    parse_custom_env,
+    parse_eval,
+    replace_option,
+)
+from trtllm_script_builder.resolve.slurm import ClusterFacts
+from trtllm_script_builder.resolve.workflows import Sizing
 
 
 @dataclass
@@ -167,7 +172,7 @@ def _commands(job: Job) -> None:
         )
         job.exports.append(("EVAL_CMD", job.run_cmd))
     elif job.wf == "bench":
-        from .resolve.commands import parse_bench
+        from trtllm_script_builder.resolve.commands import parse_bench
 
         b = parse_bench(req.bench_cmd or "")
         job.prep_cmd, job.run_cmd = b.prep, b.run
@@ -299,7 +304,7 @@ def _slurm_result(
 
 def _docker(job: Job) -> tuple[list[list[str]], str]:
     """The job's variables passed with `--env`, for the fixed payload to read."""
-    from .render.docker import docker_run
+    from trtllm_script_builder.render.docker import docker_run
 
     d = dict(job.exports)
     env = [("PROJECT_PATH", job.paths.project), ("LLM_MODELS_ROOT", job.models_root)]

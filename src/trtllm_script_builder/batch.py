@@ -22,8 +22,8 @@ from typing import Any, TextIO
 
 import click
 
-from .errors import BuildError
-from .flags import field_options
+from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.errors import BuildError
 
 # A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
 # (`...::test_x[pp2] # 2 mins`, `... TIMEOUT (90) # failed`).
@@ -70,8 +70,8 @@ def _test_entry(lineno: int, raw: str) -> Entry | Bad | None:
 
 
 def _test_line(lineno: int, text: str) -> Entry:
-    from .perf.testid import strip_timeout
-    from .resolve.pytest_sizing import _selection, model_name_for
+    from trtllm_script_builder.resolve.perf.testid import strip_timeout
+    from trtllm_script_builder.resolve.pytest_sizing import _selection, model_name_for
 
     if _CONTROL.search(text):
         raise BuildError("test_cmd", "holds a control character", "remove it from the line")
@@ -131,7 +131,7 @@ def _list_entries(path: Path) -> Iterator[Entry | Bad]:
 def _yaml_entries(path: Path) -> list[Entry | Bad]:
     import yaml
 
-    from .request import absolutise, yaml_loader
+    from trtllm_script_builder.model.request import absolutise, yaml_loader
 
     loader = yaml_loader()  # as a request file is read: an unquoted 4:00:00 stays a time
     try:
@@ -208,7 +208,7 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
     never narrows another line's tests, and a group too long for one environment variable is
     split in parts.
     """
-    from .resolve.pytest_sizing import size_pytest
+    from trtllm_script_builder.resolve.pytest_sizing import size_pytest
 
     groups: dict[tuple[int, tuple[str, ...]], list[Entry]] = {}
     for e in entries:
@@ -254,7 +254,7 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
 
 def _time_for(entry: Entry, base_limit: str) -> str | None:
     """A test's TIMEOUT plus half an hour for the install, when the base limit is shorter."""
-    from .slurm_time import parse_time_minutes, seconds_to_time
+    from trtllm_script_builder.slurm_time import parse_time_minutes, seconds_to_time
 
     limit = parse_time_minutes(base_limit)
     if entry.timeout is None or entry.lines or limit is None:
@@ -321,9 +321,9 @@ def build_many(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    from .build import build, finish
-    from .request import load_request
-    from .site_config import load_site_config
+    from trtllm_script_builder.build import build, finish
+    from trtllm_script_builder.model.request import load_request
+    from trtllm_script_builder.model.site_config import load_site_config
 
     site = load_site_config()
     entries = read_entries(list_path)  # a YAML list is read here, before anything is written
@@ -462,7 +462,7 @@ def build_many_command(
       trtllm-script-builder build-many tests/integration/test_lists/qa/llm_function_sanity.txt \\
         --base examples/requests/pytest_local_slurm.yaml --work-dir /tmp/sanity
     """
-    from .request import parse_flag_values, read_request_file
+    from trtllm_script_builder.model.request import parse_flag_values, read_request_file
 
     try:
         fields = parse_flag_values(fields)

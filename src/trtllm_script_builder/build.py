@@ -11,26 +11,26 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .errors import BuildError
-from .jobspec import JobSpec, OutFile
-from .request import Request
-from .resolve import image as img
-from .resolve import mounts as mnt
-from .resolve.slurm import (
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.jobspec import JobSpec, OutFile
+from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.model.site_config import SiteConfig
+from trtllm_script_builder.model.slurm_env import SlurmEnv, load_slurm_env
+from trtllm_script_builder.resolve import image as img
+from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.slurm import (
     ClusterFacts,
     cluster_facts,
     gpus_per_node,
     require_slurm_fields,
     time_limit_warnings,
 )
-from .resolve.workflows import (
+from trtllm_script_builder.resolve.workflows import (
     size_bench_job,
     size_custom_job,
     size_eval_job,
     size_pytest_job,
 )
-from .site_config import SiteConfig
-from .slurm_env import SlurmEnv, load_slurm_env
 
 SUFFIX = {"pytest": "auto_test", "custom": "custom", "eval": "eval", "bench": "bench"}
 # The seed's table (callers depend on it), widened to what the real tools print (DESIGN 8).
@@ -128,7 +128,7 @@ def is_perf_sanity(req: Request, wf: str) -> bool:
         return True
     if wf != "pytest":
         return False
-    from .perf.testid import is_perf_sanity_cmd
+    from trtllm_script_builder.resolve.perf.testid import is_perf_sanity_cmd
 
     return is_perf_sanity_cmd(req.test_cmd or "") or bool(req.perf_config_yaml)
 
@@ -249,7 +249,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
     limit_notes = time_limit_warnings(req, facts) if facts else []
     common = _common(req, facts, env, site, ask)
     if perf:
-        from .perf.category4 import build_category4, plan_perf_sanity
+        from trtllm_script_builder.render.category4 import build_category4, plan_perf_sanity
 
         plan = plan_perf_sanity(
             repo_root=req.repo_root,
@@ -275,7 +275,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
         )
     sizing.warnings += limit_notes
     if sizing.fallback_to_perf:
-        from .perf.category4 import build_eval_fallback
+        from trtllm_script_builder.render.category4 import build_eval_fallback
 
         if not req.is_slurm:
             raise BuildError(
@@ -285,14 +285,14 @@ def build(req: Request, site: SiteConfig | None = None, ask: mnt.Ask | None = No
             )
         return build_eval_fallback(req, sizing, env, env_raw, facts, *common, site, ask)
 
-    from .assemble import assemble
+    from trtllm_script_builder.assemble import assemble
 
     return assemble(req, wf, env, env_raw, facts, gpn, sizing, *common, site, ask)
 
 
 def _timeout_suffix_to_flag(req: Request, test_cmd: str) -> Request:
     """A test-list line pasted whole: its ` TIMEOUT (N)` (minutes) becomes pytest's --timeout."""
-    from .perf.testid import strip_timeout
+    from trtllm_script_builder.resolve.perf.testid import strip_timeout
 
     cmd, minutes = strip_timeout(test_cmd)
     if minutes is None:
@@ -371,7 +371,7 @@ def scenario_fields(
 
 def finish(result: BuildResult) -> list[Path]:
     """Write the result; Category 4 runs submit.py first and undoes everything on failure."""
-    from .jobspec import write_atomically
+    from trtllm_script_builder.model.jobspec import write_atomically
 
     def unwritable(exc: OSError) -> BuildError:
         return BuildError(
@@ -393,6 +393,6 @@ def finish(result: BuildResult) -> list[Path]:
             return write_atomically(result.work_dir, result.files)
         except OSError as exc:
             raise unwritable(exc) from None
-    from .perf.category4 import run_submit_step
+    from trtllm_script_builder.render.category4 import run_submit_step
 
     return run_submit_step(result)

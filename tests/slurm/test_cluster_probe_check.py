@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 
-from trtllm_script_builder.check import check
-from trtllm_script_builder.check.command import command as check_command
-from trtllm_script_builder.probe import probe, render_text
-from trtllm_script_builder.probe.command import command as probe_command
-from trtllm_script_builder.slurm_env import SlurmEnv
+from trtllm_script_builder.cli.check import command as check_command
+from trtllm_script_builder.cli.probe import command as probe_command
+from trtllm_script_builder.model.slurm_env import SlurmEnv
+from trtllm_script_builder.process.check import check
+from trtllm_script_builder.process.probe import probe, render_text
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
     from conftest import SlurmCluster

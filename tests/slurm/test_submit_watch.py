@@ -26,8 +26,8 @@ from click.testing import CliRunner
 
 from tests.conftest import make_repo
 from trtllm_script_builder.cli import main
-from trtllm_script_builder.probe import probe
-from trtllm_script_builder.runner.persistent import STATE_FILE
+from trtllm_script_builder.process.persistent import STATE_FILE
+from trtllm_script_builder.process.probe import probe
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
     from conftest import SlurmCluster
@@ -363,7 +363,7 @@ def sshd(live: Live) -> Iterator[Sshd]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TSB_SSH_CONFIG", str(config))
         yield Sshd("tsb-loopback", config, port)
-        from trtllm_script_builder.runner.ssh import SshRunner, SshTarget
+        from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 
         SshRunner(SshTarget("tsb-loopback")).close()  # the ControlMaster, before its server
     server.terminate()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..resolve.mounts import Mount
-from . import render
+from trtllm_script_builder.render import render
+from trtllm_script_builder.resolve.mounts import Mount
 
 
 def docker_run(

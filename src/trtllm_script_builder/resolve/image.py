@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import BuildError
+from trtllm_script_builder.errors import BuildError
 
 PROPERTIES = "jenkins/current_image_tags.properties"
 ARCH_KEYS = {"x86_64": "LLM_DOCKER_IMAGE", "aarch64": "LLM_SBSA_DOCKER_IMAGE"}

@@ -6,7 +6,7 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import BuildError
+from trtllm_script_builder.errors import BuildError
 
 Ask = Callable[[str, str], str]  # (field, question) -> answer; raises BuildError when it cannot ask
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import BuildError
+from trtllm_script_builder.errors import BuildError
 
 DEFS = Path("tests") / "integration" / "defs"
 DEVICE_MARKS = ("skip_less_device", "skip_less_mpi_world_size")

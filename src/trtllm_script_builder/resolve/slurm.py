@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import BuildError
-from ..request import Request
-from ..slurm_env import Partition, SlurmEnv
-from ..slurm_time import parse_time_minutes
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.model.slurm_env import Partition, SlurmEnv
+from trtllm_script_builder.slurm_time import parse_time_minutes
 
 _PLUGIN_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
 

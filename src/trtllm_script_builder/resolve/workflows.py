@@ -7,11 +7,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BuildError
-from ..request import Request
-from ..slurm_time import parse_time_minutes
-from .commands import model_from_path, parse_bench, parse_eval
-from .pytest_sizing import size_pytest
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.resolve.commands import model_from_path, parse_bench, parse_eval
+from trtllm_script_builder.resolve.pytest_sizing import size_pytest
+from trtllm_script_builder.slurm_time import parse_time_minutes
 
 LAUNCHER = "trtllm-llmapi-launch"  # a command that already has it must not get it twice
 PYTEST_MAX_DEVICES = 8

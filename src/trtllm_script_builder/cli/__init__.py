@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from . import __version__
-from .errors import BuildError
-from .flags import field_options
+from trtllm_script_builder import __version__
+from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.errors import BuildError
 
 
 def _fail(err: BuildError) -> None:
@@ -20,15 +20,15 @@ def _fail(err: BuildError) -> None:
 # Commands that live in their own packages, imported only when asked for: `build` must not pay
 # for probe, check, submit or the schemas at start-up.
 LAZY_COMMANDS = {
-    "build-many": "batch",
-    "probe": "probe.command",
-    "check": "check.command",
-    "submit": "runner.command",
-    "watch": "runner.command",
-    "run": "runner.command",
-    "release": "runner.command",
-    "schema": "schema",
-    "completion": "completion",
+    "build-many": "trtllm_script_builder.batch",
+    "probe": "trtllm_script_builder.cli.probe",
+    "check": "trtllm_script_builder.cli.check",
+    "submit": "trtllm_script_builder.cli.run",
+    "watch": "trtllm_script_builder.cli.run",
+    "run": "trtllm_script_builder.cli.run",
+    "release": "trtllm_script_builder.cli.run",
+    "schema": "trtllm_script_builder.cli.schema",
+    "completion": "trtllm_script_builder.cli.completion",
 }
 
 
@@ -67,7 +67,7 @@ class LazyGroup(click.Group):
             return super().get_command(ctx, name)
         from importlib import import_module
 
-        module = import_module(f"{__package__}.{LAZY_COMMANDS[name]}")
+        module = import_module(LAZY_COMMANDS[name])
         found = [c for c in getattr(module, "commands", []) if c.name == name]
         return found[0] if found else None
 
@@ -101,10 +101,10 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
       trtllm-script-builder build req.yaml --partition gpu --account tsb --json
       echo '{"execution_scenario": "local_docker", ...}' | trtllm-script-builder build -
     """
-    from .build import build as run_build
-    from .build import finish
-    from .request import request_from_cli
-    from .site_config import load_site_config
+    from trtllm_script_builder.build import build as run_build
+    from trtllm_script_builder.build import finish
+    from trtllm_script_builder.model.request import request_from_cli
+    from trtllm_script_builder.model.site_config import load_site_config
 
     try:
         req = request_from_cli(request, fields)
@@ -130,7 +130,7 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
             click.echo(f"==> {result.work_dir / f.name} (not written)")
             click.echo(f.text, nl=False)
     else:
-        from .report import print_report
+        from trtllm_script_builder.output.report import print_report
 
         # Category 4 writes more than its result's files: submit.py's inputs and launch script.
         extra = [x.rsplit("/", 1)[-1] for x in result.spec.extra_files]
@@ -145,7 +145,7 @@ def _prompter() -> Any:
         except click.Abort as exc:
             # click raises Abort "from None" here: the EOFError is the context, not the cause.
             if isinstance(exc.__context__, EOFError):  # no answer: refused as without a terminal
-                from .build import _refuse_ask
+                from trtllm_script_builder.build import _refuse_ask
 
                 _refuse_ask(field, question)
             raise

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .core import check
+from trtllm_script_builder.process.check.core import check
 
 
 @click.command("check")

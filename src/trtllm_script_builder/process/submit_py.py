@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..errors import BuildError, ToolFailed
+from trtllm_script_builder.errors import BuildError, ToolFailed
 
 SUBMIT_PY = Path("jenkins") / "scripts" / "perf" / "local" / "submit.py"
 DEFAULT_TIMEOUT_SECONDS = 300.0

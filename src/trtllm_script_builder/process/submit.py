@@ -12,12 +12,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import BuildError, ToolFailed
-from ..jobspec import JobSpec
-from ..probe.collect import first_line
-from .proc import local_runner, spawn_detached, start_time
-from .slurm import submitted_id
-from .ssh import SshRunner, SshTarget
+from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.probe.collect import first_line
+from trtllm_script_builder.process.proc import local_runner, spawn_detached, start_time
+from trtllm_script_builder.process.slurm import submitted_id
+from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 
 SUBMISSION = "submission.json"
 RC_FILE = ".run.exit_code"
@@ -143,7 +143,7 @@ def submit(
     elif scenario == "remote_slurm":
         sub = _submit_remote(spec, work_dir, ssh_host, say)
     elif persistent:
-        from .persistent import submit_persistent
+        from trtllm_script_builder.process.persistent import submit_persistent
 
         sub = submit_persistent(spec, work_dir, alloc_time, say)
     else:

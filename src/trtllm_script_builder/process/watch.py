@@ -20,14 +20,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import BuildError, ToolFailed
-from ..jobspec import JobSpec
-from ..probe.run import Runner
-from . import slurm
-from .proc import alive, kill_group, local_runner, reap, run_bytes
-from .ssh import SshRunner, SshTarget
-from .submit import Submission, load_spec, load_submission, resolve_ssh_host, write_json
-from .verdict import HANG_TEXT, Decision, Kind, LogLine, Verdict, classify, decide_verdict
+from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process import slurm
+from trtllm_script_builder.process.probe.run import Runner
+from trtllm_script_builder.process.proc import alive, kill_group, local_runner, reap, run_bytes
+from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+from trtllm_script_builder.process.submit import (
+    Submission,
+    load_spec,
+    load_submission,
+    resolve_ssh_host,
+    write_json,
+)
+from trtllm_script_builder.process.verdict import (
+    HANG_TEXT,
+    Decision,
+    Kind,
+    LogLine,
+    Verdict,
+    classify,
+    decide_verdict,
+)
 
 VERDICT_FILE = "verdict.json"
 MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
@@ -370,7 +384,7 @@ def _watch_process(
 
     def stop() -> None:
         if sub.persistent and sub.alloc_job_id:
-            from .persistent import active_steps
+            from trtllm_script_builder.process.persistent import active_steps
 
             for step in active_steps(local_runner, sub.alloc_job_id):
                 local_runner(["scancel", step])

@@ -16,7 +16,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import BuildError
+from trtllm_script_builder.errors import BuildError
 
 PerfKind = Literal["aggr", "disagg", "ctx_only"]
 

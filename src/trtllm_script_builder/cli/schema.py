@@ -42,7 +42,7 @@ VERSIONS = {"request": 1, "slurm-env": 1}
 
 def schema_version(name: str) -> int:
     if name == "job-spec":
-        from .jobspec import SCHEMA_VERSION
+        from trtllm_script_builder.model.jobspec import SCHEMA_VERSION
 
         return SCHEMA_VERSION
     return VERSIONS[name]
@@ -53,7 +53,7 @@ def generate(name: str) -> dict[str, Any]:
     from importlib import import_module
 
     module, cls, title, description = SCHEMAS[name]
-    model = getattr(import_module(f"{__package__}.{module}"), cls)
+    model = getattr(import_module(f"trtllm_script_builder.model.{module}"), cls)
     mode = "serialization" if name == "job-spec" else "validation"
     body: dict[str, Any] = model.model_json_schema(mode=mode)
     version = schema_version(name)
@@ -107,8 +107,8 @@ def schema_command(name: str, output: str | None) -> None:
         return
     from pathlib import Path
 
-    from .errors import BuildError
-    from .jobspec import OutFile, write_atomically
+    from trtllm_script_builder.errors import BuildError
+    from trtllm_script_builder.model.jobspec import OutFile, write_atomically
 
     out = Path(output)
     try:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..probe.run import NOT_FOUND, TIMED_OUT, CmdResult
+from trtllm_script_builder.process.probe.run import NOT_FOUND, TIMED_OUT, CmdResult
 
 DEFAULT_TIMEOUT = 120.0
 

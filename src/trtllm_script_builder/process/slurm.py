@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..probe.run import CmdResult, Runner
-from ..slurm_time import parse_time_minutes, seconds_to_time
+from trtllm_script_builder.process.probe.run import CmdResult, Runner
+from trtllm_script_builder.slurm_time import parse_time_minutes, seconds_to_time
 
 # States after which the job will not change any more (squeue's and sacct's names).
 TERMINAL = {

@@ -7,7 +7,12 @@
 
 from __future__ import annotations
 
-from .collect import EXIT_CLEAN, EXIT_NO_TOOLS, EXIT_PARTIAL, probe
-from .render import render_text
+from trtllm_script_builder.process.probe.collect import (
+    EXIT_CLEAN,
+    EXIT_NO_TOOLS,
+    EXIT_PARTIAL,
+    probe,
+)
+from trtllm_script_builder.process.probe.render import render_text
 
 __all__ = ["EXIT_CLEAN", "EXIT_NO_TOOLS", "EXIT_PARTIAL", "probe", "render_text"]

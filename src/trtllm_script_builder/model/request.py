@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import BuildError
+from trtllm_script_builder.errors import BuildError
 
 Workflow = Literal["pytest", "eval", "bench", "custom", "perf_sanity"]
 Scenario = Literal["local_docker", "local_slurm", "remote_slurm"]

@@ -11,21 +11,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BuildError
-from ..resolve.commands import normalise_name
-from .fallback import dump_yaml, eval_fallback_config
-from .sizing import PerfSizing, config_path_for, load_perf_config, size_config
-from .submit_py import submit_py_args
-from .testid import PerfTestId, is_perf_sanity_cmd, parse_perf_test_id
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.process.submit_py import submit_py_args
+from trtllm_script_builder.resolve.commands import normalise_name
+from trtllm_script_builder.resolve.perf.fallback import dump_yaml, eval_fallback_config
+from trtllm_script_builder.resolve.perf.sizing import (
+    PerfSizing,
+    config_path_for,
+    load_perf_config,
+    size_config,
+)
+from trtllm_script_builder.resolve.perf.testid import (
+    PerfTestId,
+    is_perf_sanity_cmd,
+    parse_perf_test_id,
+)
 
 if TYPE_CHECKING:
-    from ..build import BuildResult, Paths
-    from ..request import Request
-    from ..resolve.mounts import Ask
-    from ..resolve.slurm import ClusterFacts
-    from ..resolve.workflows import Sizing
-    from ..site_config import SiteConfig
-    from ..slurm_env import SlurmEnv
+    from trtllm_script_builder.build import BuildResult, Paths
+    from trtllm_script_builder.model.request import Request
+    from trtllm_script_builder.model.site_config import SiteConfig
+    from trtllm_script_builder.model.slurm_env import SlurmEnv
+    from trtllm_script_builder.resolve.mounts import Ask
+    from trtllm_script_builder.resolve.slurm import ClusterFacts
+    from trtllm_script_builder.resolve.workflows import Sizing
 
 LAUNCH_SH = "slurm_launch.sh"
 
@@ -187,10 +196,10 @@ def build_category4(
     warnings: list[str],
 ) -> BuildResult:
     """The submit.py call; it runs when the result is written (`finish`)."""
-    from .. import build as b
-    from ..jobspec import JobSpec, OutFile, SlurmParams
-    from ..resolve import image as img
-    from ..resolve import mounts as mnt
+    from trtllm_script_builder import build as b
+    from trtllm_script_builder.model.jobspec import JobSpec, OutFile, SlurmParams
+    from trtllm_script_builder.resolve import image as img
+    from trtllm_script_builder.resolve import mounts as mnt
 
     assert facts is not None and req.partition and req.account
     work_dir = Path(req.work_dir)
@@ -288,10 +297,10 @@ def build_eval_fallback(
     ask: Ask,
 ) -> BuildResult:
     """DESIGN decision 11: an eval wider than a node runs as an aggregated perf config."""
-    from .. import build as b
-    from ..assemble import eval_cmd_with_local_model
-    from ..resolve import mounts as mnt
-    from ..resolve.commands import parse_eval
+    from trtllm_script_builder import build as b
+    from trtllm_script_builder.assemble import eval_cmd_with_local_model
+    from trtllm_script_builder.resolve import mounts as mnt
+    from trtllm_script_builder.resolve.commands import parse_eval
 
     assert facts is not None
     ev = parse_eval(req.eval_cmd or "")
@@ -321,8 +330,8 @@ def build_eval_fallback(
 
 def run_submit_step(result: BuildResult) -> list[Path]:
     """Write the files submit.py needs, run it, move its paths for remote, write job_spec."""
-    from ..jobspec import OutFile, write_atomically
-    from .submit_py import rewrite_remote_paths, run_submit_py
+    from trtllm_script_builder.model.jobspec import OutFile, write_atomically
+    from trtllm_script_builder.process.submit_py import rewrite_remote_paths, run_submit_py
 
     step = result.submit
     assert step is not None

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import BuildError
+from trtllm_script_builder.errors import BuildError
 
 NO_SLURM_TOOLS = "SLURM client tools not found"
 

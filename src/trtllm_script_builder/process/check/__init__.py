@@ -7,6 +7,6 @@ count, time limit and MPI plugin against what the cluster reports; the click com
 
 from __future__ import annotations
 
-from .core import EXIT_OK, EXIT_PROBLEMS, check
+from trtllm_script_builder.process.check.core import EXIT_OK, EXIT_PROBLEMS, check
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEMS", "check"]

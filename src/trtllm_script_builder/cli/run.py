@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from ..errors import BuildError
-from ..flags import field_options
+from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.errors import BuildError
 
 WORK_DIR = click.Path(file_okay=False, path_type=Path)
 
@@ -113,7 +113,7 @@ def submit(
 
     Exit status: 0 submitted, 2 refused (already submitted, nothing built), 3 a tool failed.
     """
-    from .submit import submit as do_submit
+    from trtllm_script_builder.process.submit import submit as do_submit
 
     try:
         sub = do_submit(
@@ -183,8 +183,8 @@ def _do_watch(
     quiet: bool,
     ssh_host: str | None,
 ) -> None:
-    from .watch import Console, render_verdict, verdict_json
-    from .watch import watch as do_watch
+    from trtllm_script_builder.process.watch import Console, render_verdict, verdict_json
+    from trtllm_script_builder.process.watch import watch as do_watch
 
     out = sys.stdout
     err = sys.stderr
@@ -241,12 +241,12 @@ def run(
       trtllm-script-builder run examples/requests/custom_local_slurm.yaml --timeout 1800 --json
     """
 
-    from ..build import build as run_build
-    from ..build import finish
-    from ..request import request_from_cli
-    from ..site_config import load_site_config
-    from .submit import SUBMISSION
-    from .submit import submit as do_submit
+    from trtllm_script_builder.build import build as run_build
+    from trtllm_script_builder.build import finish
+    from trtllm_script_builder.model.request import request_from_cli
+    from trtllm_script_builder.model.site_config import load_site_config
+    from trtllm_script_builder.process.submit import SUBMISSION
+    from trtllm_script_builder.process.submit import submit as do_submit
 
     try:
         req = request_from_cli(request, fields)
@@ -308,9 +308,9 @@ def release(work_dir: Path | None, repo_root: Path | None) -> None:
 
     Exit status: 0 released (or nothing held), 2 no repo given.
     """
-    from .persistent import STATE_FILE, state_dir
-    from .persistent import release as do_release
-    from .submit import load_spec
+    from trtllm_script_builder.process.persistent import STATE_FILE, state_dir
+    from trtllm_script_builder.process.persistent import release as do_release
+    from trtllm_script_builder.process.submit import load_spec
 
     try:
         if repo_root is None:

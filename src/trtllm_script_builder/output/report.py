@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from .jobspec import JobSpec
+from trtllm_script_builder.model.jobspec import JobSpec
 
 CATEGORY_TITLES = {
     1: "local Docker command",

@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from .collect import probe
-from .render import render_text
+from trtllm_script_builder.process.probe.collect import probe
+from trtllm_script_builder.process.probe.render import render_text
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -95,7 +95,7 @@ def command(
         write_atomically(output, text)
         click.echo(f"wrote {output}", err=True)
     elif fmt == "text":
-        from .render import print_text
+        from trtllm_script_builder.process.probe.render import print_text
 
         print_text(env)
     else:
@@ -109,7 +109,7 @@ def command(
 def _probe_remote(
     host: str, names: list[str] | None, remote_cwd: str | None
 ) -> tuple[dict[str, Any], int]:
-    from ..runner.ssh import SshRunner, SshTarget
+    from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 
     runner = SshRunner(SshTarget(host))
     hello = runner.shell('pwd && printf "%s\\n" "$HOME" && id -un')

@@ -5,8 +5,8 @@ from __future__ import annotations
 import getpass
 from typing import Any
 
-from . import parse
-from .run import CmdResult, Runner, run
+from trtllm_script_builder.process.probe import parse
+from trtllm_script_builder.process.probe.run import CmdResult, Runner, run
 
 NO_SLURM_TOOLS = "SLURM client tools not found"  # same text as slurm_env.NO_SLURM_TOOLS
 EXIT_CLEAN, EXIT_NO_TOOLS, EXIT_PARTIAL = 0, 1, 2
@@ -183,6 +183,6 @@ def choose_default(
 
 def _validate(env: dict[str, Any]) -> None:
     """The output must be a valid SlurmEnv; imported here to keep `import probe` light."""
-    from ..slurm_env import SlurmEnv
+    from trtllm_script_builder.model.slurm_env import SlurmEnv
 
     SlurmEnv.model_validate(env)

@@ -60,7 +60,7 @@ STATE_STYLES = {"up": "green", "down": "red", "drain": "yellow", "inactive": "re
 
 def print_text(env: dict[str, Any], stream: TextIO | None = None) -> None:
     """Print the slurm_env to `stream` (standard output by default): a rich table on a terminal."""
-    from ..report import is_terminal, terminal_console
+    from trtllm_script_builder.output.report import is_terminal, terminal_console
 
     out = stream if stream is not None else sys.stdout
     if not is_terminal(out):

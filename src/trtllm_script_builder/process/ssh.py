@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..probe.run import CmdResult
-from .proc import ByteResult, run_bytes
+from trtllm_script_builder.process.probe.run import CmdResult
+from trtllm_script_builder.process.proc import ByteResult, run_bytes
 
 SSH_FAILED = 255  # ssh's own exit status when the connection fails
 CONTROL_PERSIST = "15m"

@@ -7,6 +7,12 @@ With `probe/`, this package is the only place that starts processes.
 
 from __future__ import annotations
 
-from .verdict import VERDICT_EXIT, Decision, LogLine, Verdict, decide_verdict
+from trtllm_script_builder.process.verdict import (
+    VERDICT_EXIT,
+    Decision,
+    LogLine,
+    Verdict,
+    decide_verdict,
+)
 
 __all__ = ["VERDICT_EXIT", "Decision", "LogLine", "Verdict", "decide_verdict"]

@@ -32,13 +32,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import BuildError, ToolFailed
-from ..jobspec import JobSpec
-from ..probe.collect import current_user, first_line
-from ..probe.run import Runner
-from .proc import local_runner, run_bytes, spawn_detached, start_time
-from .slurm import request_time_to_seconds, time_to_seconds
-from .submit import RC_FILE, Say, Submission, write_json
+from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.probe.collect import current_user, first_line
+from trtllm_script_builder.process.probe.run import Runner
+from trtllm_script_builder.process.proc import local_runner, run_bytes, spawn_detached, start_time
+from trtllm_script_builder.process.slurm import request_time_to_seconds, time_to_seconds
+from trtllm_script_builder.process.submit import RC_FILE, Say, Submission, write_json
 
 STATE_FILE = ".slurm_alloc.json"
 SALLOC_LOG = ".salloc.log"

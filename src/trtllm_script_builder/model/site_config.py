@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .errors import BuildError
+from trtllm_script_builder.errors import BuildError
 
 ENV_VAR = "TRTLLM_SCRIPT_BUILDER_CONFIG"
 

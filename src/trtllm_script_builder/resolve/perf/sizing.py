@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from ..errors import BuildError
-from .testid import DISAGG_MODES, PerfKind, PerfTestId
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.resolve.perf.testid import DISAGG_MODES, PerfKind, PerfTestId
 
 PERF_SANITY_DIR = Path("tests") / "scripts" / "perf-sanity"
 NO_CONTEXT_MARK = "gen_only_no_context"

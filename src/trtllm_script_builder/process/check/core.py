@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..probe import parse
-from ..probe.collect import current_user, first_line
-from ..probe.run import CmdResult, Runner, run
-from ..slurm_time import parse_time_minutes
+from trtllm_script_builder.process.probe import parse
+from trtllm_script_builder.process.probe.collect import current_user, first_line
+from trtllm_script_builder.process.probe.run import CmdResult, Runner, run
+from trtllm_script_builder.slurm_time import parse_time_minutes
 
 EXIT_OK, EXIT_PROBLEMS = 0, 1
 

@@ -1,0 +1,1 @@
+"""Writing a build: the one atomic writer and the report."""
