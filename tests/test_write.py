@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trtllm_script_builder.model.jobspec import OutFile, write_atomically
+from trtllm_script_builder.model.jobspec import OutFile
+from trtllm_script_builder.output.writer import write_atomically
 
 FILES = [OutFile("job.slurm", "#!/bin/bash\n", executable=True), OutFile("job_spec.json", "{}\n")]
 # A name the kernel refuses, so the second file fails after the first was written.

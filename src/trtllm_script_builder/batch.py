@@ -351,9 +351,12 @@ def build_many(
         base_req = load_request(base, base_dir, root_flags)
     except BuildError:
         base_req = None  # each entry then reports what is missing, with its line
-    tmp = root / f".jobs.json.{os.getpid()}.tmp"
+    from trtllm_script_builder.output.writer import open_atomically
+
+    # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
+    stack = contextlib.ExitStack()
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        index = stack.enter_context(open_atomically(root / "jobs.json"))
     except OSError as exc:
         raise BuildError(
             "work_dir", f"cannot write in {root} ({exc.strerror})", "give a folder you can write to"
@@ -363,58 +366,51 @@ def build_many(
     # A request list's job folders -> their lines, so no two share one. A test list's folders
     # carry their line numbers and cannot meet: it keeps this empty, and memory flat.
     used: dict[str, int] = {}
-    try:
-        with open(fd, "w", encoding="utf-8") as index:
-            index.write("[")
-            for e in entries:
-                row: dict[str, Any] = {"line": e.line, "entry": e.text}
-                if isinstance(e, Entry):
-                    if e.lines:
-                        row["lines"] = list(e.lines)
-                    try:
-                        job_dir = _job_dir(e, root, used)
-                        fields = {**e.fields, "work_dir": job_dir}
-                        if base_req is not None and e.words:
-                            time_limit = _time_for(e, base_req.time_limit)
-                            if time_limit:
-                                fields["time_limit"] = time_limit
-                            # Test-list entries set checked strings on an already validated base.
-                            req = base_req.model_copy(update=fields)
-                        else:
-                            req = load_request(base, base_dir, {**flags, **fields})
-                        result = build(req, site)
-                        finish(result)
-                        if requests:
-                            used[job_dir] = e.line
-                        s = result.spec
-                        row.update(
-                            work_dir=s.work_dir,
-                            script_path=s.script_path,
-                            category=s.category,
-                            required_devices=s.required_devices,
-                            node_count=s.node_count,
-                            status="built",
-                        )
-                        if s.warnings:
-                            row["warnings"] = s.warnings
-                            warned += 1
-                        devices[s.required_devices] += 1
-                        ok += 1
-                    except BuildError as error:
-                        e = Bad(e.line, e.text, error)
-                if isinstance(e, Bad):
-                    row.update(status="error", error=e.error.line())
-                    where = ",".join(map(str, row.get("lines", [e.line])))
-                    err.write(f"{list_path}:{where}: {e.error.line()}\n")
-                    failed += 1
-                index.write(("\n  " if ok + failed == 1 else ",\n  ") + json.dumps(row))
-            index.write("\n]\n")
-        os.replace(tmp, root / "jobs.json")
-    except BaseException:
-        # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with stack:
+        index.write("[")
+        for e in entries:
+            row: dict[str, Any] = {"line": e.line, "entry": e.text}
+            if isinstance(e, Entry):
+                if e.lines:
+                    row["lines"] = list(e.lines)
+                try:
+                    job_dir = _job_dir(e, root, used)
+                    fields = {**e.fields, "work_dir": job_dir}
+                    if base_req is not None and e.words:
+                        time_limit = _time_for(e, base_req.time_limit)
+                        if time_limit:
+                            fields["time_limit"] = time_limit
+                        # Test-list entries set checked strings on an already validated base.
+                        req = base_req.model_copy(update=fields)
+                    else:
+                        req = load_request(base, base_dir, {**flags, **fields})
+                    result = build(req, site)
+                    finish(result)
+                    if requests:
+                        used[job_dir] = e.line
+                    s = result.spec
+                    row.update(
+                        work_dir=s.work_dir,
+                        script_path=s.script_path,
+                        category=s.category,
+                        required_devices=s.required_devices,
+                        node_count=s.node_count,
+                        status="built",
+                    )
+                    if s.warnings:
+                        row["warnings"] = s.warnings
+                        warned += 1
+                    devices[s.required_devices] += 1
+                    ok += 1
+                except BuildError as error:
+                    e = Bad(e.line, e.text, error)
+            if isinstance(e, Bad):
+                row.update(status="error", error=e.error.line())
+                where = ",".join(map(str, row.get("lines", [e.line])))
+                err.write(f"{list_path}:{where}: {e.error.line()}\n")
+                failed += 1
+            index.write(("\n  " if ok + failed == 1 else ",\n  ") + json.dumps(row))
+        index.write("\n]\n")
     out.write(summary(ok, failed, warned, devices, root))
     return 0 if failed == 0 else 2
 

@@ -371,7 +371,7 @@ def scenario_fields(
 
 def finish(result: BuildResult) -> list[Path]:
     """Write the result; Category 4 runs submit.py first and undoes everything on failure."""
-    from trtllm_script_builder.model.jobspec import write_atomically
+    from trtllm_script_builder.output.writer import write_atomically
 
     def unwritable(exc: OSError) -> BuildError:
         return BuildError(

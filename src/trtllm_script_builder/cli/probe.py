@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 
+from trtllm_script_builder.output.writer import write_file
 from trtllm_script_builder.process.probe.collect import probe
 from trtllm_script_builder.process.probe.render import render_text
-
-
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 @click.command("probe")
@@ -92,7 +79,7 @@ def command(
         env, rc = _probe_remote(ssh_host, names, remote_cwd)
     text = json.dumps(env, indent=2) + "\n" if fmt == "json" else render_text(env)
     if output is not None:
-        write_atomically(output, text)
+        write_file(output, text)
         click.echo(f"wrote {output}", err=True)
     elif fmt == "text":
         from trtllm_script_builder.process.probe.render import print_text

@@ -108,7 +108,8 @@ def schema_command(name: str, output: str | None) -> None:
     from pathlib import Path
 
     from trtllm_script_builder.errors import BuildError
-    from trtllm_script_builder.model.jobspec import OutFile, write_atomically
+    from trtllm_script_builder.model.jobspec import OutFile
+    from trtllm_script_builder.output.writer import write_atomically
 
     out = Path(output)
     try:

@@ -4,7 +4,6 @@ and record it in WORK_DIR/submission.json."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -78,9 +77,9 @@ def load_submission(work_dir: Path) -> Submission | None:
 
 
 def write_json(path: Path, data: dict[str, object]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    from trtllm_script_builder.output.writer import write_file
+
+    write_file(path, json.dumps(data, indent=2) + "\n")
 
 
 def save_submission(work_dir: Path, sub: Submission) -> None:

@@ -330,7 +330,8 @@ def build_eval_fallback(
 
 def run_submit_step(result: BuildResult) -> list[Path]:
     """Write the files submit.py needs, run it, move its paths for remote, write job_spec."""
-    from trtllm_script_builder.model.jobspec import OutFile, write_atomically
+    from trtllm_script_builder.model.jobspec import OutFile
+    from trtllm_script_builder.output.writer import write_atomically
     from trtllm_script_builder.process.submit_py import rewrite_remote_paths, run_submit_py
 
     step = result.submit
