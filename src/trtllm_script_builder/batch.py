@@ -13,16 +13,12 @@ import json
 import os
 import re
 import shlex
-import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import click
-
-from trtllm_script_builder.cli.flags import field_options
 from trtllm_script_builder.errors import BuildError
 
 # A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
@@ -422,53 +418,3 @@ def summary(ok: int, failed: int, warned: int, devices: Counter[int], root: Path
     note = f", {warned} with warnings" if warned else ""
     lines.append(f"built {ok} job(s){note}, {failed} failed; index: {root / 'jobs.json'}")
     return "\n".join(lines) + "\n"
-
-
-@click.command("build-many")
-@click.argument(
-    "test_list", metavar="LIST", type=click.Path(exists=True, dir_okay=False, path_type=Path)
-)
-@click.option(
-    "--base",
-    "base_file",
-    type=click.Path(),
-    default=None,
-    help="a request file with the fields every job shares",
-)
-@click.option(
-    "--group-by",
-    type=click.Choice(["devices"]),
-    default=None,
-    help="one job per GPU count, its tests in one pytest call",
-)
-@field_options
-def build_many_command(
-    test_list: Path, base_file: str | None, group_by: str | None, **fields: Any
-) -> None:
-    """Build one job per entry of LIST into its own folder under work_dir.
-
-    LIST is a test list (one pytest id per line, relative to tests/integration/defs, an optional
-    ` TIMEOUT (N)` in minutes, `#` comments), a TensorRT-LLM test-db YAML file, or a YAML list of
-    requests. The shared fields come from --base and the field flags; work_dir must be new or
-    empty. Writes `jobs.json` (every job with its sizing) and prints a summary; exit 0 when
-    every entry was built, 2 otherwise.
-
-    \b
-    Example:
-      trtllm-script-builder build-many tests/integration/test_lists/qa/llm_function_sanity.txt \\
-        --base examples/requests/pytest_local_slurm.yaml --work-dir /tmp/sanity
-    """
-    from trtllm_script_builder.model.request import parse_flag_values, read_request_file
-
-    try:
-        fields = parse_flag_values(fields)
-        base, base_dir = read_request_file(base_file) if base_file else ({}, Path.cwd())
-        base.pop("test_cmd", None)
-        code = build_many(test_list, base, base_dir, fields, group_by, sys.stdout, sys.stderr)
-    except BuildError as error:
-        click.echo(error.line(), err=True)
-        sys.exit(error.exit_code)
-    sys.exit(code)
-
-
-commands = [build_many_command]

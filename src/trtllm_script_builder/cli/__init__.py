@@ -20,7 +20,7 @@ def _fail(err: BuildError) -> None:
 # Commands that live in their own packages, imported only when asked for: `build` must not pay
 # for probe, check, submit or the schemas at start-up.
 LAZY_COMMANDS = {
-    "build-many": "trtllm_script_builder.batch",
+    "build-many": "trtllm_script_builder.cli.build_many",
     "probe": "trtllm_script_builder.cli.probe",
     "check": "trtllm_script_builder.cli.check",
     "submit": "trtllm_script_builder.cli.run",

@@ -9,6 +9,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 SCHEMA_VERSION = 1
+# The script header's and the report's name for each value of job_spec's category.
+CATEGORY_TITLES = {
+    1: "local Docker command",
+    2: "pytest Slurm script",
+    3: "custom command Slurm script",
+    4: "perf-sanity launch script (the repo's submit.py)",
+    5: "trtllm-eval Slurm script",
+    6: "trtllm-bench Slurm script",
+}
 
 
 class SlurmParams(BaseModel):

@@ -11,16 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from trtllm_script_builder.model.jobspec import JobSpec
-
-CATEGORY_TITLES = {
-    1: "local Docker command",
-    2: "pytest Slurm script",
-    3: "custom command Slurm script",
-    4: "perf-sanity launch script (the repo's submit.py)",
-    5: "trtllm-eval Slurm script",
-    6: "trtllm-bench Slurm script",
-}
+from trtllm_script_builder.model.jobspec import CATEGORY_TITLES, JobSpec
 
 
 def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[str, str]]:

@@ -457,6 +457,10 @@ def _largest(
                 notes.append(f"{name} on {t.name} has a count that is not a literal")
                 continue
             where = f"{name}({m.count}) on {'::'.join(x for x in (t.cls, t.name) if x)} in {f}"
-            if best is None or m.count > best[0]:
-                best = (m.count, where)
+            count = m.count
+            if count < 1:  # "skip with fewer than 0 GPUs" never skips: the test needs one
+                notes.append(f"{where} asks for no GPU; sized as 1")
+                count = 1
+            if best is None or count > best[0]:
+                best = (count, where)
     return best

@@ -114,11 +114,11 @@ def size_eval_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
     model = req.model_name or model_from_path(ev.model) or "eval"
     node_gpus = ev.gpus_per_node or gpn
     ws = ev.world_size
+    notes = _devices_note(req, ws, f"tp {ev.tp} x pp {ev.pp} of eval_cmd")
     if ws > node_gpus:
         nodes = math.ceil(ws / node_gpus)
-        return Sizing(ws, nodes, ws, model, fallback_to_perf=True)
+        return Sizing(ws, nodes, ws, model, fallback_to_perf=True, warnings=notes)
     _one_node(req, "trtllm-eval")
-    notes = []
     if "trtllm-eval" not in req.eval_cmd:
         notes.append(
             "eval_cmd runs no trtllm-eval, so it is sized from its --tp_size/--pp_size (1 GPU "
@@ -147,7 +147,24 @@ def size_bench_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
             "lower --tp/--pp or " + _wider_node(req),
         )
     _one_node(req, "trtllm-bench")
-    return Sizing(ws, 1, ws, model, mpi=ws > 1, launcher=ws > 1 and LAUNCHER not in b.run)
+    return Sizing(
+        ws,
+        1,
+        ws,
+        model,
+        mpi=ws > 1,
+        launcher=ws > 1 and LAUNCHER not in b.run,
+        warnings=_devices_note(req, ws, f"tp {b.tp} x pp {b.pp} of the last trtllm-bench call"),
+    )
+
+
+def _devices_note(req: Request, devices: int, source: str) -> list[str]:
+    """The command decides the GPU count; a different one in the request is named, not used."""
+    if req.required_devices is None or req.required_devices == devices:
+        return []
+    return [
+        f"required_devices {req.required_devices} from the request differs from {source}; using {devices}"
+    ]
 
 
 def size_custom_job(req: Request, gpn: int, gpn_source: str) -> Sizing:

@@ -1,0 +1,135 @@
+"""render(ResolvedJob) -> BuildResult: the script, its helpers and job_spec.json, from the
+resolved job alone (no request, no disk)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from trtllm_script_builder import __version__
+from trtllm_script_builder.model.jobspec import CATEGORY_TITLES, JobSpec, OutFile
+from trtllm_script_builder.render import render
+from trtllm_script_builder.render.category4 import render_category4
+from trtllm_script_builder.render.spec import (
+    BuildResult,
+    scenario_fields,
+    slurm_params,
+    spec_common,
+)
+from trtllm_script_builder.resolve.resolved import ResolvedJob
+
+
+def render_job(job: ResolvedJob) -> BuildResult:
+    if job.submit is not None:
+        return render_category4(job)
+    if job.slurm is None:
+        return _docker_result(job)
+    return _slurm_result(job)
+
+
+def _result(job: ResolvedJob, files: list[OutFile], spec: JobSpec) -> BuildResult:
+    files = [*files, OutFile("job_spec.json", spec.to_json())]
+    return BuildResult(spec, files, Path(job.work_dir), list(job.warnings))
+
+
+def _title(job: ResolvedJob) -> str:
+    return f"{CATEGORY_TITLES[job.category]} for {job.model_name} ({job.workflow}, {job.scenario})"
+
+
+def _docker_result(job: ResolvedJob) -> BuildResult:
+    script = "docker_cmd.sh"
+    args, payload = _docker(job)
+    docker_cmd = shlex.join(
+        ["docker", "run", *[w for line in args for w in line], "bash", "-c", payload]
+    )
+    text = render(
+        "docker_cmd.sh.j2",
+        s={"title": _title(job), "version": __version__, "docker_args": args, "payload": payload},
+    )
+    work_dir = Path(job.work_dir)
+    spec = JobSpec(
+        script_path=str(work_dir / script),
+        script_name=script,
+        log_file=str(work_dir / f"{job.model_name}_local.log"),
+        docker_cmd=docker_cmd,
+        **spec_common(job),
+    )
+    return _result(job, [OutFile(script, text, executable=True)], spec)
+
+
+def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
+    """The job's variables passed with `--env`, for the fixed payload to read."""
+    from trtllm_script_builder.render.docker import docker_run
+
+    d = dict(job.exports)
+    env = [("PROJECT_PATH", job.paths.project), ("LLM_MODELS_ROOT", job.models_root)]
+    run_cmd = job.run_cmd
+    custom_env = job.workflow == "custom" and bool(d["CUSTOM_ENV"])
+    if job.workflow == "custom":
+        run_cmd = d["CUSTOM_COMMAND"]
+        if custom_env:
+            env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
+    if job.prep_cmd:
+        env.append(("PREP_CMD", job.prep_cmd))
+    env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", run_cmd)]
+    return docker_run(
+        name=job.name,
+        image=job.image,
+        mounts=list(job.mounts),
+        env=env,
+        install=job.install,
+        eval_requirements=job.workflow == "eval",
+        custom_env=custom_env,
+        has_prep=bool(job.prep_cmd),
+    )
+
+
+def _slurm_result(job: ResolvedJob) -> BuildResult:
+    slurm, paths = job.slurm, job.paths
+    assert slurm is not None
+    script = f"{job.name}.slurm"
+    log_dir = paths.log_dir.replace("%", "%%")  # resolve checked it fits an #SBATCH line
+    ctx = {
+        "title": _title(job),
+        "version": __version__,
+        "job_name": job.name,
+        "log_out": f"{log_dir}/{job.name}_%j.out",
+        "log_err": f"{log_dir}/{job.name}_%j.err",
+        "nodes": slurm.nodes,
+        "ntasks": slurm.ntasks,
+        "ntasks_per_node": slurm.ntasks_per_node,
+        "gres": slurm.gres,
+        "time_limit": slurm.time_limit,
+        "partition": slurm.partition,
+        "account": slurm.account,
+        "image": job.script_image,
+        "container_name": job.name,
+        "mounts": job.mounts_text,
+        "project": paths.project,
+        "llm_models_root": job.models_root,
+        "exports": list(job.exports),
+        "install": job.install,
+        "eval_requirements": job.workflow == "eval",
+        "mpi": job.mpi,
+        "mpi_plugin": slurm.mpi_plugin,
+        "launcher": job.launcher,
+        "has_prep": bool(job.prep_cmd),
+        "run_script": job.run_script,
+    }
+    files = [OutFile(script, render(f"{job.workflow}.slurm.j2", s=ctx), executable=True)]
+    if job.run_script:
+        files.append(
+            OutFile("slurm_run_custom.sh", render("slurm_run_custom.sh.j2"), executable=True)
+        )
+    work_dir = Path(job.work_dir)
+    spec = JobSpec(
+        script_path=str(work_dir / script),
+        script_name=script,
+        log_file_pattern=f"{paths.log_dir}/{job.name}_%j.out",
+        error_file_pattern=f"{paths.log_dir}/{job.name}_%j.err",
+        slurm_params=slurm_params(job),
+        slurm_env=job.cluster_raw,
+        **spec_common(job),
+        **scenario_fields(job, script),
+    )
+    return _result(job, files, spec)

@@ -1,0 +1,651 @@
+"""resolve(request, cluster, site, ask) -> ResolvedJob: every decision of a build, made once.
+
+Reads input files (the image table, test files, perf configs, the models folder) but writes
+nothing and starts no process. The renderers read only what this returns.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import posixpath
+import re
+import shlex
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.jobspec import OutFile
+from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.model.site_config import SiteConfig
+from trtllm_script_builder.model.slurm_env import SlurmEnv
+from trtllm_script_builder.resolve import image as img
+from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.commands import (
+    find_model_dir,
+    parse_bench,
+    parse_custom_env,
+    parse_eval,
+    replace_option,
+)
+from trtllm_script_builder.resolve.resolved import (
+    Cluster,
+    Paths,
+    ResolvedJob,
+    SlurmPlan,
+    SubmitPlan,
+)
+from trtllm_script_builder.resolve.slurm import (
+    ClusterFacts,
+    cluster_facts,
+    gpus_per_node,
+    require_slurm_fields,
+    time_limit_warnings,
+)
+from trtllm_script_builder.resolve.workflows import (
+    Sizing,
+    size_bench_job,
+    size_custom_job,
+    size_eval_job,
+    size_pytest_job,
+)
+
+if TYPE_CHECKING:
+    from trtllm_script_builder.resolve.perf.plan import PerfPlan
+
+SUFFIX = {"pytest": "auto_test", "custom": "custom", "eval": "eval", "bench": "bench"}
+CATEGORY = {"pytest": 2, "custom": 3, "eval": 5, "bench": 6}
+LAUNCH_SH = "slurm_launch.sh"
+# The success and failure lines per workflow, widened to what the real tools print (decision 8).
+PATTERNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "pytest": (("passed",), ("FAILED", "ERROR")),
+    "eval": (("accuracy:", "score:", "rouge1:"), ("AssertionError", "Error")),
+    "bench": (("token/s", "throughput", "tokens/sec", "Throughput"), ("Error", "Traceback")),
+    "perf_sanity": (("8_done_", "test completed successfully"), ("FAILED", "Error")),
+    "custom": (("Custom command finished with exit code 0",), ("Error", "Traceback")),
+}
+# enroot mounts a fresh tmpfs on these at every container start, so every srun sees them empty.
+_CONTAINER_TMPFS = ("/tmp", "/var/run", "/var/lock")
+_NOT_IMAGE = re.compile(r"[\s,]")
+_NOT_SBATCH = re.compile(r"[\s\"'\\]")
+
+
+def refuse_ask(field: str, question: str) -> str:
+    """The asker when nobody can answer: the field's refusal line."""
+    flag = "--" + field.replace("_", "-")
+    key = {
+        "llm_models_root": "default_llm_models_root",
+        "models_path": "default_models_repo_host",
+    }.get(field, field)
+    raise BuildError(
+        field,
+        f"is not given and nothing supplies it ({question.lower()})",
+        f"pass {flag} or set {key} in the site config",
+    )
+
+
+def _once(ask: mnt.Ask) -> mnt.Ask:
+    """A field is asked at most once per build; a second need gets the first answer."""
+    answers: dict[str, str] = {}
+
+    def ask_once(field: str, question: str) -> str:
+        if field not in answers:
+            answers[field] = ask(field, question)
+        return answers[field]
+
+    return ask_once
+
+
+def check_request(req: Request) -> str:
+    """The request's workflow, once its command and (on Slurm) its cluster fields are present."""
+    wf = req.workflow()
+    need = {
+        "pytest": ("test_cmd",),
+        "eval": ("eval_cmd",),
+        "bench": ("bench_cmd",),
+        "custom": ("custom_cmd", "custom_script"),
+    }
+    fields = need.get(wf, ())
+    if fields and not any(getattr(req, f) for f in fields):
+        flag = " or ".join("--" + f.replace("_", "-") for f in fields)
+        raise BuildError(fields[0], f"is required for workflow_type {wf}", f"pass {flag}")
+    if req.is_slurm:
+        require_slurm_fields(req)
+    return wf
+
+
+def is_perf_sanity(req: Request, wf: str) -> bool:
+    if wf == "perf_sanity":
+        return True
+    if wf != "pytest":
+        return False
+    from trtllm_script_builder.resolve.perf.testid import is_perf_sanity_cmd
+
+    return is_perf_sanity_cmd(req.test_cmd or "") or bool(req.perf_config_yaml)
+
+
+def sbatch_value(value: str, field: str) -> str:
+    """A value on an `#SBATCH` line: sbatch splits at white space and knows no shell quoting."""
+    m = _NOT_SBATCH.search(value)
+    if m is not None:
+        raise BuildError(
+            field,
+            f"{value!r} holds {m.group(0)!r}, which an #SBATCH line cannot carry",
+            "use a path without white space, quotes or backslashes",
+        )
+    return value.replace("%", "%%")
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def resolve(
+    req: Request, cluster: Cluster | None, site: SiteConfig, ask: mnt.Ask | None = None
+) -> ResolvedJob:
+    ask = _once(ask or refuse_ask)
+    wf = check_request(req)
+    env = cluster.env if cluster else None
+    perf = is_perf_sanity(req, wf)
+    if wf == "pytest" and not perf and req.test_cmd:
+        req = _timeout_suffix_to_flag(req, req.test_cmd)
+    if perf and not req.is_slurm:
+        raise BuildError(
+            "execution_scenario",
+            "perf-sanity runs through the repo's submit.py, which needs Slurm",
+            "use local_slurm or remote_slurm",
+        )
+    facts = cluster_facts(req, env) if req.is_slurm else None
+    gpn, gpn_source = (
+        (facts.gpus_per_node, facts.gpus_source) if facts else gpus_per_node(req, None)
+    )
+    limit_notes = time_limit_warnings(req, facts) if facts else []
+    image, arch_image = _image(req, facts, site)
+    paths = _paths(req, env, site)
+    models_root = req.llm_models_root or site.default_llm_models_root
+    if not models_root:
+        models_root = ask("llm_models_root", "Models root inside the container (LLM_MODELS_ROOT)")
+    mnt.check_mount_path(models_root, "llm_models_root")
+    base = _Base(req, cluster, facts, image, arch_image, paths, models_root, site, ask)
+    if perf:
+        from trtllm_script_builder.resolve.perf.plan import plan_perf_sanity
+
+        plan = plan_perf_sanity(
+            repo_root=req.repo_root,
+            test_cmd=req.test_cmd,
+            perf_config_yaml=req.perf_config_yaml,
+            perf_test_name=req.perf_test_name,
+            model_name=req.model_name,
+            remote=req.is_remote,
+        )
+        return _category4(base, wf, plan, base.mounts(), limit_notes)
+    sizer = {
+        "pytest": size_pytest_job,
+        "eval": size_eval_job,
+        "bench": size_bench_job,
+        "custom": size_custom_job,
+    }[wf]
+    sizing = sizer(req, gpn, gpn_source)
+    available = req.env_check.available_gpus if req.env_check and not req.is_slurm else None
+    if available is not None and sizing.required_devices > available:
+        raise BuildError(
+            "required_devices",
+            f"{sizing.required_devices} GPUs are more than this machine's {available} (env_check.available_gpus)",
+            "run it on Slurm, or on a machine with more GPUs",
+        )
+    sizing.warnings += limit_notes
+    if sizing.fallback_to_perf:
+        if not req.is_slurm:
+            raise BuildError(
+                "required_devices",
+                f"{sizing.required_devices} GPUs (tp x pp of eval_cmd) exceed the {gpn} GPUs of this machine; the multi-node fallback needs Slurm",
+                "lower --tp_size/--pp_size or use a Slurm scenario",
+            )
+        return _eval_fallback(base, sizing)
+    return _job(base, wf, sizing, gpn)
+
+
+class _Base:
+    """Steps 1 and 2's results every category needs, and the mounts made from them once."""
+
+    def __init__(
+        self,
+        req: Request,
+        cluster: Cluster | None,
+        facts: ClusterFacts | None,
+        image: str,
+        script_image: str,
+        paths: Paths,
+        models_root: str,
+        site: SiteConfig,
+        ask: mnt.Ask,
+    ) -> None:
+        self.req, self.cluster, self.facts = req, cluster, facts
+        self.image, self.script_image = image, script_image
+        self.paths, self.models_root, self.site, self.ask = paths, models_root, site, ask
+        self._mounts: tuple[mnt.Mount, mnt.Mount, list[mnt.Mount]] | None = None
+
+    @property
+    def env(self) -> SlurmEnv | None:
+        return self.cluster.env if self.cluster else None
+
+    def mounts(self) -> tuple[mnt.Mount, mnt.Mount, list[mnt.Mount]]:
+        """Home, project and model mounts (the model mounts may ask for models_path)."""
+        if self._mounts is None:
+            req, paths = self.req, self.paths
+            field_home = "remote_cwd" if paths.remote else "HOME"
+            home = mnt.Mount(mnt.check_mount_path(paths.home, field_home), paths.home, field_home)
+            project_field = "remote_repo_path" if paths.remote else "repo_root"
+            project = mnt.Mount(
+                mnt.check_mount_path(paths.project, project_field), paths.project, project_field
+            )
+            models = mnt.models_mounts(
+                checkpoint_path=req.checkpoint_path,
+                models_path=req.models_path,
+                slurm_env_mounts=self.env.mounts if self.env else None,
+                default_models_repo=req.env_check.default_models_repo if req.env_check else None,
+                site_models_repo=self.site.default_models_repo_host,
+                llm_models_root=self.models_root,
+                ask=self.ask,
+            )
+            self._mounts = home, project, models
+        return self._mounts
+
+    def slurm_common(self) -> dict[str, object]:
+        """The fields of a Slurm job that depend on the scenario, not the workflow."""
+        return {
+            "cluster_raw": self.cluster.raw if self.cluster else None,
+            "ssh_host": self.env.ssh_host if self.env and self.paths.remote else None,
+        }
+
+
+# ---------------------------------------------------------------- Steps 1 and 2
+
+
+def _stamp(path: str) -> tuple[str, int, int]:
+    try:
+        st = os.stat(path)
+        return path, st.st_mtime_ns, st.st_size
+    except OSError:
+        return path, -1, -1
+
+
+@lru_cache(maxsize=16)
+def _properties_at(repo_root: str, stamp: tuple[str, int, int]) -> tuple[str, str]:
+    return img.read_properties(repo_root)
+
+
+def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[str, str]:
+    """Step 1: the canonical image reference, and the form the Slurm script takes."""
+    image = req.container_image or _image_for_arch(req, facts)
+    if not image or _NOT_IMAGE.search(image):
+        raise BuildError(
+            "container_image",
+            f"{image!r} is not an image reference",
+            "give registry/path:tag or a .sqsh path",
+        )
+    return image, img.enroot_uri(image) if site.enroot_uri_rewrite else image
+
+
+def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
+    arch: str | None
+    if not req.is_slurm:
+        arch = img.normalise_arch(platform.machine()) or "x86_64"
+    else:
+        arch = facts.partition.arch if facts and facts.partition and not facts.fallback else None
+        arch = img.normalise_arch(arch) or img.arch_from_device_type(req.device_type)
+        if arch is None:
+            arch = (
+                img.normalise_arch(platform.machine())
+                if req.execution_scenario == "local_slurm"
+                else "x86_64"
+            )
+    # A batch of builds reads the table once (keyed by mtime, so an edit is seen).
+    text, source = _properties_at(
+        req.repo_root, _stamp(os.path.join(req.repo_root, img.PROPERTIES))
+    )
+    return img.image_from_properties(text, arch or "x86_64", source)
+
+
+def _paths(req: Request, env: SlurmEnv | None, site: SiteConfig) -> Paths:
+    if not req.is_remote:
+        home = os.environ.get("HOME") or str(Path.home())
+        return Paths(req.repo_root.rstrip("/") or "/", req.work_dir.rstrip("/") or "/", home, False)
+    repo = req.remote_repo_path
+    if not repo and site.default_user_root_dir:
+        repo = posixpath.join(
+            site.default_user_root_dir, posixpath.basename(req.repo_root.rstrip("/"))
+        )
+    if not repo:
+        raise BuildError(
+            "remote_repo_path",
+            "is required for remote_slurm",
+            "pass --remote-repo-path (or set default_user_root_dir in the site config)",
+        )
+    work = req.remote_work_dir or posixpath.join(
+        repo, "work_dirs", posixpath.basename(req.work_dir.rstrip("/"))
+    )
+    if env and env.remote_home:  # measured on the cluster by `probe --ssh`
+        return Paths(repo.rstrip("/"), work.rstrip("/"), env.remote_home.rstrip("/") or "/", True)
+    cwd = env.remote_cwd if env else None
+    if not cwd:
+        raise BuildError(
+            "remote_cwd",
+            "slurm_env has no remote_cwd, so the cluster home is unknown",
+            "add remote_cwd to slurm_env.json (probe --ssh HOST records it)",
+        )
+    home = posixpath.dirname(cwd.rstrip("/")) or "/"
+    return Paths(repo.rstrip("/"), work.rstrip("/"), home, True)
+
+
+def _timeout_suffix_to_flag(req: Request, test_cmd: str) -> Request:
+    """A test-list line pasted whole: its ` TIMEOUT (N)` (minutes) becomes pytest's --timeout."""
+    from trtllm_script_builder.resolve.perf.testid import strip_timeout
+
+    cmd, minutes = strip_timeout(test_cmd)
+    if minutes is None:
+        return req
+    return req.model_copy(update={"test_cmd": f"{cmd} --timeout={minutes * 60}"})
+
+
+# ---------------------------------------------------------------- Categories 1-3, 5, 6
+
+
+def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
+    req, paths = base.req, base.paths
+    warnings = list(sz.warnings)
+    exports: list[tuple[str, str]] = []
+    extra_files: list[str] = []
+    home, project, models = base.mounts()
+    extras: list[mnt.Mount] = []
+    run_script = ""
+    if wf == "custom":
+        extras, run_script = _custom(req, paths, exports, extra_files)
+    mounts = mnt.assemble(home, project, models, extras)
+    run_cmd, prep_cmd = "", None
+    if wf == "pytest":
+        run_cmd = req.test_cmd or ""
+        rel = sz.workdir_rel
+        workdir = posixpath.join(paths.project, rel) if rel else paths.project
+        exports += [("TEST_WORKDIR", workdir), ("TEST_CMD", run_cmd)]
+    elif wf == "eval":
+        run_cmd = eval_cmd_with_local_model(req, paths, mounts, base.models_root, warnings)
+        exports.append(("EVAL_CMD", run_cmd))
+    elif wf == "bench":
+        b = parse_bench(req.bench_cmd or "")
+        prep_cmd, run_cmd = b.prep, b.run
+        warnings += _bench_file_warnings(b.files, mounts, req.is_slurm)
+        if b.prep:
+            exports.append(("PREP_CMD", b.prep))
+        exports.append(("BENCH_CMD", b.run))
+    name = f"{sz.model_name}_{SUFFIX[wf]}"
+    mounts_text = ",".join(m.entry() for m in mounts)
+    job = ResolvedJob(
+        workflow=wf,
+        category=1,
+        scenario=req.execution_scenario,
+        model_name=sz.model_name,
+        name=name,
+        image=base.image,
+        script_image=base.image,
+        repo_root=req.repo_root,
+        work_dir=req.work_dir,
+        paths=paths,
+        models_root=base.models_root,
+        mounts=tuple(mounts),
+        mounts_text=mounts_text,
+        required_devices=sz.required_devices,
+        nodes=sz.nodes,
+        success_patterns=PATTERNS[wf][0],
+        failure_patterns=PATTERNS[wf][1],
+        exports=tuple(exports),
+        run_cmd=run_cmd,
+        prep_cmd=prep_cmd,
+        install=not req.skip_install,
+        mpi=sz.mpi,
+        launcher=sz.launcher,
+        extra_files=tuple(extra_files),
+        warnings=tuple(warnings),
+    )
+    if not req.is_slurm:
+        return job
+    facts = base.facts
+    assert facts is not None and req.partition and req.account
+    sbatch_value(paths.log_dir, "remote_work_dir" if paths.remote else "work_dir")
+    slurm = SlurmPlan(
+        partition=req.partition,
+        account=req.account,
+        time_limit=req.time_limit,
+        nodes=sz.nodes,
+        ntasks=sz.ntasks,
+        ntasks_per_node=sz.ntasks_per_node,
+        gpus_per_node=gpn,
+        gres=facts.gres,
+        mpi_plugin=facts.mpi_plugin,
+    )
+    persistent = req.execution_scenario == "local_slurm" and req.persistent_mode is not False
+    return replace(
+        job,
+        category=CATEGORY[wf],
+        script_image=base.script_image,
+        run_script=run_script,
+        slurm=slurm,
+        persistent=persistent,
+        **base.slurm_common(),  # type: ignore[arg-type]
+    )
+
+
+def _custom(
+    req: Request, paths: Paths, exports: list[tuple[str, str]], extra_files: list[str]
+) -> tuple[list[mnt.Mount], str]:
+    """Category 3's exports; returns the mounts the custom job adds and its in-job run script."""
+    extras: list[mnt.Mount] = []
+    custom_cmd = req.custom_cmd or ""
+    if req.custom_script:
+        if not Path(req.custom_script).is_file():
+            raise BuildError(
+                "custom_script",
+                f"{req.custom_script} is not a file",
+                "give the path of an existing script",
+            )
+        script_in_job = paths.to_script(req.repo_root, req.custom_script)
+        if script_in_job is None:  # remote and outside the repo: ship it next to the job
+            extra_files.append(req.custom_script)
+            script_in_job = posixpath.join(paths.log_dir, posixpath.basename(req.custom_script))
+        parent = posixpath.dirname(script_in_job)
+        extras.append(
+            mnt.Mount(mnt.check_mount_path(parent, "custom_script"), parent, "custom_script")
+        )
+        custom_cmd = "bash " + shlex.quote(script_in_job)
+    pairs = parse_custom_env(req.custom_env)
+    exports += [
+        ("CUSTOM_COMMAND", custom_cmd),
+        ("CUSTOM_ENV", " ".join(shlex.quote(f"{k}={v}") for k, v in pairs)),
+        ("CUSTOM_WORKDIR", paths.project),
+        ("llmSrcNode", paths.project),
+    ]
+    run_script = ""
+    if req.is_slurm:
+        run_script = posixpath.join(paths.log_dir, "slurm_run_custom.sh")
+        extras.append(
+            mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
+        )
+        extra_files.insert(0, str(Path(req.work_dir) / "slurm_run_custom.sh"))
+    return extras, run_script
+
+
+def _bench_file_warnings(
+    files: list[tuple[str, str]], mounts: list[mnt.Mount], slurm: bool
+) -> list[str]:
+    out = []
+    for opt, path in files:
+        # The command runs in the container: its paths are the container's.
+        if mnt.in_a_mount(mounts, path):
+            continue
+        if not any(mnt.covers(t, path) for t in _CONTAINER_TMPFS):
+            out.append(f"{opt} {path} is under no mount, so the container may not see or keep it")
+        elif slurm:  # one `docker run` runs both steps: its /tmp lasts
+            out.append(
+                f"{opt} {path} is on the container's tmpfs, which every srun starts empty, so "
+                "a file there does not outlive its step; use a mounted folder"
+            )
+    return out
+
+
+def eval_cmd_with_local_model(
+    req: Request, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
+) -> str:
+    """Every --model as the container sees it: a host path through its mount, and a Hugging
+    Face id as the container path of a local copy when one exists under the models mount."""
+    cmd = req.eval_cmd or ""
+    for model in parse_eval(cmd).models:
+        local = _model_in_container(model, paths, mounts, models_root, warnings)
+        if local is not None and local != model:
+            cmd = replace_option(cmd, "--model", model, local)
+    return cmd
+
+
+def _model_in_container(
+    model: str, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
+) -> str | None:
+    if model.startswith("/"):
+        inside = mnt.host_to_container(mounts, model)
+        if inside is None:
+            warnings.append(f"--model {model} is under no mount, so the container may not see it")
+        return inside
+    if "/" not in model:
+        return None
+    root = models_root.rstrip("/") or "/"
+    host_root = next((m.host for m in mounts if m.target.rstrip("/") == root), None)
+    if paths.remote or host_root is None:
+        warnings.append(
+            f"--model {model} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"
+        )
+        return None
+    found = find_model_dir(Path(host_root), model)
+    if found is None:
+        warnings.append(
+            f"--model {model} was not found under {host_root} (depth 3); trtllm-eval will try to download it"
+        )
+        return None
+    return mnt.host_to_container(mounts, str(found)) or str(found)
+
+
+# ---------------------------------------------------------------- Category 4
+
+
+def _eval_fallback(base: _Base, sz: Sizing) -> ResolvedJob:
+    """An eval wider than a node runs as an aggregated perf config through submit.py (decision 11)."""
+    from trtllm_script_builder.resolve.perf.plan import plan_eval_fallback
+
+    req, facts = base.req, base.facts
+    assert facts is not None
+    ev = parse_eval(req.eval_cmd or "")
+    warnings = list(sz.warnings)
+    home, project, models = base.mounts()
+    mounts = mnt.assemble(home, project, models, [])
+    cmd = eval_cmd_with_local_model(req, base.paths, mounts, base.models_root, warnings)
+    node_gpus = ev.gpus_per_node or facts.gpus_per_node
+    plan = plan_eval_fallback(
+        model_name=sz.model_name,
+        model_path=parse_eval(cmd).model or ev.model or sz.model_name,
+        tp=ev.tp,
+        pp=ev.pp,
+        gpus_per_node=node_gpus,
+        task=ev.task,
+        work_dir=req.work_dir,  # submit.py runs here, on local paths (decision 22)
+    )
+    warnings.append(
+        f"eval needs {sz.required_devices} GPUs, more than one node's {node_gpus}: "
+        "it runs through submit.py with accuracy.enable_accuracy_test; the submit.py versions read so far "
+        "wire the accuracy runner for disaggregated configs only (decision 23)"
+    )
+    return _category4(base, "eval", plan, (home, project, models), warnings)
+
+
+def _category4(
+    base: _Base,
+    wf: str,
+    plan: PerfPlan,
+    parts: tuple[mnt.Mount, mnt.Mount, list[mnt.Mount]],
+    warnings: list[str],
+) -> ResolvedJob:
+    req, paths, facts = base.req, base.paths, base.facts
+    assert facts is not None and req.partition and req.account
+    work_dir = Path(req.work_dir)
+    home, project, models = parts
+    # submit.py makes work_dir the container's working folder and writes its output there.
+    job_dir = mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
+    mounts = mnt.assemble(home, project, models, [job_dir])
+    mounts_text = ",".join(m.entry() for m in mounts)
+    # submit.py runs here with local paths (decision 22): it must see the local repo in the
+    # mounts so that it adds no second copy; the rewrite afterwards makes it the remote one.
+    submit_mounts = mounts_text
+    if paths.remote:
+        local_project = mnt.Mount(req.repo_root, req.repo_root, "repo_root")
+        local_job_dir = mnt.Mount(str(work_dir), str(work_dir), "work_dir")
+        local = mnt.assemble(home, local_project, models, [local_job_dir])
+        submit_mounts = ",".join(m.entry() for m in local)
+    before: list[OutFile] = []
+    if plan.fallback_yaml:
+        before.append(OutFile(*plan.fallback_yaml))
+    if plan.ship_config and plan.config_file:  # ship_config is only set with a config file
+        name = Path(plan.config_file).name
+        before.append(OutFile(name, Path(plan.config_file).read_text()))
+        plan = replace(plan, config_file=str(work_dir / name))
+    args = plan.args(
+        partition=req.partition,
+        account=req.account,
+        image=base.script_image,
+        mounts=submit_mounts,
+        work_dir=str(work_dir),
+        llm_src=req.repo_root,
+        models_root=base.models_root,
+        time=req.time_limit,
+    )
+    rewrite = (
+        (
+            ("repo_root", req.repo_root),
+            ("remote_repo_path", paths.project),
+            ("work_dir", str(work_dir)),
+            ("remote_work_dir", paths.log_dir),
+        )
+        if paths.remote
+        else None
+    )
+    sz = plan.sizing
+    return ResolvedJob(
+        workflow=wf,
+        category=4,
+        scenario=req.execution_scenario,
+        model_name=plan.model_name,
+        name=f"{plan.model_name}_{plan.job_suffix}",
+        image=base.image,
+        script_image=base.script_image,
+        repo_root=req.repo_root,
+        work_dir=req.work_dir,
+        paths=paths,
+        models_root=base.models_root,
+        mounts=tuple(mounts),
+        mounts_text=mounts_text,
+        required_devices=sz.gpus,
+        nodes=sz.nodes,
+        success_patterns=PATTERNS["perf_sanity"][0],
+        failure_patterns=PATTERNS["perf_sanity"][1],
+        slurm=SlurmPlan(
+            partition=req.partition,
+            account=req.account,
+            time_limit=req.time_limit,
+            nodes=sz.nodes,
+            ntasks=sz.total_gpus,
+            ntasks_per_node=sz.ntasks_per_node,
+            gpus_per_node=sz.gpus_per_node,
+            gres=f"gpu:{sz.gpus_per_node}" if facts.gres else None,
+            mpi_plugin=facts.mpi_plugin,
+        ),
+        extra_files=tuple(str(work_dir / f.name) for f in before),
+        warnings=tuple(warnings),
+        submit=SubmitPlan(tuple(before), tuple(args), LAUNCH_SH, rewrite),
+        **base.slurm_common(),  # type: ignore[arg-type]
+    )

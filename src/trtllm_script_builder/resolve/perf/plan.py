@@ -1,0 +1,211 @@
+"""Category 4 planning: which perf-sanity config or test id, its sizing, and submit.py's arguments."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.resolve.commands import normalise_name
+from trtllm_script_builder.resolve.perf.fallback import dump_yaml, eval_fallback_config
+from trtllm_script_builder.resolve.perf.sizing import (
+    PerfSizing,
+    config_path_for,
+    load_perf_config,
+    size_config,
+)
+from trtllm_script_builder.resolve.perf.testid import PerfTestId, parse_perf_test_id
+
+LAUNCH_SH = "slurm_launch.sh"
+
+
+@dataclass(frozen=True)
+class PerfPlan:
+    model_name: str
+    sizing: PerfSizing
+    test_id: str | None
+    config_file: str | None  # local path handed to submit.py
+    test_name: str | None
+    benchmark_mode: str | None
+    job_suffix: str  # perf (a test id) or benchmark (a config file)
+    fallback_yaml: tuple[str, str] | None = None  # (file name in work_dir, text)
+    ship_config: bool = False  # remote: the config lives outside the repo and must travel
+
+    def args(
+        self,
+        *,
+        partition: str,
+        account: str,
+        image: str,
+        mounts: str,
+        work_dir: str,
+        llm_src: str,
+        models_root: str,
+        time: str,
+    ) -> list[str]:
+        return submit_args(
+            test_id=self.test_id,
+            config_file=self.config_file,
+            test_name=self.test_name,
+            benchmark_mode=self.benchmark_mode,
+            partition=partition,
+            account=account,
+            job_name=f"{self.model_name}_{self.job_suffix}",
+            image=image,
+            mounts=mounts,
+            work_dir=work_dir,
+            llm_src=llm_src,
+            llm_models_root=models_root,
+            launch_sh=str(Path(work_dir) / LAUNCH_SH),
+            time=time,
+        )
+
+
+def plan_perf_sanity(
+    *,
+    repo_root: str,
+    test_cmd: str | None,
+    perf_config_yaml: str | None,
+    perf_test_name: str | None,
+    model_name: str | None,
+    remote: bool,
+) -> PerfPlan:
+    tid: PerfTestId | None = parse_perf_test_id(test_cmd) if test_cmd else None
+    if tid is None and not perf_config_yaml:
+        raise BuildError(
+            "perf_config_yaml",
+            "perf-sanity needs a test id or a config",
+            "pass test_cmd with perf/test_perf_sanity.py::test_e2e[...] or --perf-config-yaml",
+        )
+    if tid is not None:
+        path = Path(perf_config_yaml) if perf_config_yaml else config_path_for(Path(repo_root), tid)
+        cfg = load_perf_config(path, field="perf_config_yaml" if perf_config_yaml else "test_cmd")
+        sizing = size_config(
+            cfg,
+            kind=tid.kind,
+            server_name=tid.server_name,
+            benchmark_mode=tid.mode,
+            name_field="test_cmd",
+            source=str(path),
+        )
+        base = tid.config_base
+    else:
+        assert perf_config_yaml is not None
+        path = Path(perf_config_yaml)
+        cfg = load_perf_config(path)
+        sizing = size_config(
+            cfg,
+            kind=None,
+            server_name=perf_test_name,
+            name_field="perf_test_name",
+            source=str(path),
+        )
+        base = path.stem
+    inside_repo = str(path.resolve()).startswith(str(Path(repo_root).resolve()) + "/")
+    return PerfPlan(
+        model_name=model_name or normalise_name(base) or "perf",
+        sizing=sizing,
+        test_id=tid.raw_id if tid else None,
+        config_file=None if tid and not perf_config_yaml else str(path),
+        test_name=perf_test_name if tid is None else None,
+        benchmark_mode=None,
+        job_suffix="perf" if tid else "benchmark",
+        ship_config=remote and perf_config_yaml is not None and not inside_repo,
+    )
+
+
+def plan_eval_fallback(
+    *,
+    model_name: str,
+    model_path: str,
+    tp: int,
+    pp: int,
+    gpus_per_node: int,
+    task: str | None,
+    work_dir: str,
+) -> PerfPlan:
+    """An aggregated config with the eval's parallelism, run through submit.py (decision 11)."""
+    if not task:
+        raise BuildError(
+            "eval_cmd",
+            "names no task subcommand (gsm8k, mmlu, ...) for the multi-node fallback",
+            "add the task after the trtllm-eval options",
+        )
+    server = f"{model_name}_tp{tp}_pp{pp}"
+    cfg = eval_fallback_config(
+        model_name=model_name,
+        model_path=model_path,
+        tp=tp,
+        pp=pp,
+        gpus_per_node=gpus_per_node,
+        task=task,
+        server_name=server,
+    )
+    name = f"{model_name}_eval_fallback.yaml"
+    sizing = size_config(cfg, kind="aggr", server_name=server, source=name)
+    return PerfPlan(
+        model_name=model_name,
+        sizing=sizing,
+        test_id=None,
+        config_file=posixpath.join(work_dir, name),
+        test_name=server,
+        benchmark_mode=None,
+        job_suffix="benchmark",
+        fallback_yaml=(name, dump_yaml(cfg)),
+    )
+
+
+def submit_args(
+    *,
+    test_id: str | None,
+    config_file: str | None,
+    test_name: str | None,
+    benchmark_mode: str | None,
+    partition: str,
+    account: str,
+    job_name: str,
+    image: str,
+    mounts: str | Sequence[str],
+    work_dir: str,
+    llm_src: str,
+    llm_models_root: str,
+    launch_sh: str,
+    time: str,
+) -> list[str]:
+    """submit.py's arguments, in the order of the Category 4 template.
+
+    A test id wins (`--test-list <id>`); otherwise `--config-file` with the optional
+    `--test-name` and `--benchmark-mode`. `mounts` is a comma-separated string or a list.
+    """
+    args: list[str] = []
+    if test_id:
+        args += ["--test-list", test_id]
+    elif config_file:
+        args += ["--config-file", config_file]
+        if test_name:
+            args += ["--test-name", test_name]
+        if benchmark_mode:
+            args += ["--benchmark-mode", benchmark_mode]
+    else:
+        raise BuildError(
+            "perf_config_yaml",
+            "neither a perf-sanity test id nor a perf config is given",
+            "give test_cmd with a perf/test_perf_sanity.py::test_e2e[...] id, or "
+            "perf_config_yaml (with perf_test_name for an aggregated config)",
+        )
+    mount_text = mounts if isinstance(mounts, str) else ",".join(m for m in mounts if m)
+    args += [
+        "--partition", partition,
+        "--account", account,
+        "--job-name", job_name,
+        "--image", image,
+        "--mounts", mount_text,
+        "--work-dir", work_dir,
+        "--llm-src", llm_src,
+        "--llm-models-root", llm_models_root,
+        "--launch-sh", launch_sh,
+        "--time", time,
+    ]  # fmt: skip
+    return args

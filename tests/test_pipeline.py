@@ -1,0 +1,143 @@
+"""The pipeline's seams: resolve decides everything once into a frozen job, render reads only
+that job, and the fixes that came with the split (one prompt per field, GPU-count warnings)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trtllm_script_builder.build import build, load_cluster
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.request import Request, load_request
+from trtllm_script_builder.model.site_config import SiteConfig
+from trtllm_script_builder.render.job import render_job
+from trtllm_script_builder.resolve.job import resolve
+
+from .conftest import Env
+
+EVAL_16 = "trtllm-eval --model org/Tiny-Model --tp_size 8 --pp_size 2 gsm8k"
+
+
+def _req(env: Env, **fields: Any) -> Request:
+    return load_request(env.request(**fields), env.root, {})
+
+
+def _bytes(result: Any) -> list[tuple[str, str, bool]]:
+    return [(f.name, f.text, f.executable) for f in result.files]
+
+
+def test_the_resolved_job_is_frozen_and_render_needs_nothing_else(env: Env) -> None:
+    req = _req(env, eval_cmd="trtllm-eval --model org/Tiny-Model --tp_size 2 mmlu")
+    job = resolve(req, load_cluster(req), SiteConfig())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.name = "other"  # type: ignore[misc]
+    first = _bytes(render_job(job))
+    # Rendering reads no file: with the repo and the cluster file gone it gives the same bytes.
+    shutil.rmtree(env.repo)
+    env.slurm_env.unlink()
+    assert _bytes(render_job(job)) == first
+    assert first == _bytes(build(_req_after_restore(env, req)))
+
+
+def _req_after_restore(env: Env, req: Request) -> Request:
+    from .conftest import make_repo
+
+    make_repo(env.repo)
+    env.write_env()
+    return req
+
+
+def test_partition_is_decided_once_and_rendered_from_the_job(env: Env) -> None:
+    req = _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one")
+    job = resolve(req, load_cluster(req), SiteConfig())
+    assert job.slurm is not None and job.slurm.partition == "gpu"
+    moved = dataclasses.replace(job, slurm=dataclasses.replace(job.slurm, partition="elsewhere"))
+    result = render_job(moved)
+    script = next(f.text for f in result.files if f.name.endswith(".slurm"))
+    assert "#SBATCH --partition=elsewhere" in script
+    assert result.spec.slurm_params is not None
+    assert result.spec.slurm_params.partition == "elsewhere"
+
+
+def test_the_eval_fallback_asks_for_each_field_once(env: Env) -> None:
+    req = _req(env, eval_cmd=EVAL_16, models_path=None)
+    asked: list[str] = []
+
+    def ask(field: str, question: str) -> str:
+        asked.append(field)
+        return str(env.repo / "models")
+
+    result = build(req, SiteConfig(), ask)
+    assert result.spec.category == 4
+    assert asked == ["models_path"]
+
+
+def test_an_answer_is_reused_when_a_field_is_needed_again(env: Env) -> None:
+    req = _req(env, eval_cmd=EVAL_16, models_path=None, llm_models_root=None)
+    asked: list[str] = []
+
+    def ask(field: str, question: str) -> str:
+        asked.append(field)
+        return "/models" if field == "llm_models_root" else str(env.repo / "models")
+
+    build(req, SiteConfig(), ask)
+    assert sorted(asked) == ["llm_models_root", "models_path"]
+
+
+@pytest.mark.parametrize(
+    ("field", "cmd", "name"),
+    [
+        ("eval_cmd", "trtllm-eval --model org/Tiny-Model --tp_size 2 --pp_size 2 mmlu", "eval"),
+        ("eval_cmd", EVAL_16, "eval"),
+        (
+            "bench_cmd",
+            "trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json --tp 4",
+            "trtllm-bench",
+        ),
+    ],
+)
+def test_eval_and_bench_warn_when_required_devices_differs(
+    env: Env, field: str, cmd: str, name: str
+) -> None:
+    result = build(_req(env, **{field: cmd, "required_devices": 3}))
+    notes = [w for w in result.spec.warnings if w.startswith("required_devices 3 ")]
+    assert len(notes) == 1, result.spec.warnings
+    assert f"using {result.spec.required_devices}" in notes[0]
+    assert result.spec.required_devices in (4, 16)
+
+
+def test_eval_and_bench_say_nothing_when_required_devices_agrees(env: Env) -> None:
+    cmd = "trtllm-eval --model org/Tiny-Model --tp_size 2 --pp_size 2 mmlu"
+    result = build(_req(env, eval_cmd=cmd, required_devices=4))
+    assert not [w for w in result.spec.warnings if "required_devices" in w]
+
+
+@pytest.mark.parametrize("count", [0])
+def test_a_marker_of_no_gpus_is_sized_as_one_with_a_warning(env: Env, count: int) -> None:
+    defs = env.repo / "tests" / "integration" / "defs" / "accuracy"
+    (defs / "test_zero.py").write_text(
+        f"import pytest\n\n\n@pytest.mark.skip_less_device({count})\ndef test_zero():\n    pass\n"
+    )
+    result = build(_req(env, test_cmd="pytest accuracy/test_zero.py::test_zero"))
+    assert result.spec.required_devices == 1
+    assert any(
+        f"skip_less_device({count})" in w and "sized as 1" in w for w in result.spec.warnings
+    )
+
+
+def test_a_refused_answer_stops_the_build(env: Env) -> None:
+    req = _req(env, eval_cmd=EVAL_16, models_path=None)
+    with pytest.raises(BuildError) as err:
+        build(req, SiteConfig())
+    assert err.value.field == "models_path"
+
+
+def test_same_request_same_resolved_job(env: Env) -> None:
+    req = _req(env, bench_cmd="trtllm-bench --model org/Tiny-Model throughput --tp 2")
+    cluster = load_cluster(req)
+    assert resolve(req, cluster, SiteConfig()) == resolve(req, cluster, SiteConfig())
+    assert Path(req.work_dir) == env.work
