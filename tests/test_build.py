@@ -24,7 +24,7 @@ def test_pytest_local_slurm(env: Env, cli) -> None:
     text = script.read_text()
     assert "#SBATCH --job-name=tiny_auto_test" in text
     assert f"#SBATCH --output={env.work}/tiny_auto_test_%j.out" in text
-    assert "#SBATCH --gres=gpu:8" in text
+    assert "#SBATCH --gres=gpu:4\n" in text  # what the test needs, not the node's 8
     assert "#SBATCH --ntasks=1\n" in text
     assert "CONTAINER_IMAGE=nvcr.io#test/trtllm:x86_64-1" in text
     assert "--mpi" not in text
@@ -37,7 +37,7 @@ def test_pytest_local_slurm(env: Env, cli) -> None:
     assert spec["log_file_pattern"] == f"{env.work}/tiny_auto_test_%j.out"
     assert spec["slurm_params"] == {
         "partition": "gpu", "account": "acct", "time_limit": "02:00:00", "nodes": 1, "ntasks": 1,
-        "ntasks_per_node": 1, "gpus_per_node": 8, "gres": "gpu:8", "mpi_plugin": "pmix_v5",
+        "ntasks_per_node": 1, "gpus_per_node": 8, "gres": "gpu:4", "mpi_plugin": "pmix_v5",
     }  # fmt: skip
     assert spec["slurm_env"]["pmix"]["preferred"] == "pmix_v5"
     assert spec["persistent_mode"] is True and spec["container_name"] == "tiny_auto_test"
@@ -74,7 +74,10 @@ def test_eval_single_rank_and_multi_rank(env: Env, cli) -> None:
     r = cli([], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model mmlu"))
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_eval.slurm").read_text()
-    assert "--ntasks=1 --ntasks-per-node=1 --mpi=pmix_v5" in text
+    # One rank runs outside MPI, its environment cleared: the worker it spawns needs that.
+    assert '--ntasks=1 --ntasks-per-node=1 "${container[@]}"' in text and "--mpi" not in text
+    assert "PMI*|MPI*|OMPI*|SLURM*) unset" in text
+    assert "#SBATCH --gres=gpu:1\n" in text
     assert "trtllm-llmapi-launch" not in text
     assert "export EVAL_CMD='trtllm-eval --model /models/org/Tiny-Model mmlu'" in text
     assert "examples/trtllm-eval/requirements.txt" in text
@@ -83,6 +86,8 @@ def test_eval_single_rank_and_multi_rank(env: Env, cli) -> None:
     )
     text = (env.work / "tiny_model_eval.slurm").read_text()
     assert "--ntasks=4 --ntasks-per-node=4 --mpi=pmix_v5" in text
+    assert "PMI*|MPI*|OMPI*|SLURM*) unset" not in text
+    assert "#SBATCH --gres=gpu:4\n" in text
     assert 'trtllm-llmapi-launch bash -c "$EVAL_CMD"' in text
     spec = spec_of(env)
     assert spec["category"] == 5 and spec["required_devices"] == 4
@@ -146,14 +151,16 @@ def test_custom_job_and_run_script(env: Env, cli) -> None:
     assert r.code == 0, r.stderr
     slurm = (env.work / "do_it_custom.slurm").read_text()
     assert f"export CUSTOM_COMMAND='bash '\\''{script}'\\'''" in slurm or "CUSTOM_COMMAND=" in slurm
-    assert "--ntasks=2 --ntasks-per-node=2" in slurm
+    # One task runs the command once, seeing both GPUs; N tasks would run it N times.
+    assert "--ntasks=1 --ntasks-per-node=1" in slurm and "--mpi" not in slurm
+    assert "#SBATCH --gres=gpu:2\n" in slurm
     assert f"{env.root}/tools:{env.root}/tools" in slurm  # the script's folder is mounted
     assert f"{env.work}:{env.work}" in slurm  # the run script's folder too
     run = env.work / "slurm_run_custom.sh"
     assert run.stat().st_mode & 0o111
     spec = spec_of(env)
     assert spec["category"] == 3 and spec["extra_files"] == [str(run)]
-    assert spec["required_devices"] == 2 and spec["slurm_params"]["ntasks"] == 2
+    assert spec["required_devices"] == 2 and spec["slurm_params"]["ntasks"] == 1
 
 
 def test_local_docker(env: Env, cli) -> None:

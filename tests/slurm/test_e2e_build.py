@@ -302,12 +302,14 @@ def assert_passed(job: Finished, spec: dict[str, Any]) -> None:
 
 
 def assert_slurm_gpus(env: dict[str, str], spec: dict[str, Any], ntasks: int) -> None:
-    """What Slurm set in the step: its task count and the GPUs from --gres=gpu:N."""
-    gpn = spec["slurm_params"]["gpus_per_node"]
-    assert spec["slurm_params"]["gres"] == f"gpu:{gpn}"
+    """What Slurm set in the step: its task count and the GPUs the job asked for (gpu:N, N the
+    job's devices, not the node's)."""
+    devices = spec["required_devices"]
+    assert spec["slurm_params"]["gres"] == f"gpu:{devices}"
+    assert devices <= spec["slurm_params"]["gpus_per_node"]
     assert env["SLURM_NTASKS"] == env["SLURM_STEP_NUM_TASKS"] == str(ntasks)
-    assert env["SLURM_GPUS_ON_NODE"] == str(gpn)
-    assert gpu_list(env) == [str(i) for i in range(gpn)]
+    assert env["SLURM_GPUS_ON_NODE"] == str(devices)
+    assert gpu_list(env) == [str(i) for i in range(devices)]
 
 
 def assert_container(job: Finished, spec: dict[str, Any], workdirs: list[tuple[Path, int]]) -> None:
@@ -383,7 +385,7 @@ def test_failing_pytest_gives_a_failed_job(site: Site) -> None:
 # ---------------------------------------------------------------- Category 3: custom
 
 
-def test_custom_job_runs_one_task_per_gpu_with_literal_env(site: Site) -> None:
+def test_custom_job_runs_once_seeing_its_gpus_with_literal_env(site: Site) -> None:
     spec = build(
         site,
         "custom",
@@ -392,25 +394,26 @@ def test_custom_job_runs_one_task_per_gpu_with_literal_env(site: Site) -> None:
         required_devices=2,
         model_name="smoke",
     )
-    assert (spec["category"], spec["slurm_params"]["ntasks"]) == (3, 2)
+    assert (spec["category"], spec["slurm_params"]["ntasks"]) == (3, 1)
     job = submit(site, spec)
     assert_passed(job, spec)
-    for rank in (0, 1):
-        assert f"Rank{rank} Custom command finished with exit code 0" in job.log
-        assert f"rank {rank} sees GPUs 0,1,2,3,4,5,6,7; GREETING=hello world" in job.log
-    assert "1 node(s), 2 task(s)" in job.log
+    # One task: the command runs once, and both GPUs of the job are visible to it.
+    assert "Rank0 Custom command finished with exit code 0" in job.log
+    assert "Rank1 " not in job.log
+    assert "rank 0 sees GPUs 0,1; GREETING=hello world" in job.log
+    assert "1 node(s), 1 task(s)" in job.log
     assert_installed(job, site)
-    assert_container(job, spec, [(site.repo, 1), (site.repo, 2)])
+    assert_container(job, spec, [(site.repo, 1), (site.repo, 1)])
 
     seen = dumps(Path(spec["work_dir"]), "custom")
-    assert [d["env"]["SLURM_PROCID"] for d in seen] == ["0", "1"]
+    assert [d["env"]["SLURM_PROCID"] for d in seen] == ["0"]
     for d in seen:
         env = d["env"]
         assert (env["GREETING"], env["LITERAL"]) == ("hello world", "$HOME")
         # one node: the MPI/SLURM variables are cleared, custom_env is applied after that
         assert mpi_vars(env) == KEPT | {"SLURM_MY_SETTING"}
         assert env["SLURM_MY_SETTING"] == "kept"
-        assert gpu_list(env) == [str(i) for i in range(8)]
+        assert gpu_list(env) == ["0", "1"]
 
 
 # ---------------------------------------------------------------- Category 5: eval
@@ -433,7 +436,7 @@ def test_eval_job_runs_under_pmix(site: Site, task: str, tp: int, result: str) -
     job = submit(site, spec)
     assert_passed(job, spec)
     assert result in job.log
-    assert job.log.count("Fake GPU (stand-in)") == 8  # nvidia-smi on rank 0 only
+    assert job.log.count("Fake GPU (stand-in)") == tp  # nvidia-smi on rank 0, the job's GPUs
     assert_installed(job, site)
     assert_container(job, spec, [(site.repo, 1), (site.repo, tp)])
 
@@ -442,9 +445,12 @@ def test_eval_job_runs_under_pmix(site: Site, task: str, tp: int, result: str) -
     for rank, d in enumerate(seen):
         env = d["env"]
         assert d["argv"] == ["--model", "/models/org/Tiny-Model", "--tp_size", str(tp), task]
-        assert_slurm_gpus(env, spec, ntasks=tp)
-        # --mpi=<probe's plugin> on every eval run step; the launcher only when tp > 1
-        assert (env["SLURM_MPI_TYPE"], env["PMIX_RANK"]) == (plugin, str(rank))
+        if tp > 1:
+            assert_slurm_gpus(env, spec, ntasks=tp)  # --mpi=<probe's plugin> and the launcher only for a world of 2 or more
+            assert (env["SLURM_MPI_TYPE"], env["PMIX_RANK"]) == (plugin, str(rank))
+        else:  # one rank outside MPI, its environment cleared, so its spawned worker starts
+            assert mpi_vars(env) == KEPT
+            assert spec["slurm_params"]["gres"] == "gpu:1" and gpu_list(env) == ["0"]
         launched = env.get("TRTLLM_LLMAPI_LAUNCH_STANDIN") == "1"
         assert launched == (tp > 1)
         assert (f"trtllm-llmapi-launch (stand-in): rank {rank} of {tp}" in job.log) == launched

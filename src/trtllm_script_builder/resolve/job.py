@@ -421,7 +421,8 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         ntasks=sz.ntasks,
         ntasks_per_node=sz.ntasks_per_node,
         gpus_per_node=gpn,
-        gres=facts.gres,
+        # A single-node job asks for the GPUs it uses, not the whole node (decision 5).
+        gres=f"gpu:{sz.required_devices}" if facts.gres else None,
         mpi_plugin=facts.mpi_plugin,
     )
     persistent = req.execution_scenario == "local_slurm" and req.persistent_mode is not False

@@ -124,12 +124,13 @@ def size_eval_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
             "eval_cmd runs no trtllm-eval, so it is sized from its --tp_size/--pp_size (1 GPU "
             "without them); for another command use custom_cmd"
         )
+    # One rank outside MPI: trtllm-eval's single-GPU path spawns its worker (decision 2).
     return Sizing(
         ws,
         1,
         ws,
         model,
-        mpi=True,
+        mpi=ws > 1,
         launcher=ws > 1 and LAUNCHER not in req.eval_cmd,
         warnings=notes,
     )
@@ -188,4 +189,4 @@ def size_custom_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
         or model_from_path(Path(req.custom_script).stem if req.custom_script else None)
         or "custom"
     )
-    return Sizing(devices, 1, devices, model)
+    return Sizing(devices, 1, 1, model)  # one task sees every GPU of the job (decision 18)
