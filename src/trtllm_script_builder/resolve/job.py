@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 SUFFIX = {"pytest": "auto_test", "custom": "custom", "eval": "eval", "bench": "bench"}
 CATEGORY = {"pytest": 2, "custom": 3, "eval": 5, "bench": 6}
 LAUNCH_SH = "slurm_launch.sh"
-# The success and failure lines per workflow, widened to what the real tools print (decision 8).
+# The success and failure lines per workflow, widened to what the real tools print (decision 47).
 PATTERNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "pytest": (("passed",), ("FAILED", "ERROR")),
     "eval": (("accuracy:", "score:", "rouge1:"), ("AssertionError", "Error")),
@@ -421,7 +421,7 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         ntasks=sz.ntasks,
         ntasks_per_node=sz.ntasks_per_node,
         gpus_per_node=gpn,
-        # A single-node job asks for the GPUs it uses, not the whole node (decision 5).
+        # A single-node job asks for the GPUs it uses, not the whole node (decision 18).
         gres=f"gpu:{sz.required_devices}" if facts.gres else None,
         mpi_plugin=facts.mpi_plugin,
     )
@@ -537,7 +537,7 @@ def _model_in_container(
 
 
 def _eval_fallback(base: _Base, sz: Sizing) -> ResolvedJob:
-    """An eval wider than a node runs as an aggregated perf config through submit.py (decision 11)."""
+    """An eval wider than a node runs as an aggregated perf config through submit.py (decision 22)."""
     from trtllm_script_builder.resolve.perf.plan import plan_eval_fallback
 
     req, facts = base.req, base.facts
@@ -555,7 +555,7 @@ def _eval_fallback(base: _Base, sz: Sizing) -> ResolvedJob:
         pp=ev.pp,
         gpus_per_node=node_gpus,
         task=ev.task,
-        work_dir=req.work_dir,  # submit.py runs here, on local paths (decision 22)
+        work_dir=req.work_dir,  # submit.py runs here, on local paths (decision 40)
     )
     warnings.append(
         f"eval needs {sz.required_devices} GPUs, more than one node's {node_gpus}: "
@@ -580,7 +580,7 @@ def _category4(
     job_dir = mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
     mounts = mnt.assemble(home, project, models, [job_dir])
     mounts_text = ",".join(m.entry() for m in mounts)
-    # submit.py runs here with local paths (decision 22): it must see the local repo in the
+    # submit.py runs here with local paths (decision 40): it must see the local repo in the
     # mounts so that it adds no second copy; the rewrite afterwards makes it the remote one.
     submit_mounts = mounts_text
     if paths.remote:

@@ -57,12 +57,12 @@ def find_partition(req: Request, env: SlurmEnv) -> Partition | None:
 
 
 def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
-    """DESIGN decision 15: partition, else env_check (Docker), else the request, else refuse."""
+    """Decision 17: partition, else env_check (Docker), else the request, else refuse."""
     if part is not None and part.gpus_per_node:
         return part.gpus_per_node, f"partition {part.name}"
     if not req.is_slurm and req.env_check and req.env_check.gpus_per_node:
         return req.env_check.gpus_per_node, "env_check.gpus_per_node"
-    # Not in DESIGN 15's list, but what exec-env-check reports for this machine.
+    # What the environment check reports for this machine, when it gives no per-node count.
     if not req.is_slurm and req.env_check and req.env_check.available_gpus:
         return req.env_check.available_gpus, "env_check.available_gpus"
     if req.gpus_per_node:

@@ -28,7 +28,7 @@ class Sizing:
     launcher: bool = False  # trtllm-llmapi-launch in front of the run command
     workdir_rel: str = ""  # where, under the project, the command runs
     warnings: list[str] = field(default_factory=list)
-    fallback_to_perf: bool = False  # eval wider than a node (DESIGN decision 11)
+    fallback_to_perf: bool = False  # eval wider than a node (decision 22)
 
     @property
     def ntasks_per_node(self) -> int:
@@ -124,7 +124,7 @@ def size_eval_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
             "eval_cmd runs no trtllm-eval, so it is sized from its --tp_size/--pp_size (1 GPU "
             "without them); for another command use custom_cmd"
         )
-    # One rank outside MPI: trtllm-eval's single-GPU path spawns its worker (decision 2).
+    # One rank outside MPI: trtllm-eval's single-GPU path spawns its worker (decision 28).
     return Sizing(
         ws,
         1,
@@ -189,4 +189,4 @@ def size_custom_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
         or model_from_path(Path(req.custom_script).stem if req.custom_script else None)
         or "custom"
     )
-    return Sizing(devices, 1, 1, model)  # one task sees every GPU of the job (decision 18)
+    return Sizing(devices, 1, 1, model)  # one task sees every GPU of the job (decision 25)
