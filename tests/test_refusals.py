@@ -223,7 +223,7 @@ def test_review_findings_refused_cleanly(env: Env, cli, tmp_path: Path) -> None:
     refused(
         cli,
         env,
-        env.request(test_cmd=PYTEST_4, checkpoint_path="/ckpt"),
+        env.request(test_cmd=PYTEST_4, checkpoint_path="/tmp"),
         "checkpoint_path",
         contains="root directory",
     )

@@ -131,10 +131,11 @@ def test_docker_watch_timeout(env: Env, docker: Path, run_cli: Callable[..., Any
 
 
 def test_docker_that_cannot_start_is_infra(
-    env: Env, docker: Path, run_cli: Callable[..., Any]
+    env: Env, docker: Path, run_cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gone = str(env.root / "gone")  # a mount source that does not exist: docker run refuses
-    code, out, _ = run_cli("run", "true", "--poll", "0.1", "--json", "--models-path", gone)
+    # A mount source gone by run time (the build checks the models path, not the home folder).
+    monkeypatch.setenv("HOME", str(env.root / "gone"))
+    code, out, _ = run_cli("run", "true", "--poll", "0.1", "--json")
     result = last_json(out)
     assert (code, result["verdict"], result["exit_code"]) == (10, "INFRA_FAILURE", 125)
     assert any("bind source path does not exist" in e for e in result["evidence"])

@@ -116,6 +116,33 @@ def check_request(req: Request) -> str:
     return wf
 
 
+def _check_host_paths(req: Request) -> None:
+    """Host paths the build or the job reads must exist: a typo found now, not in the queue.
+
+    On remote_slurm the models paths are the cluster's, so only the local checkout is checked.
+    """
+    if not os.path.isdir(req.repo_root):
+        raise BuildError(
+            "repo_root",
+            f"{req.repo_root} is not a folder",
+            "pass the path of your TensorRT-LLM checkout with --repo-root",
+        )
+    if req.is_remote:
+        return
+    if req.models_path and not os.path.isdir(req.models_path):
+        raise BuildError(
+            "models_path",
+            f"{req.models_path} is not a folder on this machine",
+            "pass the host folder that holds the models with --models-path",
+        )
+    if req.checkpoint_path and not os.path.exists(req.checkpoint_path):
+        raise BuildError(
+            "checkpoint_path",
+            f"{req.checkpoint_path} does not exist on this machine",
+            "pass the path of an existing checkpoint with --checkpoint-path",
+        )
+
+
 def is_perf_sanity(req: Request, wf: str) -> bool:
     if wf == "perf_sanity":
         return True
@@ -146,6 +173,7 @@ def resolve(
 ) -> ResolvedJob:
     ask = _once(ask or refuse_ask)
     wf = check_request(req)
+    _check_host_paths(req)
     env = cluster.env if cluster else None
     perf = is_perf_sanity(req, wf)
     if wf == "pytest" and not perf and req.test_cmd:
