@@ -37,8 +37,8 @@ from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.probe.collect import current_user, first_line
 from trtllm_script_builder.process.probe.run import Runner
 from trtllm_script_builder.process.proc import local_runner, run_bytes, spawn_detached, start_time
-from trtllm_script_builder.process.slurm import request_time_to_seconds, time_to_seconds
 from trtllm_script_builder.process.submit import RC_FILE, Say, Submission, write_json
+from trtllm_script_builder.slurm_time import time_to_seconds
 
 STATE_FILE = ".slurm_alloc.json"
 SALLOC_LOG = ".salloc.log"
@@ -174,7 +174,7 @@ def alloc_time_for(spec: JobSpec, requested: str | None) -> str:
     for part in (spec.slurm_env or {}).get("partitions") or []:
         if isinstance(part, dict) and p is not None and part.get("name") == p.partition:
             limit = part.get("time_limit")
-    default = request_time_to_seconds(DEFAULT_ALLOC_TIME) or 0
+    default = time_to_seconds(DEFAULT_ALLOC_TIME) or 0
     cap = time_to_seconds(limit) if isinstance(limit, str) else None
     if cap is not None and cap < default:
         return limit  # type: ignore[return-value]
