@@ -12,7 +12,7 @@ from trtllm_script_builder.model.slurm_env import NO_SLURM_TOOLS, SlurmEnv
 from trtllm_script_builder.process.check import check
 from trtllm_script_builder.process.probe import probe, render_text
 from trtllm_script_builder.process.probe.collect import FALLBACK_ERROR
-from trtllm_script_builder.process.probe.run import NOT_FOUND, CmdResult
+from trtllm_script_builder.process.proc import NOT_FOUND, CmdResult
 
 SINFO = (
     "batch*|up|4:00:00|3|gpu:h100:8(S:0-1)\n"

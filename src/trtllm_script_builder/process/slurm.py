@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trtllm_script_builder.process.probe.run import CmdResult, Runner
+from trtllm_script_builder.process.proc import CmdResult, Runner
 from trtllm_script_builder.slurm_time import seconds_to_time, time_to_seconds
 
 # States after which the job will not change any more (squeue's and sacct's names).

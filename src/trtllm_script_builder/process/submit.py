@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import local_runner, spawn_detached, start_time
+from trtllm_script_builder.process.proc import run, spawn_detached, start_time
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 
@@ -162,7 +162,7 @@ def _script(spec: JobSpec) -> Path:
 
 def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
     script = _script(spec)
-    res = local_runner(["sbatch", "--parsable", str(script)], cwd=work_dir)
+    res = run(["sbatch", "--parsable", str(script)], cwd=work_dir)
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
         raise ToolFailed(

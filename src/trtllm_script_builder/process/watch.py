@@ -23,8 +23,7 @@ from typing import Any, TextIO
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process import slurm
-from trtllm_script_builder.process.probe.run import Runner
-from trtllm_script_builder.process.proc import alive, kill_group, local_runner, reap, run_bytes
+from trtllm_script_builder.process.proc import Runner, alive, kill_group, reap, run
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submit import (
     Submission,
@@ -241,7 +240,7 @@ def _watch_slurm(
         runner, read = ssh, ssh.read_from
     else:
         host = sub.host
-        runner, read = local_runner, read_local
+        runner, read = run, read_local
     accounting = slurm.accounting_on(runner)
     out_path, err_path = sub.log_file, sub.err_file
     followers: dict[str, Follower] = {}
@@ -386,11 +385,11 @@ def _watch_process(
         if sub.persistent and sub.alloc_job_id:
             from trtllm_script_builder.process.persistent import active_steps
 
-            for step in active_steps(local_runner, sub.alloc_job_id):
-                local_runner(["scancel", step])
+            for step in active_steps(run, sub.alloc_job_id):
+                run(["scancel", step])
         kill_group(pid, signal.SIGTERM)
         if sub.container_name:
-            run_bytes(["docker", "kill", sub.container_name], timeout=30)
+            run(["docker", "kill", sub.container_name], timeout=30)
 
     start = time.monotonic()
     deadline = start + timeout if timeout else None

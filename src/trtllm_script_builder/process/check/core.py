@@ -8,7 +8,7 @@ from typing import Any
 
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import current_user, first_line
-from trtllm_script_builder.process.probe.run import CmdResult, Runner, run
+from trtllm_script_builder.process.proc import CmdResult, Runner, run
 from trtllm_script_builder.slurm_time import parse_time_minutes
 
 EXIT_OK, EXIT_PROBLEMS = 0, 1
