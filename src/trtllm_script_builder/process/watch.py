@@ -24,10 +24,10 @@ from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process import slurm
 from trtllm_script_builder.process.proc import Runner, alive, kill_group, reap, run
+from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submit import (
     Submission,
-    load_spec,
     load_submission,
     resolve_ssh_host,
     write_json,
@@ -202,7 +202,7 @@ def watch(
 ) -> WatchResult:
     work_dir = work_dir.resolve()
     console = console or Console(sys.stdout, sys.stderr)
-    spec = load_spec(work_dir)
+    spec = read_job_spec(work_dir)
     sub = load_submission(work_dir)
     if sub is None:
         raise BuildError(
