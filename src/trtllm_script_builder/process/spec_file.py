@@ -21,7 +21,7 @@ def read_job_spec(work_dir: Path) -> JobSpec:
     except FileNotFoundError:
         raise BuildError(
             "work_dir",
-            f"{work_dir} holds no {JOB_SPEC}",
+            f"{work_dir} holds no job_spec.json",
             "build the job first (trtllm-script-builder build ...)",
         ) from None
     except OSError as exc:
@@ -32,9 +32,8 @@ def read_job_spec(work_dir: Path) -> JobSpec:
         return JobSpec.model_validate_json(text)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
         # only the first problem: the fix (a rebuild) is the same for all of them
-        what = f"{where}: {err['msg']}" if where else err["msg"]
+        key = ".".join(str(p) for p in err["loc"]) or "(whole file)"
         raise BuildError(
-            "work_dir", f"{path}: {what}", "rebuild the job with this version"
+            "work_dir", f"{path}: {key}: {err['msg']}", "rebuild the job with this version"
         ) from None
