@@ -138,10 +138,10 @@ class SlurmJob:
         elif not st.known:
             self.unknown_since = self.unknown_since or now
             if now - self.unknown_since > UNKNOWN_GRACE:
-                tools = "scontrol, sacct" if self.accounting else "scontrol"
                 raise ToolFailed(
                     "job_id",
-                    f"Slurm knows no job {self.job_id} ({tools})",
+                    f"Slurm knows no job {self.job_id} "
+                    f"(scontrol{', sacct' if self.accounting else ''})",
                     "check the cluster; the job may be older than MinJobAge without accounting",
                 )
         else:
