@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
+from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
 from trtllm_script_builder.model.slurm_env import NO_SLURM_TOOLS, SlurmEnv
 from trtllm_script_builder.process.check import check
 from trtllm_script_builder.process.probe import probe, render_text
 from trtllm_script_builder.process.probe.collect import FALLBACK_ERROR
-from trtllm_script_builder.process.probe.run import NOT_FOUND, CmdResult
+from trtllm_script_builder.process.proc import NOT_FOUND, CmdResult
 
 SINFO = (
     "batch*|up|4:00:00|3|gpu:h100:8(S:0-1)\n"
@@ -187,13 +187,32 @@ def job(tmp_path: Path, **params: object) -> Path:
         "mpi_plugin": "pmix_v5",
     }
     slurm_params.update(params)
-    spec = {
-        "script_path": str(script),
-        "execution_scenario": "local_slurm",
-        "slurm_params": slurm_params,
-    }
-    (tmp_path / "job_spec.json").write_text(json.dumps(spec))
+    write_spec(tmp_path, script, "local_slurm", slurm_params)
     return tmp_path
+
+
+def write_spec(
+    work: Path, script: Path, scenario: str, slurm_params: dict[str, object] | None
+) -> None:
+    """A job_spec.json as `build` writes it (check reads it with the JobSpec model)."""
+    spec = JobSpec(
+        workflow_type="custom",
+        category=1,
+        model_name="tiny",
+        execution_scenario=scenario,
+        container_image="nvcr.io/test/trtllm:1",
+        docker_image="nvcr.io/test/trtllm:1",
+        script_path=str(script),
+        script_name=script.name,
+        success_patterns=[],
+        failure_patterns=[],
+        required_devices=8,
+        node_count=1,
+        slurm_params=SlurmParams.model_validate(slurm_params) if slurm_params else None,
+        work_dir=str(work),
+        repo_root=str(work),
+    )
+    (work / "job_spec.json").write_text(spec.to_json())
 
 
 def test_check_ok(tmp_path: Path) -> None:
@@ -263,15 +282,30 @@ def test_check_accounts_ignored_when_not_enforced(tmp_path: Path) -> None:
 
 def test_check_missing_spec_and_script(tmp_path: Path) -> None:
     problems, rc = check(tmp_path, runner=cluster())
-    assert rc == 1 and problems[0].startswith("job_spec.json: not found")
+    assert (rc, problems) == (
+        1,
+        [f"work_dir: {tmp_path} holds no job_spec.json; build the job first "
+         "(trtllm-script-builder build ...)"],
+    )  # fmt: skip
     work = job(tmp_path)
     (work / "job.slurm").unlink()
     problems, rc = check(work, runner=cluster(), user="alice")
     assert rc == 1 and problems[0].endswith("job.slurm does not exist")
 
 
+def test_check_invalid_spec_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "job_spec.json").write_text('{"execution_scenario": "local_slurm"}')
+    problems, rc = check(tmp_path, runner=cluster())
+    assert rc == 1 and len(problems) == 1
+    assert problems[0].startswith(f"work_dir: {tmp_path / 'job_spec.json'}: ")
+    assert problems[0].endswith("; rebuild the job with this version")
+    (tmp_path / "job_spec.json").write_text("{not json")
+    problems, _ = check(tmp_path, runner=cluster())
+    assert problems[0].startswith("work_dir: ") and "\n" not in problems[0]
+
+
 def test_check_docker_job_has_nothing_to_check(tmp_path: Path) -> None:
-    (tmp_path / "job_spec.json").write_text('{"execution_scenario": "local_docker"}')
+    write_spec(tmp_path, tmp_path / "docker_cmd.sh", "local_docker", None)
     assert check(tmp_path, runner=Fake({})) == ([], 0)
 
 

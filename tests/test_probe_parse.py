@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from trtllm_script_builder.process.probe import parse
-from trtllm_script_builder.slurm_time import parse_time_minutes
 
 # scontrol show node -o, Slurm 22.05 (the test cluster): Arch= is NOT at the start of a line
 NODE_LINES = (
@@ -216,30 +215,6 @@ def test_config() -> None:
     config = parse.parse_config(out)
     assert config["AccountingStorageEnforce"] == "associations,limits,qos"
     assert config["EnforcePartLimits"] == "ALL"
-
-
-@pytest.mark.parametrize(
-    ("value", "minutes"),
-    [
-        ("30", 30),
-        ("30:30", 30.5),
-        ("02:00:00", 120),
-        ("4:00:00", 240),
-        ("1-00:00:00", 1440),
-        ("2-12", 3600),
-        ("1-01:30", 1530),
-        ("UNLIMITED", None),
-        ("infinite", None),
-    ],
-)
-def test_time_minutes(value: str, minutes: float | None) -> None:
-    assert parse_time_minutes(value) == minutes
-
-
-@pytest.mark.parametrize("value", ["abc", "1:2:3:4", "", "-1"])
-def test_time_minutes_refuses(value: str) -> None:
-    with pytest.raises(ValueError):
-        parse_time_minutes(value)
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,8 @@ import pytest
 from trtllm_script_builder.build import PATTERNS
 from trtllm_script_builder.process.slurm import (
     parse_scontrol_job,
-    request_time_to_seconds,
     status_from_sacct,
     status_from_scontrol,
-    time_to_seconds,
 )
 from trtllm_script_builder.process.verdict import (
     VERDICT_EXIT,
@@ -340,24 +338,3 @@ def test_sacct_row() -> None:
     st = status_from_sacct("9", "9|CANCELLED by 0|0:15|00:00:03|gpunode\n")
     assert (st.state, st.exit_code, st.signal, st.terminal) == ("CANCELLED", 0, 15, True)
     assert not status_from_sacct("9", "").known
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("00:05:00", 300),
-        ("1-00:00:00", 86400),
-        ("4:00:00", 14400),
-        ("10:30", 630),
-        ("UNLIMITED", None),
-    ],
-)
-def test_slurm_times(text: str, seconds: int | None) -> None:
-    assert time_to_seconds(text) == seconds
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"), [("5", 300), ("02:00:00", 7200), ("1-2", 93600), ("10:30", 630)]
-)
-def test_request_times(text: str, seconds: int) -> None:
-    assert request_time_to_seconds(text) == seconds

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from trtllm_script_builder.cli.check import command as check_command
 from trtllm_script_builder.cli.probe import command as probe_command
+from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
 from trtllm_script_builder.model.slurm_env import SlurmEnv
 from trtllm_script_builder.process.check import check
 from trtllm_script_builder.process.probe import probe, render_text
@@ -116,8 +117,24 @@ def make_job(tmp_path: Path, **params: Any) -> Path:
     lines.append(f"srun --mpi={p['mpi_plugin']} true")
     script = tmp_path / "job.slurm"
     script.write_text("\n".join(lines) + "\n")
-    spec = {"script_path": str(script), "execution_scenario": "local_slurm", "slurm_params": p}
-    (tmp_path / "job_spec.json").write_text(json.dumps(spec))
+    spec = JobSpec(
+        workflow_type="custom",
+        category=1,
+        model_name="tiny",
+        execution_scenario="local_slurm",
+        container_image="nvcr.io/test/trtllm:1",
+        docker_image="nvcr.io/test/trtllm:1",
+        script_path=str(script),
+        script_name=script.name,
+        success_patterns=[],
+        failure_patterns=[],
+        required_devices=p["gpus_per_node"] or 0,
+        node_count=p["nodes"],
+        slurm_params=SlurmParams.model_validate({**p, "gpus_per_node": p["gpus_per_node"] or 0}),
+        work_dir=str(tmp_path),
+        repo_root=str(tmp_path),
+    )
+    (tmp_path / "job_spec.json").write_text(spec.to_json())
     return tmp_path
 
 

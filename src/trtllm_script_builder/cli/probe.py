@@ -100,9 +100,9 @@ def _probe_remote(
 
     runner = SshRunner(SshTarget(host))
     hello = runner.shell('pwd && printf "%s\\n" "$HOME" && id -un')
-    words = hello.out.decode(errors="replace").splitlines()
+    words = hello.out.splitlines()
     if hello.rc != 0 or len(words) < 3:
-        why = (hello.err or hello.out).decode(errors="replace").strip().splitlines()
+        why = (hello.err or hello.out).strip().splitlines()
         click.echo(f"error: ssh {host}: {why[-1] if why else f'exit status {hello.rc}'}", err=True)
         raise SystemExit(3)
     login_dir, home, user = words[0], words[1], words[2]

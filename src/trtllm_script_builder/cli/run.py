@@ -310,7 +310,7 @@ def release(work_dir: Path | None, repo_root: Path | None) -> None:
     """
     from trtllm_script_builder.process.persistent import STATE_FILE, state_dir
     from trtllm_script_builder.process.persistent import release as do_release
-    from trtllm_script_builder.process.submit import load_spec
+    from trtllm_script_builder.process.spec_file import read_job_spec as load_spec
 
     try:
         if repo_root is None:

@@ -1,8 +1,9 @@
 """Run a built job to a verdict: `submit`, `watch`, `run` and `release` (persistent mode).
 
-`verdict` holds the pure decision (`decide_verdict`), `slurm` the Slurm queries, `ssh` the
-OpenSSH runner, `submit`/`watch`/`persistent` the procedures, `command` the click commands.
-With `probe/`, this package is the only place that starts processes.
+`verdict` holds the pure decision (`decide_verdict`), `proc` the one process runner, `slurm`
+the Slurm queries, `ssh` the OpenSSH runner, `handles` the jobs `watch` follows,
+`submit`/`watch`/`persistent` the procedures. This package is the only place that starts
+processes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Persistent mode for local_slurm (exec-local-slurm's held allocation, facts 3.3).
+"""Persistent mode for local_slurm (a held allocation jobs run in).
 
 One allocation per repo, held by `salloc --no-shell` under the job name
 `<account>-trtllm.persistent`, is described by `<repo_root>/work_dirs/.slurm_alloc.json`
@@ -14,8 +14,8 @@ The allocation asks for `--ntasks-per-node` = max(ntasks_per_node, gpus_per_node
 job's GRES, so any job of the same shape fits. No separate set-up steps run: the script's own
 install srun installs into the named container (pyxis keeps named containers for the life of
 the allocation), so `installed` stays false. Anything else this user holds under the same job
-name and no state file names is cancelled before a new allocation is made (facts 3.3's
-orphan check).
+name and no state file names is cancelled before a new allocation is made, so a
+lost state file does not leave allocations held for ever.
 """
 
 from __future__ import annotations
@@ -35,10 +35,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.probe.collect import current_user, first_line
-from trtllm_script_builder.process.probe.run import Runner
-from trtllm_script_builder.process.proc import local_runner, run_bytes, spawn_detached, start_time
-from trtllm_script_builder.process.slurm import request_time_to_seconds, time_to_seconds
+from trtllm_script_builder.process.proc import Runner, run, spawn_detached, start_time
 from trtllm_script_builder.process.submit import RC_FILE, Say, Submission, write_json
+from trtllm_script_builder.slurm_time import time_to_seconds
 
 STATE_FILE = ".slurm_alloc.json"
 SALLOC_LOG = ".salloc.log"
@@ -174,7 +173,7 @@ def alloc_time_for(spec: JobSpec, requested: str | None) -> str:
     for part in (spec.slurm_env or {}).get("partitions") or []:
         if isinstance(part, dict) and p is not None and part.get("name") == p.partition:
             limit = part.get("time_limit")
-    default = request_time_to_seconds(DEFAULT_ALLOC_TIME) or 0
+    default = time_to_seconds(DEFAULT_ALLOC_TIME) or 0
     cap = time_to_seconds(limit) if isinstance(limit, str) else None
     if cap is not None and cap < default:
         return limit  # type: ignore[return-value]
@@ -198,7 +197,7 @@ def allocate(spec: JobSpec, alloc_time: str, runner: Runner, say: Say) -> AllocS
     if p.gres:
         argv.append(f"--gres={p.gres}")
     say(f"allocating: {' '.join(argv)}")
-    res = run_bytes(argv, timeout=ALLOC_WAIT_SECONDS + 60).text()
+    res = run(argv, timeout=ALLOC_WAIT_SECONDS + 60)
     log = state_dir(spec.repo_root) / SALLOC_LOG
     log.write_text(res.text + "\n")
     m = re.search(r"Granted job allocation (\d+)", res.text)
@@ -226,7 +225,7 @@ def allocate(spec: JobSpec, alloc_time: str, runner: Runner, say: Say) -> AllocS
 
 
 def ensure_allocation(
-    spec: JobSpec, alloc_time: str | None, say: Say, runner: Runner = local_runner
+    spec: JobSpec, alloc_time: str | None, say: Say, runner: Runner = run
 ) -> AllocState:
     """Reuse the held allocation if it fits the job, else cancel it and allocate anew."""
     p = spec.slurm_params
@@ -254,7 +253,7 @@ def ensure_allocation(
 
 
 def allocation_env(state: AllocState, spec: JobSpec) -> dict[str, str]:
-    """This process's environment without SLURM_*, plus the allocation's (facts 3.3)."""
+    """This process's environment without SLURM_*, plus the allocation's."""
     p = spec.slurm_params
     assert p is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
@@ -311,7 +310,7 @@ def submit_persistent(
     )
 
 
-def release(repo_root: str | Path, runner: Runner = local_runner) -> str | None:
+def release(repo_root: str | Path, runner: Runner = run) -> str | None:
     """Cancel the held allocation and remove the state file; returns the job id (or None)."""
     with locked(repo_root):
         state = load_state(repo_root)

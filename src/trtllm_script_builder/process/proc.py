@@ -1,4 +1,5 @@
-"""Starting processes for submit/watch (with probe/, the only places that do)."""
+"""The one runner: every process the package starts goes through here (a tool run to its end
+with `run`, or a job script left running with `spawn_detached`)."""
 
 from __future__ import annotations
 
@@ -10,35 +11,68 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from trtllm_script_builder.process.probe.run import NOT_FOUND, TIMED_OUT, CmdResult
-
+NOT_FOUND = 127
+TIMED_OUT = 124
 DEFAULT_TIMEOUT = 120.0
+TIMEOUT_VAR = "TSB_SLURM_TOOL_TIMEOUT"
+
+
+def tool_timeout() -> float:
+    """Seconds a tool may take before it counts as not answering ($TSB_SLURM_TOOL_TIMEOUT)."""
+    return float(os.environ.get(TIMEOUT_VAR) or DEFAULT_TIMEOUT)
 
 
 @dataclass(frozen=True)
-class ByteResult:
+class CmdResult:
+    """What a tool did: exit status (127 = not found, 124 = timed out), stdout, stderr.
+
+    `raw` keeps stdout's bytes: a log read by offset must count bytes, not decoded text.
+    """
+
     rc: int
-    out: bytes = b""
-    err: bytes = b""
+    out: str = ""
+    err: str = ""
+    raw: bytes = b""
+    timed_out: bool = False
 
-    def text(self) -> CmdResult:
-        return CmdResult(
-            self.rc, self.out.decode(errors="replace"), self.err.decode(errors="replace")
-        )
+    @property
+    def found(self) -> bool:
+        return self.rc != NOT_FOUND
+
+    @property
+    def text(self) -> str:
+        """stdout and stderr together (some tools print their answer on stderr)."""
+        return "\n".join(s for s in (self.out, self.err) if s)
 
 
-def run_bytes(
+class Runner(Protocol):
+    """How probe/check/submit/watch run a tool: `run` here, `SshRunner` on a remote host, or
+    a fake in tests."""
+
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult: ...
+
+
+def _decode(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
+
+
+def run(
     argv: Sequence[str],
+    cwd: Path | str | None = None,
     *,
     input: bytes | None = None,
-    cwd: Path | str | None = None,
     env: Mapping[str, str] | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> ByteResult:
-    """Run argv without a shell; never raises for a missing tool, a failure or a timeout."""
+    timeout: float | None = None,
+) -> CmdResult:
+    """Run argv without a shell, to its end or `timeout` (default `tool_timeout()`); never
+    raises for a missing tool, a failure or a timeout."""
+    limit = tool_timeout() if timeout is None else timeout
     if shutil.which(argv[0]) is None:
-        return ByteResult(NOT_FOUND, b"", f"{argv[0]}: command not found".encode())
+        return CmdResult(NOT_FOUND, "", f"{argv[0]}: command not found")
     try:
         proc = subprocess.run(
             list(argv),
@@ -47,20 +81,19 @@ def run_bytes(
             cwd=cwd,
             env=dict(env) if env is not None else None,
             capture_output=True,
-            timeout=timeout,
+            timeout=limit,
             check=False,
         )
-    except subprocess.TimeoutExpired:
-        return ByteResult(TIMED_OUT, b"", f"{argv[0]}: no answer after {timeout:g}s".encode())
+    except subprocess.TimeoutExpired as exc:
+        # what it printed before it was stopped often says why it hung
+        said = _decode(exc.stderr)
+        note = f"{argv[0]}: no answer after {limit:g}s"
+        return CmdResult(
+            TIMED_OUT, _decode(exc.output), f"{said.rstrip()}\n{note}" if said else note, b"", True
+        )
     except OSError as exc:
-        return ByteResult(NOT_FOUND, b"", f"{argv[0]}: {exc.strerror}".encode())
-    return ByteResult(proc.returncode, proc.stdout, proc.stderr)
-
-
-def local_runner(argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
-    """The probe's Runner protocol, with this module's timeout."""
-    timeout = float(os.environ.get("TSB_SLURM_TOOL_TIMEOUT", DEFAULT_TIMEOUT))
-    return run_bytes(argv, cwd=cwd, timeout=timeout).text()
+        return CmdResult(NOT_FOUND, "", f"{argv[0]}: {exc.strerror}")
+    return CmdResult(proc.returncode, _decode(proc.stdout), _decode(proc.stderr), proc.stdout)
 
 
 # ---------------------------------------------------------------- background processes

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trtllm_script_builder.process.probe.run import CmdResult, Runner
-from trtllm_script_builder.slurm_time import parse_time_minutes, seconds_to_time
+from trtllm_script_builder.process.proc import CmdResult, Runner
+from trtllm_script_builder.slurm_time import seconds_to_time, time_to_seconds
 
 # States after which the job will not change any more (squeue's and sacct's names).
 TERMINAL = {
@@ -142,32 +142,3 @@ def submitted_id(result: CmdResult) -> str | None:
     first = result.out.strip().splitlines()[0] if result.out.strip() else ""
     job = first.split(";")[0].strip()
     return job if job.isdigit() else None
-
-
-def time_to_seconds(text: str | None) -> int | None:
-    """Slurm's `[D-]HH:MM:SS`, `MM:SS`, `UNLIMITED` -> seconds (None when unknown/unlimited)."""
-    if not text or text in {"UNLIMITED", "INVALID", "NOT_SET", "N/A"}:
-        return None
-    days = 0
-    if "-" in text:
-        d, _, text = text.partition("-")
-        if not d.isdigit():
-            return None
-        days = int(d)
-    parts = text.split(":")
-    if not all(p.isdigit() for p in parts) or not 1 <= len(parts) <= 3:
-        return None
-    nums = [int(p) for p in parts]
-    while len(nums) < 3:
-        nums.insert(0, 0)
-    h, m, s = nums
-    return days * 86400 + h * 3600 + m * 60 + s
-
-
-def request_time_to_seconds(text: str) -> int | None:
-    """A request's `--time` value (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH[:MM[:SS]]`) -> seconds."""
-    try:
-        minutes = parse_time_minutes(text)
-    except ValueError:
-        return None
-    return None if minutes is None else round(minutes * 60)

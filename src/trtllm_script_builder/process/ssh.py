@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtllm_script_builder.process.probe.run import CmdResult
-from trtllm_script_builder.process.proc import ByteResult, run_bytes
+from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
 
 SSH_FAILED = 255  # ssh's own exit status when the connection fails
 CONTROL_PERSIST = "15m"
@@ -70,7 +69,11 @@ class SshTarget:
 
     def argv(self, remote_argv: Sequence[str], cwd: str | None = None) -> list[str]:
         """`ssh <options> HOST -- '<command>'`: the remote shell gets one quoted line."""
-        return ["ssh", *self.options(), self.host, "--", remote_line(remote_argv, cwd)]
+        return self.line_argv(remote_line(remote_argv, cwd))
+
+    def line_argv(self, line: str) -> list[str]:
+        """`ssh <options> HOST -- LINE`; LINE is run by the remote shell as it is."""
+        return ["ssh", *self.options(), self.host, "--", line]
 
     def control_argv(self, op: str) -> list[str]:
         """`ssh -O check|exit HOST` for the master connection."""
@@ -91,24 +94,18 @@ class SshRunner:
 
     def __init__(self, target: SshTarget, timeout: float | None = None) -> None:
         self.target = target
-        self.timeout = timeout or float(os.environ.get("TSB_SLURM_TOOL_TIMEOUT", 120))
+        self.timeout = timeout or tool_timeout()
 
     def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
-        return self.run_bytes(argv, cwd=str(cwd) if cwd else None).text()
+        return run(self.target.argv(argv, str(cwd) if cwd else None), timeout=self.timeout)
 
-    def run_bytes(
-        self, argv: Sequence[str], cwd: str | None = None, input: bytes | None = None
-    ) -> ByteResult:
-        return run_bytes(self.target.argv(argv, cwd), input=input, timeout=self.timeout)
-
-    def shell(self, line: str, input: bytes | None = None) -> ByteResult:
+    def shell(self, line: str, input: bytes | None = None) -> CmdResult:
         """Run one shell line remotely (the caller quotes every value)."""
-        argv = ["ssh", *self.target.options(), self.target.host, "--", line]
-        return run_bytes(argv, input=input, timeout=self.timeout)
+        return run(self.target.line_argv(line), input=input, timeout=self.timeout)
 
     def check(self) -> CmdResult:
         """Connect (opening the master) and return `pwd` and `$HOME` of the login shell."""
-        return self.shell('pwd && printf "%s\\n" "$HOME"').text()
+        return self.shell('pwd && printf "%s\\n" "$HOME"')
 
     def copy(self, files: Sequence[Path], remote_dir: str) -> CmdResult:
         """Copy files (flat, keeping their mode) into remote_dir, made if missing: one tar
@@ -119,7 +116,7 @@ class SshRunner:
                 tar.add(str(f), arcname=f.name, recursive=False)
         q = shlex.quote(remote_dir)
         line = f"mkdir -p {q} && tar -x -m --no-same-owner -f - -C {q}"
-        return self.shell(line, input=buf.getvalue()).text()
+        return self.shell(line, input=buf.getvalue())
 
     def read_from(self, path: str, offset: int) -> bytes | None:
         """The bytes of a remote file from `offset` on (None when it does not exist yet)."""
@@ -127,8 +124,8 @@ class SshRunner:
         res = self.shell(f"test -f {q} || exit 3; tail -c +{offset + 1} {q}")
         if res.rc != 0:
             return None
-        return res.out
+        return res.raw
 
     def close(self) -> None:
         """Stop the master connection (if one runs)."""
-        run_bytes(self.target.control_argv("exit"), timeout=15)
+        run(self.target.control_argv("exit"), timeout=15)

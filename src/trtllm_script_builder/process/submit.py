@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import local_runner, spawn_detached, start_time
+from trtllm_script_builder.process.proc import run, spawn_detached, start_time
 from trtllm_script_builder.process.slurm import submitted_id
+from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 
 SUBMISSION = "submission.json"
@@ -46,24 +47,6 @@ class Submission(BaseModel):
     alloc_job_id: str | None = None
     alloc_state_file: str | None = None
     container_name: str | None = None
-
-
-def load_spec(work_dir: Path) -> JobSpec:
-    path = work_dir / "job_spec.json"
-    try:
-        return JobSpec.model_validate_json(path.read_text())
-    except OSError:
-        raise BuildError(
-            "work_dir",
-            f"{work_dir} holds no job_spec.json",
-            "build the job first (trtllm-script-builder build ...)",
-        ) from None
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise BuildError(
-            "work_dir", f"{path}: {where}: {err['msg']}", "rebuild the job with this version"
-        ) from None
 
 
 def load_submission(work_dir: Path) -> Submission | None:
@@ -123,7 +106,7 @@ def submit(
 ) -> Submission:
     """Start the job built in work_dir; refuses a work_dir already submitted unless `force`."""
     work_dir = work_dir.resolve()
-    spec = load_spec(work_dir)
+    spec = read_job_spec(work_dir)
     previous = load_submission(work_dir)
     if previous is not None and not force:
         what = f"job {previous.job_id}" if previous.job_id else f"pid {previous.pid}"
@@ -162,7 +145,7 @@ def _script(spec: JobSpec) -> Path:
 
 def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
     script = _script(spec)
-    res = local_runner(["sbatch", "--parsable", str(script)], cwd=work_dir)
+    res = run(["sbatch", "--parsable", str(script)], cwd=work_dir)
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
         raise ToolFailed(

@@ -1,18 +1,15 @@
 """The repo's ``jenkins/scripts/perf/local/submit.py``: its arguments, running it, and moving the
-paths it embeds to the remote cluster (DESIGN decision 22).
-
-This is the one place in the build that starts a process.
-"""
+paths it embeds to the remote cluster."""
 
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.process.proc import run
 
 SUBMIT_PY = Path("jenkins") / "scripts" / "perf" / "local" / "submit.py"
 DEFAULT_TIMEOUT_SECONDS = 300.0
@@ -52,48 +49,29 @@ def run_submit_py(
             "point repo_root at a TensorRT-LLM checkout that has "
             "jenkins/scripts/perf/local/submit.py",
         )
-    command = [python, str(script), *args]
-    try:
-        done = subprocess.run(
-            command,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        said = _tail(_as_text(exc.stderr) or _as_text(exc.output))
+    done = run([python, str(script), *args], cwd=cwd, env=env, timeout=timeout)
+    if done.timed_out:
+        # the runner's own note is the last line; what submit.py printed before it says why
+        said = _tail("\n".join(done.err.splitlines()[:-1]) or done.out)
         raise ToolFailed(
             "submit.py",
             f"did not finish within {timeout:g} s" + (f": {said}" if said else ""),
             "check that the cluster's sinfo/scontrol answer, then build again",
-        ) from None
-    except OSError as exc:
+        )
+    if not done.found:
         raise ToolFailed(
             "submit.py",
-            f"could not be started with {python} ({exc.strerror or exc})",
+            f"could not be started with {python} ({done.err.partition(': ')[2] or done.err})",
             "run the builder with a working Python interpreter",
-        ) from None
-    if done.returncode != 0:
-        said = _tail(done.stderr) or _tail(done.stdout) or "(no output)"
+        )
+    if done.rc != 0:
+        said = _tail(done.err) or _tail(done.out) or "(no output)"
         raise ToolFailed(
             "submit.py",
-            f"exited with status {done.returncode}: {said}",
+            f"exited with status {done.rc}: {said}",
             "fix the request or the repo's submit.py (build again with --dry-run for the "
             "command, and run it by hand to see everything it printed)",
         )
-
-
-def _as_text(data: str | bytes | None) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, bytes):
-        return data.decode("utf-8", errors="replace")
-    return data
 
 
 def submit_py_args(

@@ -1,17 +1,14 @@
 """`watch`: follow a submitted job to its end, stream its log, and give one verdict.
 
-A Slurm job (local, or remote through ssh) is polled with `scontrol show job` and, once it
-has ended, `sacct` (when accounting answers); its `.out` and `.err` files are followed by
-offset. A local process (Docker, or a script inside a held allocation) is followed by its pid
-and the exit-status file its wrapper writes. `hang detected` in the log cancels the job at
-once; the `--timeout` deadline cancels it too unless `keep_running`.
+One loop (`watch_job`) follows a job handle (handles.py): a Slurm job (local, or remote
+through ssh) or a local process (Docker, or a script inside a held allocation). `hang
+detected` in the log cancels the job at once; the `--timeout` deadline cancels it too unless
+`keep_running`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import sys
 import time
@@ -20,15 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process import slurm
-from trtllm_script_builder.process.probe.run import Runner
-from trtllm_script_builder.process.proc import alive, kill_group, local_runner, reap, run_bytes
+from trtllm_script_builder.process.handles import JobHandle, LocalProcess, SlurmJob, read_local
+from trtllm_script_builder.process.proc import Runner, run
+from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submit import (
     Submission,
-    load_spec,
     load_submission,
     resolve_ssh_host,
     write_json,
@@ -40,58 +36,11 @@ from trtllm_script_builder.process.verdict import (
     LogLine,
     Verdict,
     classify,
-    decide_verdict,
 )
 
 VERDICT_FILE = "verdict.json"
-MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
-UNKNOWN_GRACE = 30.0  # seconds a just-submitted job may be unknown to Slurm
 CANCEL_WAIT = 60.0  # seconds to wait for a cancelled job to end
 PROGRESS_EVERY = 30.0  # seconds between progress lines when stderr is not a terminal
-
-Reader = Callable[[str, int], "bytes | None"]
-
-
-def read_local(path: str, offset: int) -> bytes | None:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(MAX_READ)
-    except OSError:
-        return None
-
-
-class Follower:
-    """New complete lines of one log file, read from where the last call stopped."""
-
-    def __init__(self, path: str, read: Reader, label: str = "") -> None:
-        self.path = path
-        self.read = read
-        self.label = label
-        self.offset = 0
-        self.buf = b""
-        self.lineno = 0
-
-    def poll(self) -> list[LogLine]:
-        data = self.read(self.path, self.offset)
-        if not data:
-            return []
-        self.offset += len(data)
-        self.buf += data
-        *complete, self.buf = self.buf.split(b"\n")
-        return [self._line(raw) for raw in complete]
-
-    def flush(self) -> list[LogLine]:
-        rest = self.poll()
-        if self.buf:
-            rest.append(self._line(self.buf))
-            self.buf = b""
-        return rest
-
-    def _line(self, raw: bytes) -> LogLine:
-        self.lineno += 1
-        text = raw.decode(errors="replace").rstrip("\r")
-        return LogLine(text, os.path.basename(self.path), self.lineno)
 
 
 class Console:
@@ -192,6 +141,76 @@ def _hang(lines: list[LogLine]) -> bool:
     )
 
 
+@dataclass
+class Followed:
+    """How following a job ended: the verdict and what watch itself did to the job."""
+
+    decision: Decision
+    cancelled: str | None  # "hang" / "timeout" when watch cancelled the job
+    timed_out: bool
+    elapsed: float
+
+
+def watch_job(
+    handle: JobHandle,
+    spec: JobSpec,
+    console: Console,
+    *,
+    timeout: float | None = None,
+    keep_running: bool = False,
+    poll: float = 5.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Followed:
+    """Follow `handle` to its end (or the deadline), streaming its logs to `console`."""
+    lines: list[LogLine] = []
+
+    def follow(final: bool = False) -> list[LogLine]:
+        new: list[LogLine] = []
+        for got, prefix in handle.logs(final):
+            console.lines(got, prefix)
+            new += got
+        lines.extend(new)
+        return new
+
+    start = clock()
+    deadline = start + timeout if timeout else None
+    cancelled: str | None = None
+    cancel_deadline = 0.0
+    timed_out = False
+    what = handle.what
+    while True:
+        ended = handle.refresh()
+        new = follow()
+        now = clock()
+        if cancelled is None and not ended and _hang(new):
+            console.say(f"[watch] {HANG_TEXT!r} in the log: {handle.stop_verb} {what}")
+            handle.cancel()
+            cancelled, cancel_deadline = "hang", now + CANCEL_WAIT
+        if ended:
+            break
+        if deadline is not None and now >= deadline and cancelled is None:
+            timed_out = True
+            if keep_running:
+                console.say(f"[watch] timeout after {timeout:g}s; {what} keeps running")
+                break
+            console.say(f"[watch] timeout after {timeout:g}s: {handle.stop_verb} {what}")
+            handle.cancel()
+            cancelled, cancel_deadline = "timeout", now + CANCEL_WAIT
+        if cancelled is not None and now >= cancel_deadline:
+            if handle.overdue():
+                break
+            cancel_deadline = now + CANCEL_WAIT
+        console.progress(handle.progress(now - start, len(lines)))
+        sleep(poll if cancelled is None else min(poll, handle.cancel_poll))
+    follow(final=True)
+    console.clear()
+    if timed_out and not keep_running and handle.ended_on_its_own():
+        timed_out = False  # it ended on its own before the cancel landed: its own end decides
+    decision = handle.decide(lines, spec, timed_out)
+    return Followed(decision, cancelled, timed_out, clock() - start)
+
+
 def watch(
     work_dir: Path,
     *,
@@ -203,7 +222,7 @@ def watch(
 ) -> WatchResult:
     work_dir = work_dir.resolve()
     console = console or Console(sys.stdout, sys.stderr)
-    spec = load_spec(work_dir)
+    spec = read_job_spec(work_dir)
     sub = load_submission(work_dir)
     if sub is None:
         raise BuildError(
@@ -212,28 +231,39 @@ def watch(
             "run `trtllm-script-builder submit WORK_DIR` first",
         )
     poll = max(poll, 0.05)
-    if sub.pid is not None:
-        result = _watch_process(spec, sub, timeout, keep_running, poll, console)
-    else:
-        result = _watch_slurm(spec, sub, timeout, keep_running, poll, ssh_host, console)
+    handle = _handle(spec, sub, poll, ssh_host)
+    done = watch_job(handle, spec, console, timeout=timeout, keep_running=keep_running, poll=poll)
+    result = WatchResult(
+        done.decision,
+        sub.scenario,
+        sub.work_dir,
+        cancelled=done.cancelled,
+        timed_out=done.timed_out,
+        elapsed=done.elapsed,
+        **handle.result_fields(),
+    )
     write_json(work_dir / VERDICT_FILE, result.to_json())
     return result
 
 
-# ---------------------------------------------------------------- Slurm jobs
-
-
-def _watch_slurm(
-    spec: JobSpec,
-    sub: Submission,
-    timeout: float | None,
-    keep_running: bool,
-    poll: float,
-    ssh_host: str | None,
-    console: Console,
-) -> WatchResult:
+def _handle(spec: JobSpec, sub: Submission, poll: float, ssh_host: str | None) -> JobHandle:
+    if sub.pid is not None:
+        if sub.host != socket.gethostname():
+            raise BuildError(
+                "work_dir",
+                f"pid {sub.pid} was started on {sub.host}, not on this host",
+                f"watch it on {sub.host}",
+            )
+        return LocalProcess(
+            sub.pid,
+            sub.pid_start,
+            sub.rc_file,
+            sub.log_file or "",
+            sub.host,
+            alloc_job_id=sub.alloc_job_id if sub.persistent else None,
+            container_name=sub.container_name,
+        )
     assert sub.job_id is not None
-    job = sub.job_id
     runner: Runner
     if sub.scenario == "remote_slurm":
         host = ssh_host or sub.ssh_host or resolve_ssh_host(spec, None)
@@ -241,217 +271,8 @@ def _watch_slurm(
         runner, read = ssh, ssh.read_from
     else:
         host = sub.host
-        runner, read = local_runner, read_local
-    accounting = slurm.accounting_on(runner)
-    out_path, err_path = sub.log_file, sub.err_file
-    followers: dict[str, Follower] = {}
-    lines: list[LogLine] = []
-
-    def follow(final: bool = False) -> list[LogLine]:
-        new: list[LogLine] = []
-        for path, prefix in ((out_path, ""), (err_path, "[stderr] ")):
-            if not path:
-                continue
-            f = followers.setdefault(path, Follower(path, read))
-            got = f.flush() if final else f.poll()
-            console.lines(got, prefix)
-            new += got
-        lines.extend(new)
-        return new
-
-    start = time.monotonic()
-    deadline = start + timeout if timeout else None
-    unknown_since: float | None = None
-    cancelled: str | None = None
-    cancel_deadline = 0.0
-    timed_out = False
-    paths_fixed = False
-    st = slurm.JobStatus(job)
-    while True:
-        st = slurm.query(runner, job, accounting)
-        if not paths_fixed and st.stdout and st.stdout not in ("(null)", ""):
-            out_path = st.stdout
-            err_path = st.stderr if st.stderr and st.stderr not in (st.stdout, "(null)") else None
-            paths_fixed = True
-        new = follow()
-        now = time.monotonic()
-        if cancelled is None and not st.terminal and _hang(new):
-            console.say(f"[watch] {HANG_TEXT!r} in the log: cancelling job {job}")
-            runner(["scancel", job])
-            cancelled, cancel_deadline = "hang", now + CANCEL_WAIT
-        if st.terminal:
-            time.sleep(min(poll, 0.5))
-            follow(final=True)
-            break
-        if not st.known:
-            unknown_since = unknown_since or now
-            if now - unknown_since > UNKNOWN_GRACE:
-                raise ToolFailed(
-                    "job_id",
-                    f"Slurm knows no job {job} (scontrol{', sacct' if accounting else ''})",
-                    "check the cluster; the job may be older than MinJobAge without accounting",
-                )
-        else:
-            unknown_since = None
-        if deadline is not None and now >= deadline and cancelled is None:
-            timed_out = True
-            if keep_running:
-                console.say(f"[watch] timeout after {timeout:g}s; job {job} keeps running")
-                follow(final=True)
-                break
-            console.say(f"[watch] timeout after {timeout:g}s: cancelling job {job}")
-            runner(["scancel", job])
-            cancelled, cancel_deadline = "timeout", now + CANCEL_WAIT
-        if cancelled is not None and now >= cancel_deadline:
-            follow(final=True)
-            break
-        left = f", {st.time_left} left" if st.time_left else ""
-        console.progress(
-            f"[watch] job {job} {st.state or 'UNKNOWN'}, {st.run_time or '-'} run{left}, "
-            f"{len(lines)} log lines"
-        )
-        time.sleep(poll if cancelled is None else min(poll, 1.0))
-    console.clear()
-    if timed_out and not keep_running and slurm_state(st) not in ("CANCELLED", None):
-        # it ended on its own before the cancel landed: its own end decides
-        timed_out = False
-    decision = decide_verdict(
-        slurm_state(st) if st.terminal else None,
-        st.exit_code if st.terminal else None,
-        lines,
-        spec,
-        timed_out=timed_out,
-        signal=st.signal if st.terminal else None,
-    )
-    if not st.terminal:
-        decision.state = st.state  # e.g. still RUNNING after a --keep-running timeout
-    return WatchResult(
-        decision,
-        sub.scenario,
-        sub.work_dir,
-        job_id=job,
-        host=host,
-        signal=st.signal,
-        log_files=[p for p in (out_path, err_path) if p],
-        cancelled=cancelled,
-        timed_out=timed_out,
-        elapsed=time.monotonic() - start,
-    )
-
-
-def slurm_state(st: slurm.JobStatus) -> str | None:
-    return st.state.split()[0] if st.state else None
-
-
-# ---------------------------------------------------------------- local processes
-
-
-def _read_rc(path: str | None) -> int | None:
-    if not path:
-        return None
-    try:
-        text = Path(path).read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.lstrip("-").isdigit() else None
-
-
-def _watch_process(
-    spec: JobSpec,
-    sub: Submission,
-    timeout: float | None,
-    keep_running: bool,
-    poll: float,
-    console: Console,
-) -> WatchResult:
-    assert sub.pid is not None
-    pid = sub.pid
-    if sub.host != socket.gethostname():
-        raise BuildError(
-            "work_dir",
-            f"pid {pid} was started on {sub.host}, not on this host",
-            f"watch it on {sub.host}",
-        )
-    log = sub.log_file or ""
-    follower = Follower(log, read_local)
-    lines: list[LogLine] = []
-
-    def follow(final: bool = False) -> list[LogLine]:
-        got = follower.flush() if final else follower.poll()
-        console.lines(got)
-        lines.extend(got)
-        return got
-
-    def stop() -> None:
-        if sub.persistent and sub.alloc_job_id:
-            from trtllm_script_builder.process.persistent import active_steps
-
-            for step in active_steps(local_runner, sub.alloc_job_id):
-                local_runner(["scancel", step])
-        kill_group(pid, signal.SIGTERM)
-        if sub.container_name:
-            run_bytes(["docker", "kill", sub.container_name], timeout=30)
-
-    start = time.monotonic()
-    deadline = start + timeout if timeout else None
-    cancelled: str | None = None
-    cancel_deadline = 0.0
-    timed_out = False
-    rc: int | None = None
-    what = f"allocation {sub.alloc_job_id}, pid {pid}" if sub.persistent else f"pid {pid}"
-    while True:
-        new = follow()
-        now = time.monotonic()
-        if cancelled is None and _hang(new):
-            console.say(f"[watch] {HANG_TEXT!r} in the log: stopping {what}")
-            stop()
-            cancelled, cancel_deadline = "hang", now + CANCEL_WAIT
-        rc = _read_rc(sub.rc_file)
-        if rc is not None:
-            break
-        if not alive(pid, sub.pid_start):
-            reap(pid)
-            time.sleep(0.2)
-            rc = _read_rc(sub.rc_file)
-            break
-        if deadline is not None and now >= deadline and cancelled is None:
-            timed_out = True
-            if keep_running:
-                console.say(f"[watch] timeout after {timeout:g}s; {what} keeps running")
-                break
-            console.say(f"[watch] timeout after {timeout:g}s: stopping {what}")
-            stop()
-            cancelled, cancel_deadline = "timeout", now + CANCEL_WAIT
-        if cancelled is not None and now >= cancel_deadline:
-            kill_group(pid, signal.SIGKILL)
-            cancel_deadline = now + CANCEL_WAIT
-        console.progress(f"[watch] {what} running, {now - start:.0f}s, {len(lines)} log lines")
-        time.sleep(poll if cancelled is None else min(poll, 0.5))
-    follow(final=True)
-    console.clear()
-    if timed_out and not keep_running and rc is not None and rc not in (130, 137, 143):
-        timed_out = False  # it ended on its own before the stop landed
-    decision = decide_verdict(None, rc, lines, spec, timed_out=timed_out)
-    if rc is None and not timed_out and decision.verdict is Verdict.FAILED:
-        decision = Decision(
-            Verdict.CANCELLED,
-            "the process ended without an exit status (killed from outside)",
-            decision.evidence,
-            None,
-            None,
-        )
-    return WatchResult(
-        decision,
-        sub.scenario,
-        sub.work_dir,
-        job_id=sub.alloc_job_id,
-        pid=pid,
-        host=sub.host,
-        log_files=[log] if log else [],
-        cancelled=cancelled,
-        timed_out=timed_out,
-        elapsed=time.monotonic() - start,
-    )
+        runner, read = run, read_local
+    return SlurmJob(sub.job_id, runner, read, sub.log_file, sub.err_file, host, poll)
 
 
 def render_verdict(result: WatchResult) -> str:

@@ -2,7 +2,7 @@
 
 `check()` runs `sbatch --test-only` on the script and checks partition, account, GRES, node
 count, time limit and MPI plugin against what the cluster reports; the click command is in
-`command.py` (imported by the CLI only).
+cli/check.py.
 """
 
 from __future__ import annotations

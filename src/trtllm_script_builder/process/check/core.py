@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.jobspec import SlurmParams
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import current_user, first_line
-from trtllm_script_builder.process.probe.run import CmdResult, Runner, run
+from trtllm_script_builder.process.proc import CmdResult, Runner, run
+from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.slurm_time import parse_time_minutes
 
 EXIT_OK, EXIT_PROBLEMS = 0, 1
-
-
-def _load_spec(work_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    path = work_dir / "job_spec.json"
-    try:
-        spec = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None, f"job_spec.json: not found in {work_dir}; build the job first"
-    except OSError as exc:
-        return None, f"job_spec.json: cannot read {path} ({exc.strerror})"
-    except json.JSONDecodeError as exc:
-        return None, f"job_spec.json: not JSON ({exc.msg} at line {exc.lineno})"
-    if not isinstance(spec, dict):
-        return None, "job_spec.json: does not hold a JSON object"
-    return spec, None
 
 
 def _text(value: Any) -> str | None:
@@ -43,44 +30,40 @@ def _lines(result: CmdResult) -> list[str]:
 def check(work_dir: Path, runner: Runner = run, user: str | None = None) -> tuple[list[str], int]:
     """Return the problems found (cluster reasons quoted) and the exit code (0 fine, 1 not)."""
     work_dir = Path(work_dir).resolve()
-    spec, problem = _load_spec(work_dir)
-    if spec is None:
-        return [problem or "job_spec.json: unreadable"], EXIT_PROBLEMS
-    if spec.get("execution_scenario") == "local_docker":
+    try:
+        spec = read_job_spec(work_dir)
+    except BuildError as err:
+        return [f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS
+    if spec.execution_scenario == "local_docker":
         return [], EXIT_OK  # no Slurm job to check
     problems: list[str] = []
-    params = spec.get("slurm_params")
-    if not isinstance(params, dict):
-        problems.append("job_spec.json: slurm_params missing or not an object")
-        params = {}
+    params = spec.slurm_params
+    if params is None:
+        return ["job_spec.json: slurm_params missing; rebuild the job"], EXIT_PROBLEMS
 
     # 1. the cluster's own verdict on the script
-    script_value = _text(spec.get("script_path"))
-    if script_value is None:
-        problems.append("job_spec.json: script_path missing")
+    script = Path(spec.script_path)
+    script = script if script.is_absolute() else work_dir / script
+    if not script.is_file():
+        problems.append(f"script_path: {script} does not exist")
     else:
-        script = Path(script_value)
-        script = script if script.is_absolute() else work_dir / script
-        if not script.is_file():
-            problems.append(f"script_path: {script} does not exist")
-        else:
-            result = runner(["sbatch", "--test-only", str(script)], cwd=work_dir)
-            if not result.found:
-                problems.append("sbatch: SLURM client tools not found; cannot check the job")
-                return problems, EXIT_PROBLEMS
-            if result.rc != 0:
-                reasons = _lines(result) or [f"exit status {result.rc}"]
-                problems += [f"sbatch --test-only: {line}" for line in reasons]
+        result = runner(["sbatch", "--test-only", str(script)], cwd=work_dir)
+        if not result.found:
+            problems.append("sbatch: SLURM client tools not found; cannot check the job")
+            return problems, EXIT_PROBLEMS
+        if result.rc != 0:
+            reasons = _lines(result) or [f"exit status {result.rc}"]
+            problems += [f"sbatch --test-only: {line}" for line in reasons]
 
     # 2. independent checks against what the cluster reports
     problems += _check_params(params, runner, user or current_user())
     return problems, EXIT_PROBLEMS if problems else EXIT_OK
 
 
-def _check_params(params: dict[str, Any], runner: Runner, user: str) -> list[str]:
+def _check_params(params: SlurmParams, runner: Runner, user: str) -> list[str]:
     problems: list[str] = []
-    partition = _text(params.get("partition"))
-    account = _text(params.get("account"))
+    partition = _text(params.partition)
+    account = _text(params.account)
 
     show = runner(["scontrol", "show", "partition", "-o"])
     if not show.found:
@@ -111,9 +94,9 @@ def _check_params(params: dict[str, Any], runner: Runner, user: str) -> list[str
 
     problems += _check_account(account, partition, runner, user)
     if part is not None:
-        problems += _check_time(params.get("time_limit"), partition or "", part)
+        problems += _check_time(params.time_limit, partition or "", part)
         problems += _check_resources(params, partition or "", part, runner)
-    problems += _check_mpi(_text(params.get("mpi_plugin")), runner)
+    problems += _check_mpi(_text(params.mpi_plugin), runner)
     return problems
 
 
@@ -143,12 +126,12 @@ def _check_account(
     ]
 
 
-def _check_time(value: Any, partition: str, part: dict[str, str]) -> list[str]:
+def _check_time(value: str, partition: str, part: dict[str, str]) -> list[str]:
     limit = _text(value)
     if limit is None:
         return []
     try:
-        minutes = float(value) if isinstance(value, int) else parse_time_minutes(limit)
+        minutes = parse_time_minutes(limit)
     except ValueError:
         return [f"slurm_params.time_limit: {limit} is not a Slurm time (e.g. 02:00:00)"]
     max_time = part.get("MaxTime", "UNLIMITED")
@@ -172,16 +155,16 @@ def _as_int(value: Any) -> int | None:
 
 
 def _check_resources(
-    params: dict[str, Any], partition: str, part: dict[str, str], runner: Runner
+    params: SlurmParams, partition: str, part: dict[str, str], runner: Runner
 ) -> list[str]:
     problems: list[str] = []
-    nodes_wanted = _as_int(params.get("nodes")) or 1
+    nodes_wanted = params.nodes or 1
     total = _as_int(part.get("TotalNodes"))
     if total is not None and nodes_wanted > total:
         problems.append(
             f"slurm_params.nodes: {nodes_wanted} nodes, partition {partition} has {total}"
         )
-    gres_text = _text(params.get("gres"))
+    gres_text = _text(params.gres)
     if gres_text is not None:
         gres_text = gres_text.removeprefix("--gres=")
     # only the GRES the script asks for: gpus_per_node is also set for partitions without GPU

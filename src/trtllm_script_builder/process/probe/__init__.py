@@ -1,8 +1,8 @@
-"""Probe a Slurm cluster into `slurm_env.json` (the seed's schema).
+"""Probe a Slurm cluster into `slurm_env.json`.
 
-`probe()` runs the cluster's tools through a runner (`run.run`, or a fake in tests),
-`parse` holds the pure parsers, `render_text()` the text table; the click command is in
-`command.py` (imported by the CLI only).
+`probe()` runs the cluster's tools through a runner (`proc.run`, `ssh.SshRunner`, or a fake
+in tests), `parse` holds the pure parsers, `render_text()` the text table; the click command
+is in cli/probe.py.
 """
 
 from __future__ import annotations

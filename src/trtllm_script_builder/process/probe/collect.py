@@ -6,7 +6,7 @@ import getpass
 from typing import Any
 
 from trtllm_script_builder.process.probe import parse
-from trtllm_script_builder.process.probe.run import CmdResult, Runner, run
+from trtllm_script_builder.process.proc import CmdResult, Runner, run
 
 NO_SLURM_TOOLS = "SLURM client tools not found"  # same text as slurm_env.NO_SLURM_TOOLS
 EXIT_CLEAN, EXIT_NO_TOOLS, EXIT_PARTIAL = 0, 1, 2

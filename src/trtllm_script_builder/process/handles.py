@@ -1,0 +1,295 @@
+"""Job handles `watch` follows: a Slurm job (local, or remote through ssh) and a local process
+(Docker, or a script inside a held allocation). Each knows how to ask whether its job has
+ended, read its logs, cancel it, and turn what it saw into a verdict; the loop that drives
+them (hang, deadline, cancel) is `watch.watch_job`, written once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from trtllm_script_builder.errors import ToolFailed
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process import slurm
+from trtllm_script_builder.process.proc import Runner, alive, kill_group, reap, run
+from trtllm_script_builder.process.verdict import Decision, LogLine, Verdict, decide_verdict
+
+MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
+UNKNOWN_GRACE = 30.0  # seconds a just-submitted job may be unknown to Slurm
+
+Reader = Callable[[str, int], "bytes | None"]
+Logs = list[tuple[list[LogLine], str]]  # new lines of each log, with the prefix to show them
+
+
+def read_local(path: str, offset: int) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(MAX_READ)
+    except OSError:
+        return None
+
+
+class Follower:
+    """New complete lines of one log file, read from where the last call stopped."""
+
+    def __init__(self, path: str, read: Reader) -> None:
+        self.path = path
+        self.read = read
+        self.offset = 0
+        self.buf = b""
+        self.lineno = 0
+
+    def poll(self) -> list[LogLine]:
+        data = self.read(self.path, self.offset)
+        if not data:
+            return []
+        self.offset += len(data)
+        self.buf += data
+        *complete, self.buf = self.buf.split(b"\n")
+        return [self._line(raw) for raw in complete]
+
+    def flush(self) -> list[LogLine]:
+        rest = self.poll()
+        if self.buf:
+            rest.append(self._line(self.buf))
+            self.buf = b""
+        return rest
+
+    def _line(self, raw: bytes) -> LogLine:
+        self.lineno += 1
+        text = raw.decode(errors="replace").rstrip("\r")
+        return LogLine(text, os.path.basename(self.path), self.lineno)
+
+
+class JobHandle(Protocol):
+    what: str  # how messages name the job: "job 12", "pid 345"
+    stop_verb: str  # "cancelling" a Slurm job, "stopping" a process
+    cancel_poll: float  # longest sleep between polls once a cancel was sent
+
+    def refresh(self) -> bool:
+        """Ask how the job is; True once it has ended."""
+        ...
+
+    def logs(self, final: bool = False) -> Logs: ...
+
+    def cancel(self) -> None: ...
+
+    def overdue(self) -> bool:
+        """The cancel was not obeyed in time: True to stop watching, False when the handle
+        pressed harder and the wait starts again."""
+        ...
+
+    def progress(self, elapsed: float, log_lines: int) -> str: ...
+
+    def ended_on_its_own(self) -> bool:
+        """After a timeout cancel: the job ended by itself before the cancel landed."""
+        ...
+
+    def decide(self, lines: list[LogLine], spec: JobSpec, timed_out: bool) -> Decision: ...
+
+    def result_fields(self) -> dict[str, Any]:
+        """job_id, pid, host, signal and log_files for the WatchResult."""
+        ...
+
+
+class SlurmJob:
+    """A Slurm job polled with scontrol (and sacct once it ended, when accounting answers)."""
+
+    stop_verb = "cancelling"
+    cancel_poll = 1.0
+
+    def __init__(
+        self,
+        job_id: str,
+        runner: Runner,
+        read: Reader,
+        out_path: str | None,
+        err_path: str | None,
+        host: str | None,
+        poll: float,
+    ) -> None:
+        self.job_id, self.runner, self.read, self.host = job_id, runner, read, host
+        self.what = f"job {job_id}"
+        self.out_path, self.err_path = out_path, err_path
+        self.poll = poll
+        self.accounting = slurm.accounting_on(runner)
+        self.st = slurm.JobStatus(job_id)
+        self.followers: dict[str, Follower] = {}
+        self.paths_fixed = False
+        self.unknown_since: float | None = None
+
+    def refresh(self) -> bool:
+        st = self.st = slurm.query(self.runner, self.job_id, self.accounting)
+        if not self.paths_fixed and st.stdout and st.stdout not in ("(null)", ""):
+            # Slurm's own word on where the logs go beats the pattern the build wrote
+            self.out_path = st.stdout
+            keep_err = st.stderr and st.stderr not in (st.stdout, "(null)")
+            self.err_path = st.stderr if keep_err else None
+            self.paths_fixed = True
+        now = time.monotonic()
+        if st.terminal:
+            time.sleep(min(self.poll, 0.5))  # the last lines may land just after the end
+        elif not st.known:
+            self.unknown_since = self.unknown_since or now
+            if now - self.unknown_since > UNKNOWN_GRACE:
+                raise ToolFailed(
+                    "job_id",
+                    f"Slurm knows no job {self.job_id} "
+                    f"(scontrol{', sacct' if self.accounting else ''})",
+                    "check the cluster; the job may be older than MinJobAge without accounting",
+                )
+        else:
+            self.unknown_since = None
+        return st.terminal
+
+    def logs(self, final: bool = False) -> Logs:
+        got: Logs = []
+        for path, prefix in ((self.out_path, ""), (self.err_path, "[stderr] ")):
+            if path:
+                f = self.followers.setdefault(path, Follower(path, self.read))
+                got.append((f.flush() if final else f.poll(), prefix))
+        return got
+
+    def cancel(self) -> None:
+        self.runner(["scancel", self.job_id])
+
+    def overdue(self) -> bool:
+        return True
+
+    def progress(self, elapsed: float, log_lines: int) -> str:
+        st = self.st
+        left = f", {st.time_left} left" if st.time_left else ""
+        return (
+            f"[watch] job {self.job_id} {st.state or 'UNKNOWN'}, {st.run_time or '-'} run{left}, "
+            f"{log_lines} log lines"
+        )
+
+    def state(self) -> str | None:
+        return self.st.state.split()[0] if self.st.state else None
+
+    def ended_on_its_own(self) -> bool:
+        return self.state() not in ("CANCELLED", None)
+
+    def decide(self, lines: list[LogLine], spec: JobSpec, timed_out: bool) -> Decision:
+        st = self.st
+        done = st.terminal
+        decision = decide_verdict(
+            self.state() if done else None,
+            st.exit_code if done else None,
+            lines,
+            spec,
+            timed_out=timed_out,
+            signal=st.signal if done else None,
+        )
+        if not done:
+            decision.state = st.state  # e.g. still RUNNING after a --keep-running timeout
+        return decision
+
+    def result_fields(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "host": self.host,
+            "signal": self.st.signal,
+            "log_files": [p for p in (self.out_path, self.err_path) if p],
+        }
+
+
+def read_rc(path: str | None) -> int | None:
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    text = text.strip()
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+# Exit statuses of a process ended by SIGINT, SIGKILL or SIGTERM: what a stop leaves.
+_STOPPED = (130, 137, 143)
+
+
+class LocalProcess:
+    """A process `submit` started on this host, followed by pid and the exit-status file its
+    wrapper writes (it is not our child when `watch` runs on its own)."""
+
+    stop_verb = "stopping"
+    cancel_poll = 0.5
+
+    def __init__(
+        self,
+        pid: int,
+        pid_start: str | None,
+        rc_file: str | None,
+        log: str,
+        host: str,
+        alloc_job_id: str | None = None,
+        container_name: str | None = None,
+    ) -> None:
+        self.pid, self.pid_start, self.rc_file = pid, pid_start, rc_file
+        self.host, self.alloc_job_id, self.container_name = host, alloc_job_id, container_name
+        self.log = log
+        self.follower = Follower(log, read_local)
+        self.what = f"allocation {alloc_job_id}, pid {pid}" if alloc_job_id else f"pid {pid}"
+        self.rc: int | None = None
+
+    def refresh(self) -> bool:
+        self.rc = read_rc(self.rc_file)
+        if self.rc is not None:
+            return True
+        if not alive(self.pid, self.pid_start):
+            reap(self.pid)
+            time.sleep(0.2)  # the wrapper writes the status file just after its child ends
+            self.rc = read_rc(self.rc_file)
+            return True
+        return False
+
+    def logs(self, final: bool = False) -> Logs:
+        return [(self.follower.flush() if final else self.follower.poll(), "")]
+
+    def cancel(self) -> None:
+        if self.alloc_job_id:
+            # the script's sruns are steps of the held allocation: stop them, keep it
+            from trtllm_script_builder.process.persistent import active_steps
+
+            for step in active_steps(run, self.alloc_job_id):
+                run(["scancel", step])
+        kill_group(self.pid, signal.SIGTERM)
+        if self.container_name:
+            run(["docker", "kill", self.container_name], timeout=30)
+
+    def overdue(self) -> bool:
+        kill_group(self.pid, signal.SIGKILL)
+        return False
+
+    def progress(self, elapsed: float, log_lines: int) -> str:
+        return f"[watch] {self.what} running, {elapsed:.0f}s, {log_lines} log lines"
+
+    def ended_on_its_own(self) -> bool:
+        return self.rc is not None and self.rc not in _STOPPED
+
+    def decide(self, lines: list[LogLine], spec: JobSpec, timed_out: bool) -> Decision:
+        decision = decide_verdict(None, self.rc, lines, spec, timed_out=timed_out)
+        if self.rc is None and not timed_out and decision.verdict is Verdict.FAILED:
+            return Decision(
+                Verdict.CANCELLED,
+                "the process ended without an exit status (killed from outside)",
+                decision.evidence,
+                None,
+                None,
+            )
+        return decision
+
+    def result_fields(self) -> dict[str, Any]:
+        return {
+            "job_id": self.alloc_job_id,
+            "pid": self.pid,
+            "host": self.host,
+            "log_files": [self.log] if self.log else [],
+        }
