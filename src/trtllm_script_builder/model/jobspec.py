@@ -30,6 +30,8 @@ class SlurmParams:
     gres: str | None
     mpi_plugin: str
 
+    model_fields: ClassVar[dict[str, Any]]
+
 
 @dataclass(kw_only=True)
 class JobSpec:
@@ -70,7 +72,8 @@ class JobSpec:
     container_mounts: str | None = None
     warnings: list[str] = field(default_factory=list)
 
-    NAMES: ClassVar[tuple[str, ...]]
+    # Field name -> dataclass field, in order: the names pydantic's `model_fields` gives.
+    model_fields: ClassVar[dict[str, Any]]
 
     def __post_init__(self) -> None:
         if not 1 <= self.category <= 6:
@@ -82,7 +85,7 @@ class JobSpec:
         # One top-level key per line, each value compact: readable, and the C encoder keeps
         # build-many fast (an indented dump runs the pure-Python encoder). Keys are plain names.
         body = []
-        for k in JobSpec.NAMES:
+        for k in JobSpec.model_fields:
             value = getattr(self, k)
             if value is None:
                 continue
@@ -105,11 +108,12 @@ class JobSpec:
         return schema
 
 
-JobSpec.NAMES = tuple(f.name for f in fields(JobSpec))
+SlurmParams.model_fields = {f.name: f for f in fields(SlurmParams)}
+JobSpec.model_fields = {f.name: f for f in fields(JobSpec)}
 
 
 def _from_model(m: BaseModel) -> JobSpec:
-    data = {k: getattr(m, k) for k in JobSpec.NAMES}
+    data = {k: getattr(m, k) for k in JobSpec.model_fields}
     if data["slurm_params"] is not None:
         data["slurm_params"] = SlurmParams(**vars(data["slurm_params"]))
     return JobSpec(**data)
