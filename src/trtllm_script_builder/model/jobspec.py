@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 SCHEMA_VERSION = 1
 # The script header's and the report's name for each value of job_spec's category.
@@ -19,10 +21,14 @@ CATEGORY_TITLES = {
     6: "trtllm-bench Slurm script",
 }
 
+# A build only writes job_spec.json, so the classes it fills are plain dataclasses: building
+# pydantic models costs a process more than the rest of a build. Reading a job_spec.json
+# (submit, watch, tests) and its JSON Schema go through the pydantic twins in `_models`, built
+# on first use; tests/test_jobspec_model.py keeps the two in step.
 
-class SlurmParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
+@dataclass(kw_only=True)
+class SlurmParams:
     partition: str
     account: str
     time_limit: str
@@ -33,15 +39,16 @@ class SlurmParams(BaseModel):
     gres: str | None
     mpi_plugin: str
 
+    model_fields: ClassVar[dict[str, Any]]
 
-class JobSpec(BaseModel):
-    """Step 5 of the seed plus `category`, sizing and `schema_version` (DESIGN)."""
 
-    model_config = ConfigDict(extra="forbid")
+@dataclass(kw_only=True)
+class JobSpec:
+    """What a build tells the executors: the script, how to read its log, and its sizing."""
 
     schema_version: int = SCHEMA_VERSION
     workflow_type: str
-    category: int = Field(ge=1, le=6)
+    category: int
     model_name: str
     execution_scenario: str
     container_image: str
@@ -49,19 +56,19 @@ class JobSpec(BaseModel):
     script_path: str
     script_name: str
     log_file_pattern: str | None = None
-    # The seed's scripts keep stderr apart (#SBATCH --error); tracebacks land there, so a
-    # watcher reads both files.
+    # The scripts keep stderr apart (#SBATCH --error); tracebacks land there, so a watcher
+    # reads both files.
     error_file_pattern: str | None = None
     log_file: str | None = None
     docker_cmd: str | None = None
     success_patterns: list[str]
     failure_patterns: list[str]
-    extra_files: list[str] = Field(default_factory=list)
+    extra_files: list[str] = field(default_factory=list)
     required_devices: int
     node_count: int
     slurm_params: SlurmParams | None = None
     # Embedded as probed, not re-validated or copied: a batch shares one object across jobs.
-    slurm_env: SkipValidation[dict[str, Any] | None] = None
+    slurm_env: dict[str, Any] | None = None
     work_dir: str
     repo_root: str
     llm_models_root: str | None = None
@@ -72,19 +79,109 @@ class JobSpec(BaseModel):
     persistent_mode: bool | None = None
     container_name: str | None = None
     container_mounts: str | None = None
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    # Field name -> dataclass field, in order: the names pydantic's `model_fields` gives.
+    model_fields: ClassVar[dict[str, Any]]
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.category <= 6:
+            raise ValueError(f"category {self.category} is not 1 to 6")
 
     def to_json(self) -> str:
         # Absent top-level fields are left out (remote-only, persistent-only, Docker-only);
         # inside slurm_params a null gres is a fact the executors read.
-        data = self.model_dump(exclude={"slurm_env"})
-        data["slurm_env"] = self.slurm_env
         # One top-level key per line, each value compact: readable, and the C encoder keeps
         # build-many fast (an indented dump runs the pure-Python encoder). Keys are plain names.
-        body = ",\n".join(
-            f'  "{k}": {_dumps(data[k])}' for k in type(self).model_fields if data[k] is not None
-        )
-        return "{\n" + body + "\n}\n"
+        body = []
+        for k in JobSpec.model_fields:
+            value = getattr(self, k)
+            if value is None:
+                continue
+            if k == "slurm_params":
+                value = vars(value)
+            body.append(f'  "{k}": {_dumps(value)}')
+        return "{\n" + ",\n".join(body) + "\n}\n"
+
+    @classmethod
+    def model_validate(cls, data: Any) -> JobSpec:
+        return _from_model(_models()[1].model_validate(data))
+
+    @classmethod
+    def model_validate_json(cls, text: str | bytes) -> JobSpec:
+        return _from_model(_models()[1].model_validate_json(text))
+
+    @classmethod
+    def model_json_schema(cls, mode: Any = "validation") -> dict[str, Any]:
+        schema: dict[str, Any] = _models()[1].model_json_schema(mode=mode)
+        return schema
+
+
+SlurmParams.model_fields = {f.name: f for f in fields(SlurmParams)}
+JobSpec.model_fields = {f.name: f for f in fields(JobSpec)}
+
+
+def _from_model(m: BaseModel) -> JobSpec:
+    data = {k: getattr(m, k) for k in JobSpec.model_fields}
+    if data["slurm_params"] is not None:
+        data["slurm_params"] = SlurmParams(**vars(data["slurm_params"]))
+    return JobSpec(**data)
+
+
+@lru_cache(maxsize=1)
+def _models() -> tuple[type[BaseModel], type[BaseModel]]:
+    """The pydantic twins of SlurmParams and JobSpec: validation on reading, the JSON Schema."""
+    from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+
+    class SlurmParams(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        partition: str
+        account: str
+        time_limit: str
+        nodes: int
+        ntasks: int
+        ntasks_per_node: int
+        gpus_per_node: int
+        gres: str | None
+        mpi_plugin: str
+
+    class JobSpec(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        schema_version: int = SCHEMA_VERSION
+        workflow_type: str
+        category: int = Field(ge=1, le=6)
+        model_name: str
+        execution_scenario: str
+        container_image: str
+        docker_image: str
+        script_path: str
+        script_name: str
+        log_file_pattern: str | None = None
+        error_file_pattern: str | None = None
+        log_file: str | None = None
+        docker_cmd: str | None = None
+        success_patterns: list[str]
+        failure_patterns: list[str]
+        extra_files: list[str] = Field(default_factory=list)
+        required_devices: int
+        node_count: int
+        slurm_params: SlurmParams | None = None
+        slurm_env: SkipValidation[dict[str, Any] | None] = None
+        work_dir: str
+        repo_root: str
+        llm_models_root: str | None = None
+        remote_repo_path: str | None = None
+        remote_work_dir: str | None = None
+        remote_script_path: str | None = None
+        ssh_host: str | None = None
+        persistent_mode: bool | None = None
+        container_name: str | None = None
+        container_mounts: str | None = None
+        warnings: list[str] = Field(default_factory=list)
+
+    return SlurmParams, JobSpec
 
 
 _last_env: tuple[Any, str] | None = None

@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtllm_script_builder.errors import BuildError
 
 ENV_VAR = "TRTLLM_SCRIPT_BUILDER_CONFIG"
 
 
-class SiteConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+# Plain: most builds have no config file, and a pydantic model costs more to build than a
+# build; a file that exists is validated by a pydantic twin made when one is read.
+@dataclass(kw_only=True)
+class SiteConfig:
     default_llm_models_root: str | None = None
     default_models_repo_host: str | None = None
     default_user_root_dir: str | None = None
     enroot_uri_rewrite: bool = True
+
+
+def _validate(data: dict[str, object]) -> SiteConfig:
+    from pydantic import BaseModel, ConfigDict
+
+    class SiteConfigModel(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        default_llm_models_root: str | None = None
+        default_models_repo_host: str | None = None
+        default_user_root_dir: str | None = None
+        enroot_uri_rewrite: bool = True
+
+    return SiteConfig(**SiteConfigModel.model_validate(data).model_dump())
 
 
 def site_config_path() -> Path:
@@ -40,6 +54,7 @@ def load_site_config() -> SiteConfig:
             )
         return SiteConfig()
     import yaml
+    from pydantic import ValidationError
 
     try:
         data = yaml.safe_load(path.read_text()) or {}
@@ -52,7 +67,7 @@ def load_site_config() -> SiteConfig:
     if not isinstance(data, dict):
         raise BuildError("site config", f"{path} does not hold a mapping", "write key: value lines")
     try:
-        return SiteConfig.model_validate(data)
+        return _validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])

@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import json
+from dataclasses import MISSING, dataclass, field, fields
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ValidationError
 
 from trtllm_script_builder.errors import BuildError
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 NO_SLURM_TOOLS = "SLURM client tools not found"
 
+# A build reads slurm_env.json every time, and building pydantic models costs a process more
+# than the rest of a build; so a file whose every value already has its field's exact type is
+# taken as is, and anything else (wrong, or needing a conversion) goes through the pydantic
+# twins in `_models`, which also give the error messages and the JSON Schema.
+# tests/test_slurm_env_model.py keeps the two in step.
 
-class Partition(BaseModel):
-    model_config = ConfigDict(extra="allow")
 
+@dataclass(kw_only=True)
+class Partition:
     name: str
     state: str | None = None
     time_limit: str | None = None
@@ -26,26 +36,23 @@ class Partition(BaseModel):
     requires_gres: bool = False
 
 
-class Pmix(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    available: list[str] = Field(default_factory=list)
+@dataclass(kw_only=True)
+class Pmix:
+    available: list[str] = field(default_factory=list)
     preferred: str | None = None
 
 
-class SlurmEnv(BaseModel):
-    """The probe's output plus the site fields the case-executor merges in (Step 2.5)."""
-
-    # A cluster file may carry keys a newer probe adds; they are kept, not refused.
-    model_config = ConfigDict(extra="allow")
+@dataclass(kw_only=True)
+class SlurmEnv:
+    """The probe's output plus the site fields the case-executor merges in."""
 
     user: str | None = None
     default_account: str | None = None
-    accounts: list[str] = Field(default_factory=list)
+    accounts: list[str] = field(default_factory=list)
     default_partition: str | None = None
-    partitions: list[Partition] = Field(default_factory=list)
-    pmix: Pmix = Field(default_factory=Pmix)
-    errors: list[str] = Field(default_factory=list)
+    partitions: list[Partition] = field(default_factory=list)
+    pmix: Pmix = field(default_factory=Pmix)
+    errors: list[str] = field(default_factory=list)
     cluster_name: str | None = None
     mounts: list[str] | None = None
     ssh_host: str | None = None
@@ -60,6 +67,133 @@ class SlurmEnv(BaseModel):
     @property
     def tools_missing(self) -> bool:
         return any(NO_SLURM_TOOLS in e for e in self.errors)
+
+    @classmethod
+    def model_validate(cls, data: Any) -> SlurmEnv:
+        exact = _exact(data)
+        return exact if exact is not None else _from_model(_models()[2].model_validate(data))
+
+    @classmethod
+    def model_validate_json(cls, text: str | bytes) -> SlurmEnv:
+        return _from_model(_models()[2].model_validate_json(text))
+
+    @classmethod
+    def model_json_schema(cls, mode: Any = "validation") -> dict[str, Any]:
+        schema: dict[str, Any] = _models()[2].model_json_schema(mode=mode)
+        return schema
+
+
+def _is(value: Any, kind: str) -> bool:
+    """Whether pydantic would keep `value` unchanged in a field of this type."""
+    if kind.endswith(" | None"):
+        if value is None:
+            return True
+        kind = kind[: -len(" | None")]
+    if kind == "list[str]":
+        return type(value) is list and all(type(x) is str for x in value)
+    return type(value).__name__ == kind and kind in ("str", "int", "bool")
+
+
+@cache
+def _fields(cls: type) -> dict[str, tuple[str, bool]]:
+    """Field name -> (annotation as written, required)."""
+    return {
+        f.name: (str(f.type), f.default is MISSING and f.default_factory is MISSING)
+        for f in fields(cls)
+    }
+
+
+def _take(cls: type, data: Any, nested: dict[str, Any]) -> Any:
+    """An instance of `cls` from `data` when every known value has its exact type; else None.
+    Unknown keys are allowed and left in the raw file only."""
+    if type(data) is not dict:
+        return None
+    values = {}
+    for name, (kind, required) in _fields(cls).items():
+        if name not in data:
+            if required:
+                return None
+            continue
+        value = data[name]
+        if name in nested:
+            value = nested[name](value)
+            if value is None:
+                return None
+        elif not _is(value, kind):
+            return None
+        values[name] = value
+    return cls(**values)
+
+
+def _partitions(value: Any) -> list[Partition] | None:
+    if type(value) is not list:
+        return None
+    out = [_take(Partition, p, {}) for p in value]
+    return None if any(p is None for p in out) else out
+
+
+def _exact(data: Any) -> SlurmEnv | None:
+    env: SlurmEnv | None = _take(
+        SlurmEnv, data, {"partitions": _partitions, "pmix": lambda v: _take(Pmix, v, {})}
+    )
+    return env
+
+
+def _from_model(m: BaseModel) -> SlurmEnv:
+    def plain(cls: type, obj: Any) -> Any:
+        return cls(**{name: getattr(obj, name) for name in _fields(cls)})
+
+    env: SlurmEnv = plain(SlurmEnv, m)
+    env.partitions = [plain(Partition, p) for p in env.partitions]
+    env.pmix = plain(Pmix, env.pmix)
+    return env
+
+
+@lru_cache(maxsize=1)
+def _models() -> tuple[type[BaseModel], type[BaseModel], type[BaseModel]]:
+    """The pydantic twins of Partition, Pmix and SlurmEnv."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class Partition(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        name: str
+        state: str | None = None
+        time_limit: str | None = None
+        nodes: str | None = None
+        arch: str | None = None
+        gres: str | None = None
+        gpus_per_node: int | None = None
+        requires_gres: bool = False
+
+    class Pmix(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        available: list[str] = Field(default_factory=list)
+        preferred: str | None = None
+
+    class SlurmEnv(BaseModel):
+        """The probe's output plus the site fields the case-executor merges in."""
+
+        # A cluster file may carry keys a newer probe adds; they are kept, not refused.
+        model_config = ConfigDict(extra="allow")
+
+        user: str | None = None
+        default_account: str | None = None
+        accounts: list[str] = Field(default_factory=list)
+        default_partition: str | None = None
+        partitions: list[Partition] = Field(default_factory=list)
+        pmix: Pmix = Field(default_factory=Pmix)
+        errors: list[str] = Field(default_factory=list)
+        cluster_name: str | None = None
+        mounts: list[str] | None = None
+        ssh_host: str | None = None
+        slurm_user: str | None = None
+        remote_cwd: str | None = None
+        remote_home: str | None = None
+        mfa_style: bool | None = None
+
+    return Partition, Pmix, SlurmEnv
 
 
 def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
