@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1] / "src" / PKG
 
 # Lowest first. A module belongs to the first prefix it starts with.
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "slurm_time", ""),
+    ("errors", "slurm_time", "atomic", ""),
     ("model",),
     ("resolve",),
     ("render",),

@@ -16,8 +16,8 @@ from trtllm_script_builder.process.submit_py import (
     SUBMIT_PY,
     rewrite_remote_paths,
     run_submit_py,
-    submit_py_args,
 )
+from trtllm_script_builder.resolve.perf.plan import submit_args
 
 STAND_IN = Path(__file__).resolve().parent / "fixtures" / "submit_stand_in.py"
 # /work/<clone>/tests/this_file.py -> /work/shared/data/trtllm (a copy of the repo's layout)
@@ -59,7 +59,7 @@ def args_for(
     config_file: str | None = None,
     test_name: str | None = None,
 ) -> list[str]:
-    return submit_py_args(
+    return submit_args(
         test_id=test_id,
         config_file=config_file,
         test_name=test_name,
@@ -87,11 +87,11 @@ def sbatch(text: str, flag: str) -> str:
     return match.group(1)
 
 
-# ---- submit_py_args ------------------------------------------------------------------------
+# ---- submit_args ------------------------------------------------------------------------
 
 
 def test_args_with_a_test_id() -> None:
-    args = submit_py_args(
+    args = submit_args(
         test_id="perf/test_perf_sanity.py::test_e2e[aggr-c-s]",
         config_file="/ignored.yaml",
         test_name="ignored",
@@ -134,7 +134,7 @@ def test_args_with_a_test_id() -> None:
 
 
 def test_args_with_a_config_file() -> None:
-    args = submit_py_args(
+    args = submit_args(
         test_id=None,
         config_file="/c/x.yaml",
         test_name="s",
@@ -152,7 +152,7 @@ def test_args_with_a_config_file() -> None:
     )
     assert args[:4] == ["--config-file", "/c/x.yaml", "--test-name", "s"]
     assert args[args.index("--mounts") + 1] == "/a:/a,/b:/b"
-    disagg = submit_py_args(
+    disagg = submit_args(
         test_id=None,
         config_file="/c/d.yaml",
         test_name=None,
@@ -170,7 +170,7 @@ def test_args_with_a_config_file() -> None:
     )
     assert disagg[:4] == ["--config-file", "/c/d.yaml", "--benchmark-mode", "gen_only"]
     with pytest.raises(BuildError) as err:
-        submit_py_args(
+        submit_args(
             test_id=None,
             config_file=None,
             test_name=None,

@@ -208,7 +208,7 @@ def write_spec(
         failure_patterns=[],
         required_devices=8,
         node_count=1,
-        slurm_params=SlurmParams.model_validate(slurm_params) if slurm_params else None,
+        slurm_params=SlurmParams(**slurm_params) if slurm_params else None,  # type: ignore[arg-type]
         work_dir=str(work),
         repo_root=str(work),
     )

@@ -347,7 +347,7 @@ def build_many(
         base_req = load_request(base, base_dir, root_flags)
     except BuildError:
         base_req = None  # each entry then reports what is missing, with its line
-    from trtllm_script_builder.output.writer import open_atomically
+    from trtllm_script_builder.atomic import open_atomically
 
     # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
     stack = contextlib.ExitStack()

@@ -446,7 +446,9 @@ def test_eval_job_runs_under_pmix(site: Site, task: str, tp: int, result: str) -
         env = d["env"]
         assert d["argv"] == ["--model", "/models/org/Tiny-Model", "--tp_size", str(tp), task]
         if tp > 1:
-            assert_slurm_gpus(env, spec, ntasks=tp)  # --mpi=<probe's plugin> and the launcher only for a world of 2 or more
+            assert_slurm_gpus(
+                env, spec, ntasks=tp
+            )  # --mpi=<probe's plugin> and the launcher only for a world of 2 or more
             assert (env["SLURM_MPI_TYPE"], env["PMIX_RANK"]) == (plugin, str(rank))
         else:  # one rank outside MPI, its environment cleared, so its spawned worker starts
             assert mpi_vars(env) == KEPT

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trtllm_script_builder.output.writer import write_file
+from trtllm_script_builder.atomic import write_file
 from trtllm_script_builder.process.probe.collect import probe
 from trtllm_script_builder.process.probe.render import render_text
 

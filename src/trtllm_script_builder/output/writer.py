@@ -1,14 +1,15 @@
-"""The one atomic writer: a build's files, a single file, or a streamed index land whole or not at all."""
+"""The one atomic writer: a build's files land whole or not at all (single files: `atomic`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
 
+from trtllm_script_builder.atomic import open_atomically, write_file
 from trtllm_script_builder.model.jobspec import OutFile
+
+__all__ = ["open_atomically", "write_atomically", "write_file"]
 
 
 def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
@@ -61,25 +62,3 @@ def _write_new(path: str, data: bytes, mode: int) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-
-
-def write_file(path: Path, text: str, mode: int = 0o644) -> None:
-    """One file replaced whole: a reader sees the old bytes or the new ones, never a part."""
-    with open_atomically(path, mode) as fh:
-        fh.write(text)
-
-
-@contextlib.contextmanager
-def open_atomically(path: Path, mode: int = 0o644) -> Iterator[TextIO]:
-    """A text file written under a temporary name beside `path`, renamed over it on success."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{path.parent}/.{path.name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            yield fh
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

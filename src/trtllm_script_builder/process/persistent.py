@@ -36,7 +36,7 @@ from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.probe.collect import current_user, first_line
 from trtllm_script_builder.process.proc import Runner, run, spawn_detached, start_time
-from trtllm_script_builder.process.submit import RC_FILE, Say, Submission, write_json
+from trtllm_script_builder.process.submission import RC_FILE, Say, Submission, write_json
 from trtllm_script_builder.slurm_time import time_to_seconds
 
 STATE_FILE = ".slurm_alloc.json"

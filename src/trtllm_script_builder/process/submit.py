@@ -3,13 +3,9 @@ and record it in WORK_DIR/submission.json."""
 
 from __future__ import annotations
 
-import json
 import socket
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
@@ -18,55 +14,26 @@ from trtllm_script_builder.process.proc import run, spawn_detached, start_time
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+from trtllm_script_builder.process.submission import (
+    RC_FILE,
+    SUBMISSION,
+    Say,
+    Submission,
+    load_submission,
+    save_submission,
+    write_json,
+)
 
-SUBMISSION = "submission.json"
-RC_FILE = ".run.exit_code"
-
-Say = Callable[[str], None]
-
-
-class Submission(BaseModel):
-    """What `submit` started: a Slurm job (job_id) or a local process (pid)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    scenario: str
-    work_dir: str
-    submitted_at: str
-    host: str
-    script: str
-    job_id: str | None = None
-    pid: int | None = None
-    pid_start: str | None = None
-    rc_file: str | None = None
-    log_file: str | None = None
-    err_file: str | None = None
-    ssh_host: str | None = None
-    remote_work_dir: str | None = None
-    persistent: bool = False
-    alloc_job_id: str | None = None
-    alloc_state_file: str | None = None
-    container_name: str | None = None
-
-
-def load_submission(work_dir: Path) -> Submission | None:
-    path = work_dir / SUBMISSION
-    if not path.exists():
-        return None
-    try:
-        return Submission.model_validate_json(path.read_text())
-    except (OSError, ValidationError) as exc:
-        raise BuildError("work_dir", f"{path} cannot be read ({exc})", "submit again") from None
-
-
-def write_json(path: Path, data: dict[str, object]) -> None:
-    from trtllm_script_builder.output.writer import write_file
-
-    write_file(path, json.dumps(data, indent=2) + "\n")
-
-
-def save_submission(work_dir: Path, sub: Submission) -> None:
-    write_json(work_dir / SUBMISSION, sub.model_dump(exclude_none=True))
+__all__ = [
+    "RC_FILE",
+    "SUBMISSION",
+    "Say",
+    "Submission",
+    "load_submission",
+    "save_submission",
+    "submit",
+    "write_json",
+]
 
 
 def resolve_ssh_host(spec: JobSpec, override: str | None) -> str:

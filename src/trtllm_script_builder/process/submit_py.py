@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
@@ -72,60 +72,6 @@ def run_submit_py(
             "fix the request or the repo's submit.py (build again with --dry-run for the "
             "command, and run it by hand to see everything it printed)",
         )
-
-
-def submit_py_args(
-    *,
-    test_id: str | None,
-    config_file: str | None,
-    test_name: str | None,
-    benchmark_mode: str | None,
-    partition: str,
-    account: str,
-    job_name: str,
-    image: str,
-    mounts: str | Sequence[str],
-    work_dir: str,
-    llm_src: str,
-    llm_models_root: str,
-    launch_sh: str,
-    time: str,
-) -> list[str]:
-    """submit.py's arguments, in the order of the Category 4 template.
-
-    A test id wins (`--test-list <id>`); otherwise `--config-file` with the optional
-    `--test-name` and `--benchmark-mode`. `mounts` is a comma-separated string or a list.
-    """
-    args: list[str] = []
-    if test_id:
-        args += ["--test-list", test_id]
-    elif config_file:
-        args += ["--config-file", config_file]
-        if test_name:
-            args += ["--test-name", test_name]
-        if benchmark_mode:
-            args += ["--benchmark-mode", benchmark_mode]
-    else:
-        raise BuildError(
-            "perf_config_yaml",
-            "neither a perf-sanity test id nor a perf config is given",
-            "give test_cmd with a perf/test_perf_sanity.py::test_e2e[...] id, or "
-            "perf_config_yaml (with perf_test_name for an aggregated config)",
-        )
-    mount_text = mounts if isinstance(mounts, str) else ",".join(m for m in mounts if m)
-    args += [
-        "--partition", partition,
-        "--account", account,
-        "--job-name", job_name,
-        "--image", image,
-        "--mounts", mount_text,
-        "--work-dir", work_dir,
-        "--llm-src", llm_src,
-        "--llm-models-root", llm_models_root,
-        "--launch-sh", launch_sh,
-        "--time", time,
-    ]  # fmt: skip
-    return args
 
 
 # Characters that continue a path name: a prefix only matches where none of these is next to it.

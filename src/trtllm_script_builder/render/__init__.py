@@ -91,15 +91,11 @@ class TemplateCache(jinja2.BytecodeCache):
             bucket.reset()
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        path = self._path(bucket)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(bucket.bytecode_to_string())
-            os.replace(tmp, path)  # whole or not at all for a concurrent reader
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+        from trtllm_script_builder.atomic import write_file
+
+        # Whole or not at all for a concurrent reader; a folder we cannot write only costs time.
+        with contextlib.suppress(OSError):
+            write_file(self._path(bucket), bucket.bytecode_to_string())
 
 
 def cache_dir() -> Path | None:

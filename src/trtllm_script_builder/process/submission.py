@@ -1,0 +1,60 @@
+"""What `submit` started, kept in WORK_DIR/submission.json for `watch` and `release`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from trtllm_script_builder.errors import BuildError
+
+SUBMISSION = "submission.json"
+RC_FILE = ".run.exit_code"
+
+Say = Callable[[str], None]
+
+
+class Submission(BaseModel):
+    """What `submit` started: a Slurm job (job_id) or a local process (pid)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    scenario: str
+    work_dir: str
+    submitted_at: str
+    host: str
+    script: str
+    job_id: str | None = None
+    pid: int | None = None
+    pid_start: str | None = None
+    rc_file: str | None = None
+    log_file: str | None = None
+    err_file: str | None = None
+    ssh_host: str | None = None
+    remote_work_dir: str | None = None
+    persistent: bool = False
+    alloc_job_id: str | None = None
+    alloc_state_file: str | None = None
+    container_name: str | None = None
+
+
+def load_submission(work_dir: Path) -> Submission | None:
+    path = work_dir / SUBMISSION
+    if not path.exists():
+        return None
+    try:
+        return Submission.model_validate_json(path.read_text())
+    except (OSError, ValidationError) as exc:
+        raise BuildError("work_dir", f"{path} cannot be read ({exc})", "submit again") from None
+
+
+def write_json(path: Path, data: dict[str, object]) -> None:
+    from trtllm_script_builder.atomic import write_file
+
+    write_file(path, json.dumps(data, indent=2) + "\n")
+
+
+def save_submission(work_dir: Path, sub: Submission) -> None:
+    write_json(work_dir / SUBMISSION, sub.model_dump(exclude_none=True))
