@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from trtllm_script_builder import __version__
-from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.cli.flags import FieldsCommand
 from trtllm_script_builder.errors import BuildError
 
 
@@ -86,9 +86,8 @@ def main() -> None:
     """
 
 
-@main.command()
+@main.command(cls=FieldsCommand)
 @click.argument("request", required=False, type=click.Path())
-@field_options
 @click.option("--json", "as_json", is_flag=True, help="print job_spec.json instead of the report")
 @click.option("--dry-run", is_flag=True, help="write nothing; print what would be written")
 def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> None:

@@ -1,4 +1,4 @@
-"""`submit`, `watch`, `run` and `release`: the click commands (added to the CLI by cli.py)."""
+"""`submit`, `watch`, `run` and `release`: the click commands (loaded lazily by the CLI group)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.cli.flags import FieldsCommand
 from trtllm_script_builder.errors import BuildError
 
 WORK_DIR = click.Path(file_okay=False, path_type=Path)
@@ -214,9 +214,8 @@ def _do_watch(
 # ---------------------------------------------------------------- run
 
 
-@click.command("run", epilog=VERDICT_HELP)
+@click.command("run", cls=FieldsCommand, epilog=VERDICT_HELP)
 @click.argument("request", required=False)
-@field_options
 @_submit_options
 @_watch_options
 def run(
