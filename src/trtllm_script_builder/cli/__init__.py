@@ -102,13 +102,13 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
     """
     from trtllm_script_builder.build import build as run_build
     from trtllm_script_builder.build import finish
+    from trtllm_script_builder.cli.prompt import prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
 
     try:
         req = request_from_cli(request, fields)
-        ask = _prompter() if request != "-" and sys.stdin.isatty() else None
-        result = run_build(req, load_site_config(), ask)
+        result = run_build(req, load_site_config(), prompter_for(request))
         written = [] if dry_run else finish(result)
     except BuildError as err:
         _fail(err)
@@ -135,19 +135,3 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
         extra = [x.rsplit("/", 1)[-1] for x in result.spec.extra_files]
         names = list(dict.fromkeys([p.name for p in written] + extra))
         print_report(result.spec, names, result.work_dir)
-
-
-def _prompter() -> Any:
-    def ask(field: str, question: str) -> str:
-        try:
-            answer: str = click.prompt(f"{question} [{field}]", err=True)
-        except click.Abort as exc:
-            # click raises Abort "from None" here: the EOFError is the context, not the cause.
-            if isinstance(exc.__context__, EOFError):  # no answer: refused as without a terminal
-                from trtllm_script_builder.build import _refuse_ask
-
-                _refuse_ask(field, question)
-            raise
-        return answer.strip()
-
-    return ask
