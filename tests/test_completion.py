@@ -123,15 +123,24 @@ def test_the_request_file_and_path_fields_complete_as_files() -> None:
 
 
 def test_flag_choices_and_paths_are_the_models() -> None:
-    """flags.py keeps copies (the CLI starts without pydantic): they must stay equal."""
+    """Completion offers exactly the model's closed sets and completes its host paths as files."""
     import typing
 
-    from trtllm_script_builder.cli import flags
+    from click.shell_completion import ShellComplete
+
     from trtllm_script_builder.model import request
 
-    for name, values in flags.CHOICES.items():
-        annotation = request.Request.model_fields[name].annotation
+    complete = ShellComplete(main, {}, "trtllm-script-builder", "_X").get_completions
+    for name, info in request.Request.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        annotation = info.annotation
         if typing.get_origin(annotation) is not typing.Literal:  # Optional[Literal[...]]
-            annotation = next(a for a in typing.get_args(annotation) if typing.get_args(a))
-        assert values == typing.get_args(annotation), name
-    assert set(request.PATH_FIELDS) == flags._PATH_FIELDS
+            literal = [a for a in typing.get_args(annotation) if typing.get_args(a)]
+            annotation = literal[0] if literal else None
+        offered = [c.value for c in complete(["build", flag], "")]
+        if annotation is not None:
+            assert tuple(offered) == typing.get_args(annotation), name
+        elif name in request.PATH_FIELDS:
+            assert {c.type for c in complete(["build", flag], "exa")} == {"file"}, name
+        elif info.annotation not in (bool, bool | None):  # a switch takes no value to complete
+            assert offered == [], name

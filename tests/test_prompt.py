@@ -1,4 +1,8 @@
-"""DESIGN decision 9: a missing value is asked for on a terminal, and refused without one."""
+"""A missing value is asked for on a terminal, and refused without one.
+
+`build` and `run` share one prompter: end of input at the prompt (Ctrl-D, a closed stdin) is
+the field's refusal with exit 2, and an empty answer is asked again a few times.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from trtllm_script_builder.cli import main
+from trtllm_script_builder.cli import prompt as prompt_module
 
 from .conftest import Env
 
@@ -27,15 +37,22 @@ def _read_until(fd: int, text: bytes, timeout: float = 20) -> bytes:
     return seen
 
 
-def _build_on_a_terminal(env: Env, tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """A build whose request lacks llm_models_root, its stdin and stderr on a pseudo-terminal."""
+def _request_without_models_root(env: Env, tmp_path: Path) -> Path:
     req = env.request(test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one")
     del req["llm_models_root"]
     f = tmp_path / "req.json"
     f.write_text(json.dumps(req))
+    return f
+
+
+def _build_on_a_terminal(
+    env: Env, tmp_path: Path, command: str = "build"
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A build (or run) whose request lacks llm_models_root, stdin and stderr on a pseudo-terminal."""
+    f = _request_without_models_root(env, tmp_path)
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trtllm_script_builder", "build", str(f)],
+        [sys.executable, "-m", "trtllm_script_builder", command, str(f)],
         stdin=slave,
         stdout=subprocess.PIPE,
         stderr=slave,
@@ -90,3 +107,71 @@ def test_end_of_input_at_the_prompt_is_the_same_refusal(env: Env, tmp_path: Path
     assert proc.returncode == 2
     assert b"error: llm_models_root: is not given" in said
     assert not env.work.exists()
+
+
+def test_end_of_input_at_the_run_prompt_is_the_same_refusal(env: Env, tmp_path: Path) -> None:
+    proc, master = _build_on_a_terminal(env, tmp_path, "run")
+    try:
+        _read_until(master, b"[llm_models_root]")
+        os.write(master, b"\x04")  # Ctrl-D
+        proc.communicate(timeout=30)
+        said = _read_until(master, b"site config", timeout=5)
+    finally:
+        os.close(master)
+    assert proc.returncode == 2
+    assert b"error: llm_models_root: is not given" in said
+    assert not env.work.exists()
+
+
+# In process, with click's runner: stdin is declared a terminal, and the input is what a person
+# would type (or nothing, for end of input).
+
+
+@pytest.fixture()
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prompt_module, "stdin_is_terminal", lambda: True)
+
+
+@pytest.mark.parametrize("command", ["build", "run"])
+@pytest.mark.parametrize("typed", ["", "\n", "\n \n"], ids=["eof", "empty-eof", "blank-eof"])
+def test_end_of_input_is_the_field_refusal(
+    env: Env, tmp_path: Path, terminal: None, command: str, typed: str
+) -> None:
+    f = _request_without_models_root(env, tmp_path)
+    r = CliRunner().invoke(main, [command, str(f)], input=typed)
+    assert r.exit_code == 2, r.output
+    last = r.stderr.splitlines()[-1]
+    assert last.startswith("error: llm_models_root: is not given")
+    assert "--llm-models-root" in last and "default_llm_models_root" in last
+    assert "Aborted" not in r.output
+    assert not env.work.exists()
+
+
+@pytest.mark.parametrize("command", ["build", "run"])
+def test_only_empty_answers_are_refused_after_a_few(
+    env: Env, tmp_path: Path, terminal: None, command: str
+) -> None:
+    f = _request_without_models_root(env, tmp_path)
+    typed = "\n" * prompt_module.ATTEMPTS + "/too/late\n"
+    r = CliRunner().invoke(main, [command, str(f)], input=typed)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines()[-1].startswith("error: llm_models_root: is not given")
+    assert r.stderr.count("llm_models_root needs a value") == prompt_module.ATTEMPTS - 1
+    assert not env.work.exists()
+
+
+def test_an_empty_answer_is_asked_again(env: Env, tmp_path: Path, terminal: None) -> None:
+    f = _request_without_models_root(env, tmp_path)
+    r = CliRunner().invoke(main, ["build", str(f)], input="\n   \n /asked/models \n")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.count("llm_models_root needs a value") == 2
+    spec = json.loads((env.work / "job_spec.json").read_text())
+    assert spec["llm_models_root"] == "/asked/models"
+
+
+def test_a_request_on_stdin_is_never_prompted(env: Env, tmp_path: Path, terminal: None) -> None:
+    f = _request_without_models_root(env, tmp_path)
+    r = CliRunner().invoke(main, ["build", "-"], input=f.read_text())
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("error: llm_models_root: is not given")
+    assert "[llm_models_root]" not in r.output

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from trtllm_script_builder import __version__
-from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.cli.flags import FieldsCommand
 from trtllm_script_builder.errors import BuildError
 
 
@@ -86,9 +86,8 @@ def main() -> None:
     """
 
 
-@main.command()
+@main.command(cls=FieldsCommand)
 @click.argument("request", required=False, type=click.Path())
-@field_options
 @click.option("--json", "as_json", is_flag=True, help="print job_spec.json instead of the report")
 @click.option("--dry-run", is_flag=True, help="write nothing; print what would be written")
 def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> None:
@@ -103,13 +102,13 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
     """
     from trtllm_script_builder.build import build as run_build
     from trtllm_script_builder.build import finish
+    from trtllm_script_builder.cli.prompt import prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
 
     try:
         req = request_from_cli(request, fields)
-        ask = _prompter() if request != "-" and sys.stdin.isatty() else None
-        result = run_build(req, load_site_config(), ask)
+        result = run_build(req, load_site_config(), prompter_for(request))
         written = [] if dry_run else finish(result)
     except BuildError as err:
         _fail(err)
@@ -136,19 +135,3 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
         extra = [x.rsplit("/", 1)[-1] for x in result.spec.extra_files]
         names = list(dict.fromkeys([p.name for p in written] + extra))
         print_report(result.spec, names, result.work_dir)
-
-
-def _prompter() -> Any:
-    def ask(field: str, question: str) -> str:
-        try:
-            answer: str = click.prompt(f"{question} [{field}]", err=True)
-        except click.Abort as exc:
-            # click raises Abort "from None" here: the EOFError is the context, not the cause.
-            if isinstance(exc.__context__, EOFError):  # no answer: refused as without a terminal
-                from trtllm_script_builder.build import _refuse_ask
-
-                _refuse_ask(field, question)
-            raise
-        return answer.strip()
-
-    return ask

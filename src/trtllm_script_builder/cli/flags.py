@@ -1,68 +1,97 @@
-"""Every request field as a command-line flag, shared by build, build-many and run."""
+"""Every request field as a command-line flag, shared by build, build-many and run.
+
+The flags are generated from the Request model: its field names give the spellings
+(`work_dir` -> `--work-dir`), its types the click types and completion (Literal -> choices,
+host paths -> files, int, bool -> `--x/--no-x`) and its descriptions the --help text, so a new
+field is a flag, completes and is documented the day it is added to the model.
+"""
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
 import click
 
-# Every request field as a flag: (name, click type). Booleans get --x/--no-x.
-_STR_FIELDS = (
-    "workflow_type", "execution_scenario", "work_dir", "repo_root", "skill_dir", "test_cmd",
-    "eval_cmd", "bench_cmd", "custom_cmd", "custom_script", "custom_env", "perf_config_yaml",
-    "perf_test_name", "model_name", "partition", "account", "slurm_env_file", "time_limit",
-    "llm_models_root", "checkpoint_path", "models_path", "device_type", "container_image",
-    "remote_repo_path", "remote_work_dir", "job_spec_file", "mpi_plugin",
-)  # fmt: skip
-_INT_FIELDS = ("required_devices", "node_count", "gpus_per_node")
-# The request's closed sets (tests keep them equal to the model's), offered by completion.
-CHOICES = {
-    "workflow_type": ("pytest", "eval", "bench", "custom", "perf_sanity"),
-    "execution_scenario": ("local_docker", "local_slurm", "remote_slurm"),
-}
-# Host paths: completed as files by the shell.
-_PATH_FIELDS = {
-    "work_dir", "repo_root", "skill_dir", "custom_script", "perf_config_yaml", "slurm_env_file",
-    "checkpoint_path", "models_path", "job_spec_file",
-}  # fmt: skip
+# (param_decls, attrs) of one click.Option
+Spec = tuple[list[str], dict[str, Any]]
 
 
-def _type(name: str) -> Any:
-    if name in CHOICES:
-        return click.Choice(CHOICES[name])
-    return click.Path() if name in _PATH_FIELDS else None
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
 
 
-_BOOL_FIELDS = ("persistent_mode", "skip_install")
+def _unwrap_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def field_specs() -> list[Spec]:
+    """The flag of every request field, in the model's order."""
+    # Imported here, not at the top: `import trtllm_script_builder.cli` must not pay for pydantic.
+    from pydantic import BaseModel
+
+    from trtllm_script_builder.model.request import PATH_FIELDS, Request
+
+    specs: list[Spec] = []
+    for name, info in Request.model_fields.items():
+        flag = flag_name(name)
+        kind = _unwrap_optional(info.annotation)
+        # Flags default to None, not to the field's default: an absent flag must leave the
+        # request file's value alone.
+        attrs: dict[str, Any] = {"default": None, "help": info.description}
+        decls = [flag, name]
+        if kind is bool:
+            decls = [f"{flag}/--no-{flag[2:]}", name]
+        elif kind is int:
+            attrs["type"] = int
+        elif typing.get_origin(kind) is typing.Literal:
+            attrs["type"] = click.Choice(typing.get_args(kind))
+        elif kind is str:
+            if name in PATH_FIELDS:
+                attrs["type"] = click.Path()
+        elif isinstance(kind, type) and issubclass(kind, BaseModel):
+            attrs["metavar"] = "JSON"  # parse_flag_values reads it as a JSON object
+        else:  # pragma: no cover - a new kind of field needs its own flag type here
+            raise TypeError(f"request field {name} has a type no flag is made for: {kind!r}")
+        specs.append((decls, attrs))
+    return specs
 
 
 def field_options(f: Any) -> Any:
-    for name in reversed(_BOOL_FIELDS):
-        flag = name.replace("_", "-")
-        f = click.option(f"--{flag}/--no-{flag}", name, default=None, help=f"request field {name}")(
-            f
-        )
-    for name in reversed(_INT_FIELDS):
-        f = click.option(
-            f"--{name.replace('_', '-')}",
-            name,
-            type=int,
-            default=None,
-            help=f"request field {name}",
-        )(f)
-    f = click.option(
-        "--env-check",
-        "env_check",
-        default=None,
-        metavar="JSON",
-        help="request field env_check, as a JSON object",
-    )(f)
-    for name in reversed(_STR_FIELDS):
-        f = click.option(
-            f"--{name.replace('_', '-')}",
-            name,
-            type=_type(name),
-            default=None,
-            help=f"request field {name}",
-        )(f)
+    """Decorator: add every request field's flag to a command function, in the model's order."""
+    for decls, attrs in reversed(field_specs()):
+        f = click.option(*decls, **attrs)(f)
     return f
+
+
+class FieldsCommand(click.Command):
+    """A command taking every request field as a flag, placed after its arguments.
+
+    The flags are made when click first looks at the command's parameters (parsing, --help,
+    completion), not when the CLI is imported: listing commands or running another one does
+    not import pydantic and the model.
+    """
+
+    _explicit: list[click.Parameter]
+    _with_fields: list[click.Parameter] | None = None
+
+    @property
+    def params(self) -> list[click.Parameter]:
+        if self._with_fields is None:
+            at = 0
+            while at < len(self._explicit) and isinstance(self._explicit[at], click.Argument):
+                at += 1
+            fields: list[click.Parameter] = [click.Option(d, **a) for d, a in field_specs()]
+            self._explicit[at:at] = fields
+            self._with_fields = self._explicit
+        return self._with_fields
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._explicit = value
+        self._with_fields = None

@@ -1,4 +1,4 @@
-"""`submit`, `watch`, `run` and `release`: the click commands (added to the CLI by cli.py)."""
+"""`submit`, `watch`, `run` and `release`: the click commands (loaded lazily by the CLI group)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.cli.flags import FieldsCommand
 from trtllm_script_builder.errors import BuildError
 
 WORK_DIR = click.Path(file_okay=False, path_type=Path)
@@ -214,9 +214,8 @@ def _do_watch(
 # ---------------------------------------------------------------- run
 
 
-@click.command("run", epilog=VERDICT_HELP)
+@click.command("run", cls=FieldsCommand, epilog=VERDICT_HELP)
 @click.argument("request", required=False)
-@field_options
 @_submit_options
 @_watch_options
 def run(
@@ -243,6 +242,7 @@ def run(
 
     from trtllm_script_builder.build import build as run_build
     from trtllm_script_builder.build import finish
+    from trtllm_script_builder.cli.prompt import prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
     from trtllm_script_builder.process.submit import SUBMISSION
@@ -257,8 +257,7 @@ def run(
                 f"{work_dir} holds a job that was already submitted",
                 "use another work_dir, or pass --force to build and submit again",
             )
-        ask = _prompter() if request != "-" and sys.stdin.isatty() else None
-        result = run_build(req, load_site_config(), ask)
+        result = run_build(req, load_site_config(), prompter_for(request))
         finish(result)
         _say(f"built {result.spec.script_path}")
         sub = do_submit(
@@ -274,14 +273,6 @@ def run(
         _fail(err)
         return
     _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
-
-
-def _prompter() -> Any:
-    def ask(field: str, question: str) -> str:
-        answer: str = click.prompt(f"{question} [{field}]", err=True)
-        return answer.strip()
-
-    return ask
 
 
 # ---------------------------------------------------------------- release

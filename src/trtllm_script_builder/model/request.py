@@ -1,4 +1,4 @@
-"""The build request: the seed's Input fields plus DESIGN's extras, loaded and validated."""
+"""The build request: the fields a TensorRT-LLM job is described by, loaded and validated."""
 
 from __future__ import annotations
 
@@ -39,49 +39,205 @@ class EnvCheck(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    default_models_repo: str | None = None
-    gpus_per_node: int | None = Field(default=None, ge=1)
-    available_gpus: int | None = Field(default=None, ge=0)
-    device_type: str | None = None
+    default_models_repo: str | None = Field(
+        default=None,
+        description="Host folder of the LLM models on this machine, mounted at llm_models_root "
+        "when the request names no checkpoint_path or models_path.",
+    )
+    gpus_per_node: int | None = Field(
+        default=None, ge=1, description="GPUs in this machine, the node size of a local_docker job."
+    )
+    available_gpus: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs free for the job on this machine; a local_docker job needing more is refused.",
+    )
+    device_type: str | None = Field(
+        default=None, description="GPU type the check saw, e.g. H100 or GB200 (informational)."
+    )
 
 
 class Request(BaseModel):
+    """A build request. Each description is also the field's --help line and its JSON Schema
+    text, so it says what the field is, its format and its default in one sentence."""
+
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
-    workflow_type: Workflow | None = None
-    execution_scenario: Scenario
-    work_dir: str
-    repo_root: str
-    skill_dir: str | None = None
-    test_cmd: str | None = None
-    eval_cmd: str | None = None
-    bench_cmd: str | None = None
-    custom_cmd: str | None = None
-    custom_script: str | None = None
-    custom_env: str | None = None
-    perf_config_yaml: str | None = None
-    perf_test_name: str | None = None
-    model_name: str | None = None
-    required_devices: int | None = Field(default=None, ge=1)
-    node_count: int | None = Field(default=None, ge=1)
-    partition: str | None = None
-    account: str | None = None
-    slurm_env_file: str | None = None
-    time_limit: str = "02:00:00"
-    llm_models_root: str | None = None
-    checkpoint_path: str | None = None
-    models_path: str | None = None
-    device_type: str | None = None
-    persistent_mode: bool | None = None
-    # Extras the orchestrator forwards (DESIGN "build").
-    container_image: str | None = None
-    remote_repo_path: str | None = None
-    remote_work_dir: str | None = None
-    job_spec_file: str | None = None
-    env_check: EnvCheck | None = None
-    skip_install: bool = False
-    mpi_plugin: str | None = None
-    gpus_per_node: int | None = Field(default=None, ge=1)
+    workflow_type: Workflow | None = Field(
+        default=None,
+        description="Kind of job: pytest, eval (trtllm-eval), bench (trtllm-bench), custom or "
+        "perf_sanity; default: inferred from the command given (custom_cmd or custom_script, "
+        "bench_cmd, eval_cmd, perf_config_yaml without test_cmd, else pytest).",
+    )
+    execution_scenario: Scenario = Field(
+        description="Where the job runs: local_docker (a container on this machine), local_slurm "
+        "(sbatch on the cluster you are logged in to) or remote_slurm (sbatch on a cluster "
+        "reached over ssh); required.",
+    )
+    work_dir: str = Field(
+        description="Host folder the script, job_spec.json and logs are written to; required "
+        "(a relative path is taken from the request file's folder, or for a flag from the "
+        "current directory).",
+    )
+    repo_root: str = Field(
+        description="Host path of the local TensorRT-LLM checkout: its tests size the job, its "
+        "jenkins/current_image_tags.properties names the image and it is mounted as the "
+        "project; required.",
+    )
+    skill_dir: str | None = Field(
+        default=None,
+        description="Folder of the agent skill that made the request; accepted and ignored.",
+    )
+    test_cmd: str | None = Field(
+        default=None,
+        description="pytest command or test id relative to tests/integration/defs (e.g. "
+        "accuracy/test_x.py::TestX::test_y[tp4]) for a pytest or perf_sanity job; a pasted "
+        "test-list suffix ` TIMEOUT (N)` (minutes) becomes pytest's --timeout; default none.",
+    )
+    eval_cmd: str | None = Field(
+        default=None,
+        description="trtllm-eval command line of an eval job, whose --tp_size and --pp_size "
+        "give its GPU count; default none.",
+    )
+    bench_cmd: str | None = Field(
+        default=None,
+        description="trtllm-bench command line of a bench job, optionally after a dataset step "
+        "joined with &&; default none.",
+    )
+    custom_cmd: str | None = Field(
+        default=None,
+        description="Shell command line a custom job runs inside the container; default none.",
+    )
+    custom_script: str | None = Field(
+        default=None,
+        description="Host path of a script a custom job runs inside the container instead of "
+        "custom_cmd; default none.",
+    )
+    custom_env: str | None = Field(
+        default=None,
+        description="Environment of a custom job as KEY=VALUE shell words separated by spaces "
+        "(quote a value with spaces; values are passed literally); default none.",
+    )
+    perf_config_yaml: str | None = Field(
+        default=None,
+        description="Host path of the perf-sanity config YAML the repo's submit.py sizes and "
+        "runs; default none.",
+    )
+    perf_test_name: str | None = Field(
+        default=None,
+        description="Name of the server config (server_configs[].name) to run from an "
+        "aggregated perf-sanity config; default none.",
+    )
+    model_name: str | None = Field(
+        default=None,
+        description="Name given to the script, log and container (letters, digits and . _ -); "
+        "default: derived from the test, the command's model path or the script.",
+    )
+    required_devices: int | None = Field(
+        default=None,
+        ge=1,
+        description="Total GPUs of the job (a whole number, at least 1) when the command does "
+        "not say; default: the test's skip_less_device marker or tp x pp, else 1.",
+    )
+    node_count: int | None = Field(
+        default=None,
+        ge=1,
+        description="Nodes the user asked for (at least 1; pytest, eval and custom jobs run on "
+        "one); default: as many as the GPU count needs at gpus_per_node.",
+    )
+    partition: str | None = Field(
+        default=None,
+        description="Slurm partition to submit to, one of slurm_env.json's partitions (letters, "
+        "digits and . _ + -); required for local_slurm and remote_slurm.",
+    )
+    account: str | None = Field(
+        default=None,
+        description="Slurm account the job is charged to, one of slurm_env.json's accounts "
+        "(letters, digits and . _ + -); required for local_slurm and remote_slurm.",
+    )
+    slurm_env_file: str | None = Field(
+        default=None,
+        description="Path of the slurm_env.json that `trtllm-script-builder probe` wrote for the "
+        "cluster; required for local_slurm and remote_slurm.",
+    )
+    time_limit: str = Field(
+        default="02:00:00",
+        description="Slurm time limit of the job as sbatch --time takes it (minutes, HH:MM:SS, "
+        "D-HH:MM:SS or UNLIMITED); default 02:00:00.",
+    )
+    llm_models_root: str | None = Field(
+        default=None,
+        description="Absolute path of the models folder inside the container (LLM_MODELS_ROOT); "
+        "default: the site config's default_llm_models_root, else asked on a terminal.",
+    )
+    checkpoint_path: str | None = Field(
+        default=None,
+        description="Host path of a model checkpoint whose parent folder is mounted at "
+        "llm_models_root (wins over models_path); default none.",
+    )
+    models_path: str | None = Field(
+        default=None,
+        description="Host folder holding the models, mounted at llm_models_root; default: "
+        "slurm_env.json's mounts, env_check's default_models_repo or the site config's "
+        "default_models_repo_host, else asked on a terminal.",
+    )
+    device_type: str | None = Field(
+        default=None,
+        description="GPU type asked for, e.g. H100 or GB200; a Grace part (GB..., GH...) picks "
+        "the aarch64 image when the partition does not report its CPU architecture; default "
+        "none.",
+    )
+    persistent_mode: bool | None = Field(
+        default=None,
+        description="local_slurm only: whether job_spec.json carries the container name and "
+        "mounts that `submit --persistent` needs to run the job in a held allocation; default "
+        "true.",
+    )
+    # Extras the orchestrator forwards.
+    container_image: str | None = Field(
+        default=None,
+        description="Container image to run in (registry/path:tag or a .sqsh path); default: "
+        "the repo's jenkins/current_image_tags.properties entry for the partition's CPU "
+        "architecture.",
+    )
+    remote_repo_path: str | None = Field(
+        default=None,
+        description="remote_slurm: absolute path of the TensorRT-LLM clone on the cluster; "
+        "default: the site config's default_user_root_dir joined with repo_root's folder name.",
+    )
+    remote_work_dir: str | None = Field(
+        default=None,
+        description="remote_slurm: absolute path on the cluster that receives the job's files "
+        "and logs; default <remote_repo_path>/work_dirs/<work_dir's folder name>.",
+    )
+    job_spec_file: str | None = Field(
+        default=None,
+        description="Path of an earlier job_spec.json whose container_image, llm_models_root, "
+        "remote_repo_path and remote_work_dir fill in those this request leaves out; default "
+        "none.",
+    )
+    env_check: EnvCheck | None = Field(
+        default=None,
+        description="What the environment check found on this machine, a JSON object with "
+        "default_models_repo, gpus_per_node, available_gpus and device_type, used by "
+        "local_docker jobs; default none.",
+    )
+    skip_install: bool = Field(
+        default=False,
+        description="Leave out the job's `pip install -e .` of the project (when the image "
+        "already holds this TensorRT-LLM build); default false.",
+    )
+    mpi_plugin: str | None = Field(
+        default=None,
+        description="srun --mpi plugin (letters, digits and . _ + -); default: slurm_env.json's "
+        "preferred PMIx plugin, else pmix.",
+    )
+    gpus_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="GPUs per node (at least 1), used only when neither the partition nor "
+        "env_check reports a GPU count; default none.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -131,7 +287,7 @@ class Request(BaseModel):
         return v
 
     def workflow(self) -> Workflow:
-        """The given workflow, else the one DESIGN infers from which command is present."""
+        """The given workflow, else the one inferred from which command is present."""
         if self.workflow_type:
             return self.workflow_type
         if self.custom_cmd or self.custom_script:
