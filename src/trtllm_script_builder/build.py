@@ -20,7 +20,6 @@ from trtllm_script_builder.resolve.mounts import Ask
 from trtllm_script_builder.resolve.resolved import Cluster
 
 __all__ = ["PATTERNS", "BuildResult", "SubmitStep", "build", "finish", "refuse_ask"]
-_refuse_ask = refuse_ask  # the name the command line still uses
 
 
 def _stamp(path: str) -> tuple[str, int, int]:

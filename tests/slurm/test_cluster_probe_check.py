@@ -130,7 +130,7 @@ def make_job(tmp_path: Path, **params: Any) -> Path:
         failure_patterns=[],
         required_devices=p["gpus_per_node"] or 0,
         node_count=p["nodes"],
-        slurm_params=SlurmParams.model_validate({**p, "gpus_per_node": p["gpus_per_node"] or 0}),
+        slurm_params=SlurmParams(**{**p, "gpus_per_node": p["gpus_per_node"] or 0}),
         work_dir=str(tmp_path),
         repo_root=str(tmp_path),
     )

@@ -223,9 +223,10 @@ def test_keep_running_then_cancelled_from_outside(live: Live) -> None:
     assert any("CANCELLED AT" in e for e in v["evidence"]), v
 
 
-def test_container_start_failure_is_infra(live: Live) -> None:
-    gone = str(live.root / "no-such-models")  # a mount source pyxis cannot find
-    res = cli("run", str(live.request("infra", "echo never", models_path=gone)), "--poll", POLL, "--json")  # fmt: skip
+def test_container_start_failure_is_infra(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A mount source pyxis cannot find: the home folder (the build checks the models path).
+    monkeypatch.setenv("HOME", str(live.root / "no-such-home"))
+    res = cli("run", str(live.request("infra", "echo never")), "--poll", POLL, "--json")
     v = res.json
     assert (res.code, v["verdict"], v["state"]) == (10, "INFRA_FAILURE", "FAILED")
     assert any("pyxis: --container-mounts: mount source" in e for e in v["evidence"]), v

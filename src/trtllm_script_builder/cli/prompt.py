@@ -29,9 +29,9 @@ def prompter_for(request: str | None) -> Ask | None:
 
 
 def _refuse(field: str, question: str) -> str:
-    from trtllm_script_builder.build import _refuse_ask
+    from trtllm_script_builder.build import refuse_ask
 
-    return _refuse_ask(field, question)
+    return refuse_ask(field, question)
 
 
 def ask(field: str, question: str) -> str:
