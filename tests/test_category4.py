@@ -56,7 +56,7 @@ def test_perf_sanity_job_spec(env: Env, cli) -> None:
     r = cli([], env.request(test_cmd=PERF, partition="gb"))
     assert r.code == 0, r.stderr
     spec = json.loads((env.work / "job_spec.json").read_text())
-    assert spec["category"] == 4 and spec["workflow_type"] == "pytest"  # DESIGN 20
+    assert spec["category"] == 4 and spec["workflow_type"] == "pytest"  # decision 43
     assert spec["script_path"] == str(env.work / "slurm_launch.sh")
     assert spec["log_file_pattern"] == f"{env.work}/slurm-%j.out"
     assert spec["required_devices"] == 6 and spec["node_count"] == 2

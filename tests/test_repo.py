@@ -23,3 +23,41 @@ def test_readme_has_two_setup_commands() -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     assert readme_commands()[1] in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def _project_texts() -> list[Path]:
+    roots = [ROOT / "src", ROOT / "tests", ROOT / "bench", ROOT / "docs", ROOT / ".ci"]
+    files = [ROOT / "README.md"]
+    for r in roots:
+        files += [
+            p for p in r.rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".j2", ".sh", "")
+        ]
+    return [p for p in files if "__pycache__" not in p.parts and "golden" not in p.parts]
+
+
+def test_the_project_points_at_no_document_outside_it() -> None:
+    """Reasons live in docs/decisions.md; nothing refers to design notes kept elsewhere."""
+    banned = re.compile(r"DESIGN|\bseed\b|trtllm-facts|DEVELOPERS\.md|facts \d|\bissue \d", re.I)
+    this = Path(__file__).resolve()
+    hits = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for p in _project_texts()
+        if p.resolve() != this
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if banned.search(line)
+    ]
+    assert not hits, "\n".join(hits)
+
+
+def test_every_decision_the_code_names_exists() -> None:
+    doc = (ROOT / "docs" / "decisions.md").read_text()
+    numbers = {int(n) for n in re.findall(r"^(\d+)\. \*\*", doc, re.M)}
+    assert numbers == set(range(1, max(numbers) + 1)), "decisions are numbered 1..N"
+    named = {
+        (p.relative_to(ROOT), int(n))
+        for p in _project_texts()
+        if p.name != "decisions.md"
+        for n in re.findall(r"[Dd]ecisions? (\d+)", p.read_text(errors="replace"))
+    }
+    missing = sorted(f"{p}: decision {n}" for p, n in named if n not in numbers)
+    assert not missing, "\n".join(missing)

@@ -35,7 +35,7 @@ _SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
 class EnvCheck(BaseModel):
-    """What exec-env-check found on the local machine (forwarded by the orchestrator)."""
+    """What the environment check found on the local machine (forwarded by the orchestrator)."""
 
     model_config = ConfigDict(extra="forbid")
 

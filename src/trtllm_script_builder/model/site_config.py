@@ -1,4 +1,4 @@
-"""The optional site config that stands in for the seed's internal-env-info skill."""
+"""The optional site config: a site's defaults for values a request leaves out (decision 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`slurm_env.json`: what the probe learnt about a cluster, in the seed's schema."""
+"""`slurm_env.json`: what the probe learnt about a cluster, in the schema of decision 3."""
 
 from __future__ import annotations
 

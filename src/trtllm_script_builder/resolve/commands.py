@@ -14,7 +14,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def normalise_name(text: str) -> str:
-    """DESIGN decision 12: lower case, every run of other characters to `_`, trimmed."""
+    """Decision 6: lower case, every run of other characters to `_`, trimmed."""
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
@@ -232,7 +232,7 @@ def parse_bench(bench_cmd: str) -> BenchCmd:
 
 
 def parse_custom_env(custom_env: str | None) -> list[tuple[str, str]]:
-    """DESIGN decision 13: shell words, each KEY=VALUE with a valid name, values literal."""
+    """Decision 9: shell words, each KEY=VALUE with a valid name, values literal."""
     if not custom_env:
         return []
     pairs = []

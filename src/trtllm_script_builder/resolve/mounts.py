@@ -68,7 +68,7 @@ def models_mounts(
     llm_models_root: str,
     ask: Ask,
 ) -> list[Mount]:
-    """The seed's priority: checkpoint parent > models_path > slurm_env.mounts > env_check/site."""
+    """Decision 13's priority: checkpoint parent > models_path > slurm_env.mounts > env_check/site."""
     if checkpoint_path:
         parent = posixpath.dirname(checkpoint_path.rstrip("/")) or "/"
         return [

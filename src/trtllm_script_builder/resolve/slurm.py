@@ -20,7 +20,7 @@ class ClusterFacts:
     gpus_source: str
     gres: str | None  # "gpu:8" when the partition schedules GPUs by GRES, else None
     mpi_plugin: str
-    fallback: bool  # Step 1's fallback path: no Slurm tools, or the partition's arch unknown
+    fallback: bool  # decision 11's fallback: no Slurm tools, or the partition's arch unknown
 
 
 def require_slurm_fields(req: Request) -> None:
