@@ -141,3 +141,30 @@ def test_same_request_same_resolved_job(env: Env) -> None:
     cluster = load_cluster(req)
     assert resolve(req, cluster, SiteConfig()) == resolve(req, cluster, SiteConfig())
     assert Path(req.work_dir) == env.work
+
+
+def test_a_partition_without_gpus_is_named_as_such(env: Env) -> None:
+    env.write_env(
+        partitions=[
+            {"name": "gpu", "state": "up", "time_limit": "4:00:00", "nodes": "1",
+             "arch": "x86_64", "gres": "gpu:8", "gpus_per_node": 8, "requires_gres": True},
+            {"name": "cpu", "state": "up", "time_limit": "1:00:00", "nodes": "1",
+             "arch": "x86_64", "gres": "(null)", "gpus_per_node": None, "requires_gres": False},
+        ]
+    )  # fmt: skip
+    with pytest.raises(BuildError) as err:
+        build(
+            _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one", partition="cpu")
+        )
+    assert err.value.field == "partition" and "has no GPUs" in err.value.line()
+    assert "GPU partition" in err.value.line()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "near"), [("partition", "gpux", "gpu"), ("account", "acc", "acct")]
+)
+def test_a_near_name_is_suggested(env: Env, field: str, value: str, near: str) -> None:
+    req = _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one", **{field: value})
+    with pytest.raises(BuildError) as err:
+        build(req)
+    assert err.value.field == field and f"did you mean {near}?" in err.value.line()

@@ -41,19 +41,35 @@ def find_partition(req: Request, env: SlurmEnv) -> Partition | None:
     assert req.partition is not None
     part = env.partition(req.partition)
     if part is None and env.partitions:
-        names = ", ".join(p.name for p in env.partitions)
+        names = [p.name for p in env.partitions]
         raise BuildError(
             "partition",
-            f"{req.partition!r} is not a partition of this cluster (has: {names})",
-            "pass one of those with --partition",
+            f"{req.partition!r} is not a partition of this cluster (has: {', '.join(names)})",
+            _one_of(req.partition, names, "--partition"),
         )
     if env.accounts and req.account not in env.accounts:
         raise BuildError(
             "account",
             f"{req.account!r} is not one of your accounts ({', '.join(env.accounts)})",
-            "pass one of those with --account",
+            _one_of(req.account or "", env.accounts, "--account"),
         )
     return part
+
+
+def _one_of(given: str, names: list[str], flag: str) -> str:
+    """The fix for a name not on the list: the nearest one when a typo is likely."""
+    from difflib import get_close_matches
+
+    near = get_close_matches(given, names, n=1, cutoff=0.6)
+    if near:
+        return f"did you mean {near[0]}? pass it with {flag}"
+    return f"pass one of those with {flag}"
+
+
+def _has_gpus(part: Partition) -> bool:
+    return bool(part.gpus_per_node) or any(
+        g.strip().startswith("gpu") for g in (part.gres or "").split(",")
+    )
 
 
 def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
@@ -67,6 +83,14 @@ def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
         return req.env_check.available_gpus, "env_check.available_gpus"
     if req.gpus_per_node:
         return req.gpus_per_node, "the request's gpus_per_node"
+    if part is not None and part.arch is not None and not _has_gpus(part):
+        # The probe saw this partition and no GPU in it: the fix is another partition.
+        raise BuildError(
+            "partition",
+            f"{part.name} has no GPUs (GRES {part.gres})",
+            "pass a GPU partition with --partition (or --gpus-per-node N if its nodes have GPUs "
+            "that Slurm does not schedule)",
+        )
     where = (
         f"partition {part.name} reports none (GRES {part.gres})" if part else "nothing reports it"
     )
