@@ -235,15 +235,31 @@ def test_same_request_same_bytes(env: Env, cli) -> None:
 
 
 def test_workflow_inferred(env: Env, cli) -> None:
-    r = cli(["--json"], env.request(custom_cmd="true", bench_cmd="trtllm-bench -m x throughput"))
-    assert json.loads(r.stdout)["workflow_type"] == "custom"
-    r = cli(
-        ["--json"],
-        env.request(
-            bench_cmd="trtllm-bench -m x throughput", eval_cmd="trtllm-eval --model x mmlu"
-        ),
-    )
+    r = cli(["--json"], env.request(bench_cmd="trtllm-bench -m x throughput"))
     assert json.loads(r.stdout)["workflow_type"] == "bench"
+    r = cli(["--json"], env.request(custom_cmd="true"))
+    assert json.loads(r.stdout)["workflow_type"] == "custom"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({"custom_cmd": "true", "bench_cmd": "trtllm-bench -m x throughput"}, "custom_cmd",
+         "together with bench_cmd"),
+        ({"bench_cmd": "trtllm-bench -m x throughput", "eval_cmd": "trtllm-eval --model x mmlu"},
+         "bench_cmd", "together with eval_cmd"),
+        ({"bench_cmd": "pytest accuracy/test_tiny.py"}, "bench_cmd", "--test-cmd"),
+        ({"eval_cmd": "python -m pytest accuracy/test_tiny.py"}, "eval_cmd", "--test-cmd"),
+        ({"eval_cmd": "trtllm-bench -m x throughput"}, "eval_cmd", "--bench-cmd"),
+        ({"test_cmd": "trtllm-eval --model x mmlu"}, "test_cmd", "--eval-cmd"),
+    ],
+)  # fmt: skip
+def test_a_command_in_the_wrong_field_or_a_second_command_is_refused(
+    env: Env, cli, fields: dict, field: str, words: str
+) -> None:
+    r = cli([], env.request(**fields))
+    assert r.code == 2 and r.stderr.startswith(f"error: {field}: "), r.stderr
+    assert words in r.stderr
 
 
 def test_job_spec_file_forwarding(env: Env, cli, tmp_path: Path) -> None:

@@ -111,9 +111,50 @@ def check_request(req: Request) -> str:
     if fields and not any(getattr(req, f) for f in fields):
         flag = " or ".join("--" + f.replace("_", "-") for f in fields)
         raise BuildError(fields[0], f"is required for workflow_type {wf}", f"pass {flag}")
+    _one_command(req)
     if req.is_slurm:
         require_slurm_fields(req)
     return wf
+
+
+# The field each tool's command belongs in.
+_TOOL_FIELD = {"pytest": "test_cmd", "trtllm-eval": "eval_cmd", "trtllm-bench": "bench_cmd"}
+_COMMANDS = ("test_cmd", "eval_cmd", "bench_cmd", "custom_cmd", "custom_script")
+
+
+def _tools(cmd: str) -> set[str]:
+    """The TensorRT-LLM tools a command line runs (`python -m pytest` counts as pytest)."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        words = cmd.split()
+    return {posixpath.basename(w) for w in words} & _TOOL_FIELD.keys()
+
+
+def _one_command(req: Request) -> None:
+    """One command per request, in the field of the tool it runs: a bench job built from a
+    pytest line, or a second command dropped without a word, would surprise only later."""
+    given = [f for f in _COMMANDS if getattr(req, f)]
+    if len(given) > 1:
+        raise BuildError(
+            given[1],
+            f"is given together with {given[0]}, but a request builds one job",
+            f"keep one of {' and '.join(given)} (build-many builds several jobs)",
+        )
+    for field in ("test_cmd", "eval_cmd", "bench_cmd"):
+        cmd = getattr(req, field)
+        if not cmd:
+            continue
+        tools = _tools(cmd)
+        own = next(t for t, f in _TOOL_FIELD.items() if f == field)
+        if tools and own not in tools:
+            tool = sorted(tools)[0]
+            right = _TOOL_FIELD[tool]
+            raise BuildError(
+                field,
+                f"runs {tool}, which is a {right} command",
+                f"pass it as --{right.replace('_', '-')}",
+            )
 
 
 def _check_host_paths(req: Request) -> None:
