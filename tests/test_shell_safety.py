@@ -81,6 +81,14 @@ def build(req: dict[str, Any], home: Path) -> tuple[int, str]:
     return res.exit_code, res.stderr
 
 
+def test_shellcheck_is_there_to_check_the_scripts() -> None:
+    """Without shellcheck every script is still run through `bash -n`; this says so aloud."""
+    if SHELLCHECK is None:
+        if os.environ.get("TSB_REQUIRE_SLURM"):  # CI installs it: missing there is a failure
+            pytest.fail("shellcheck is not installed")
+        pytest.skip("shellcheck is not installed: generated scripts get only `bash -n`")
+
+
 def check_script(path: Path) -> None:
     subprocess.run(["bash", "-n", str(path)], check=True)
     if SHELLCHECK:
