@@ -243,7 +243,8 @@ def test_an_earlier_build_many_is_not_overwritten(env: Env, cli, tmp_path: Path)
     assert cli(args).code == 0
     assert oct((env.work / "jobs.json").stat().st_mode & 0o777) == oct(0o644 & ~current_umask())
     r = cli(args)
-    assert r.code == 2 and "is not empty" in r.stderr
+    assert r.code == 2 and "is not empty" in r.stderr and "--force" in r.stderr
+    assert cli([*args, "--force"]).code == 0  # asked for: the jobs are built again
 
 
 def current_umask() -> int:

@@ -128,7 +128,7 @@ def test_bench_files_on_tmp_or_outside_the_mounts_are_warned(env: Env, cli) -> N
 
     def warnings(path: str, scenario: str = "local_slurm") -> list[str]:
         req = env.request(scenario, bench_cmd=f"{prep.format(path)} && {run.format(path)}")
-        r = cli([], req)
+        r = cli(["--force"], req)  # one folder for Slurm and Docker jobs in turn
         assert r.code == 0, r.stderr
         return [w for w in spec_of(env)["warnings"] if "--output" in w or "--dataset" in w]
 
@@ -237,8 +237,25 @@ def test_same_request_same_bytes(env: Env, cli) -> None:
 def test_workflow_inferred(env: Env, cli) -> None:
     r = cli(["--json"], env.request(bench_cmd="trtllm-bench -m x throughput"))
     assert json.loads(r.stdout)["workflow_type"] == "bench"
-    r = cli(["--json"], env.request(custom_cmd="true"))
+    r = cli(["--json", "--force"], env.request(custom_cmd="true"))
     assert json.loads(r.stdout)["workflow_type"] == "custom"
+
+
+def test_a_folder_of_another_or_a_submitted_job_is_kept_unless_forced(env: Env, cli) -> None:
+    assert cli([], env.request(bench_cmd="trtllm-bench -m x throughput")).code == 0
+    assert (
+        cli([], env.request(bench_cmd="trtllm-bench -m x throughput --tp 2")).code == 0
+    )  # same job
+    before = {p.name: p.read_bytes() for p in env.work.iterdir()}
+    r = cli([], env.request(custom_cmd="true"))
+    assert r.code == 2 and r.stderr.startswith("error: work_dir: ") and "x_bench.slurm" in r.stderr
+    assert "--force" in r.stderr
+    assert {p.name: p.read_bytes() for p in env.work.iterdir()} == before  # nothing written
+    assert cli(["--force"], env.request(custom_cmd="true")).code == 0
+    (env.work / "submission.json").write_text("{}")
+    r = cli([], env.request(custom_cmd="true"))
+    assert r.code == 2 and "was submitted" in r.stderr
+    assert cli(["--force"], env.request(custom_cmd="true")).code == 0
 
 
 @pytest.mark.parametrize(
@@ -340,7 +357,7 @@ def test_eval_chained_tasks_and_host_paths(env: Env, cli) -> None:
     ckpt = env.root / "ckpts" / "tiny"
     ckpt.mkdir(parents=True)
     r = cli(
-        ["--json"],
+        ["--json", "--force"],  # a second model in the same folder
         env.request(
             eval_cmd=f"trtllm-eval --model {ckpt} mmlu", checkpoint_path=str(ckpt), models_path=None
         ),
@@ -363,5 +380,7 @@ def test_a_time_limit_past_the_partition_is_warned(env: Env, cli) -> None:
 def test_an_eval_cmd_without_trtllm_eval_is_warned(env: Env, cli) -> None:
     assert cli([], env.request(eval_cmd="python run_eval.py --tp_size 2")).code == 0
     assert any("runs no trtllm-eval" in w for w in spec_of(env)["warnings"])
-    assert cli([], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model mmlu")).code == 0
+    assert (
+        cli(["--force"], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model mmlu")).code == 0
+    )
     assert not any("runs no trtllm-eval" in w for w in spec_of(env)["warnings"])

@@ -259,7 +259,7 @@ def _time_for(entry: Entry, base_limit: str) -> str | None:
     return None if need <= limit * 60 else seconds_to_time(need)
 
 
-def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any]) -> Path:
+def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bool) -> Path:
     # A flag's relative path is taken from the current folder, the base file's from its folder.
     if flags.get("work_dir"):
         root = Path(os.path.normpath(os.path.join(Path.cwd(), flags["work_dir"])))
@@ -272,12 +272,12 @@ def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any]) -> Path:
             "pass --work-dir",
         )
     try:
-        if root.is_dir() and any(root.iterdir()):
+        if not force and root.is_dir() and any(root.iterdir()):
             # An earlier run's job folders may hold logs of submitted jobs: never overwrite them.
             raise BuildError(
                 "work_dir",
                 f"{root} is not empty (an earlier build-many, or other files)",
-                "choose a new or empty --work-dir",
+                "choose a new or empty --work-dir, or pass --force to build over it",
             )
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -316,6 +316,7 @@ def build_many(
     group_by: str | None,
     out: TextIO,
     err: TextIO,
+    force: bool = False,
 ) -> int:
     from trtllm_script_builder.build import build, finish
     from trtllm_script_builder.model.request import load_request
@@ -338,7 +339,7 @@ def build_many(
         raise BuildError(
             "LIST", "--group-by devices takes a test list, not requests", "drop --group-by"
         )
-    root_flags = {**flags, "work_dir": str(_root(base, base_dir, flags))}
+    root_flags = {**flags, "work_dir": str(_root(base, base_dir, flags, force))}
     root = Path(root_flags["work_dir"])
     if group_by == "devices":
         repo = load_request(base, base_dir, {**root_flags, "test_cmd": "pytest"}).repo_root
@@ -381,7 +382,7 @@ def build_many(
                     else:
                         req = load_request(base, base_dir, {**flags, **fields})
                     result = build(req, site)
-                    finish(result)
+                    finish(result, force)
                     if requests:
                         used[job_dir] = e.line
                     s = result.spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -48,8 +49,34 @@ def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) 
     return render_job(resolve(req, load_cluster(req), site or SiteConfig(), ask))
 
 
-def finish(result: BuildResult) -> list[Path]:
-    """Write the result; Category 4 runs submit.py first and undoes everything on failure."""
+def _guard(result: BuildResult) -> str | None:
+    """Refuse a folder that holds another job or a submitted one; return the old script name."""
+    work_dir = result.work_dir
+    if (work_dir / "submission.json").exists():
+        raise BuildError(
+            "work_dir",
+            f"{work_dir} holds a job that was submitted (submission.json)",
+            "choose another work_dir, or pass --force to build over it",
+        )
+    try:
+        old = json.loads((work_dir / "job_spec.json").read_text()).get("script_name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if old and old != result.spec.script_name:
+        raise BuildError(
+            "work_dir",
+            f"{work_dir} holds another job ({old})",
+            "choose another work_dir, or pass --force to replace it",
+        )
+    return None
+
+
+def finish(result: BuildResult, force: bool = False) -> list[Path]:
+    """Write the result; Category 4 runs submit.py first and undoes everything on failure.
+
+    A folder holding another job, or a submitted one, is refused unless `force`: its old
+    script beside the new job_spec.json would mislead whoever opens the folder.
+    """
 
     def unwritable(exc: OSError) -> BuildError:
         return BuildError(
@@ -66,6 +93,8 @@ def finish(result: BuildResult) -> list[Path]:
         raise BuildError(
             "work_dir", f"{result.work_dir} exists and is not a folder", "give a folder path"
         )
+    if not force:
+        _guard(result)
     if result.submit is None:
         try:
             return write_atomically(result.work_dir, result.files)

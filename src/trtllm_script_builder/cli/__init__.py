@@ -90,7 +90,10 @@ def main() -> None:
 @click.argument("request", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="print job_spec.json instead of the report")
 @click.option("--dry-run", is_flag=True, help="write nothing; print what would be written")
-def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> None:
+@click.option(
+    "--force", is_flag=True, help="build into a work_dir that holds another or a submitted job"
+)
+def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fields: Any) -> None:
     """Build the script for REQUEST (a JSON/YAML file, or - for JSON on stdin) into work_dir.
 
     Every request field can also be given as a flag; a flag wins over the file.
@@ -109,7 +112,7 @@ def build(request: str | None, as_json: bool, dry_run: bool, **fields: Any) -> N
     try:
         req = request_from_cli(request, fields)
         result = run_build(req, load_site_config(), prompter_for(request))
-        written = [] if dry_run else finish(result)
+        written = [] if dry_run else finish(result, force)
     except BuildError as err:
         _fail(err)
         return

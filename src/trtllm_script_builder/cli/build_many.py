@@ -30,9 +30,12 @@ from trtllm_script_builder.errors import BuildError
     default=None,
     help="one job per GPU count, its tests in one pytest call",
 )
+@click.option(
+    "--force", is_flag=True, help="build into a work_dir that is not empty (earlier jobs replaced)"
+)
 @field_options
 def build_many_command(
-    test_list: Path, base_file: str | None, group_by: str | None, **fields: Any
+    test_list: Path, base_file: str | None, group_by: str | None, force: bool, **fields: Any
 ) -> None:
     """Build one job per entry of LIST into its own folder under work_dir.
 
@@ -53,7 +56,9 @@ def build_many_command(
         fields = parse_flag_values(fields)
         base, base_dir = read_request_file(base_file) if base_file else ({}, Path.cwd())
         base.pop("test_cmd", None)
-        code = build_many(test_list, base, base_dir, fields, group_by, sys.stdout, sys.stderr)
+        code = build_many(
+            test_list, base, base_dir, fields, group_by, sys.stdout, sys.stderr, force
+        )
     except BuildError as error:
         click.echo(error.line(), err=True)
         sys.exit(error.exit_code)
