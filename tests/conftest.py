@@ -226,3 +226,34 @@ def snapshot(path: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
     }
+
+
+def materialise_tests(repo: Path, ids: list[str]) -> None:
+    """Write the test files, classes and functions that test ids name into the fixture repo,
+    so ids taken from TensorRT-LLM's own lists name tests that exist (a build checks them)."""
+    from trtllm_script_builder.resolve.pytest_sizing import split_selections
+
+    files: dict[str, dict[str | None, set[str]]] = {}
+    for test_id in ids:
+        for sel in split_selections(f"pytest {test_id}").selections:
+            if sel.path.startswith("/") or not sel.path.endswith(".py"):
+                continue
+            tests = files.setdefault(sel.path, {})
+            if sel.func:
+                tests.setdefault(sel.cls, set()).add(sel.func)
+            elif sel.cls:
+                tests.setdefault(sel.cls, set())
+    for rel, by_class in files.items():
+        path = repo / "tests" / "integration" / "defs" / rel
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for cls, funcs in sorted(by_class.items(), key=lambda kv: kv[0] or ""):
+            indent = "    " if cls else ""
+            if cls:
+                lines.append(f"class {cls}:")
+            lines += [f"{indent}def {f}(self=None):\n{indent}    pass" for f in sorted(funcs)]
+            if cls and not funcs:
+                lines.append("    pass")
+        path.write_text("\n".join(lines) + "\n")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from .conftest import Env, shared_file
+from .conftest import Env, materialise_tests, shared_file
 
 IDS = [
     "accuracy/test_tiny.py::TestTiny::test_four[tp4]",
@@ -119,8 +119,9 @@ def test_yaml_list_of_requests(env: Env, cli, tmp_path: Path) -> None:
 
 
 def test_real_qa_list_builds(env: Env, cli, tmp_path: Path) -> None:
-    """Every id of the real QA list builds (the fixture repo lacks the files: sized from defaults)."""
+    """Every id of the real QA list builds (its files written into the fixture repo, unmarked)."""
     real = shared_file("tests/integration/test_lists/qa/llm_function_sanity.txt")
+    materialise_tests(env.repo, real.read_text().splitlines())
     r = cli(["build-many", str(real), "--base", str(base_file(env, tmp_path))])
     assert r.code == 0, r.stderr
     rows = json.loads((env.work / "jobs.json").read_text())
@@ -128,16 +129,17 @@ def test_real_qa_list_builds(env: Env, cli, tmp_path: Path) -> None:
     assert len(rows) == n and all(row["status"] == "built" for row in rows)
 
 
-def test_jobs_sized_without_their_test_file_are_flagged(env: Env, cli, tmp_path: Path) -> None:
-    """Built, but the GPU count is a default: the row carries the warning, the summary counts it."""
+def test_an_id_whose_file_is_missing_fails_its_line_only(env: Env, cli, tmp_path: Path) -> None:
+    """The id is checked against the repo: its line fails with the reason, the rest build."""
     lst = tmp_path / "list.txt"
     lst.write_text(IDS[1] + "\naccuracy/test_missing.py::TestGone::test_x\n")
     r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
-    assert r.code == 0, r.stderr
+    assert r.code == 2
     rows = json.loads((env.work / "jobs.json").read_text())
-    assert "warnings" not in rows[0]
-    assert "test_missing.py not found" in rows[1]["warnings"][0]
-    assert "built 2 job(s), 1 with warnings, 0 failed" in r.stdout
+    assert rows[0]["status"] == "built" and "warnings" not in rows[0]
+    assert rows[1]["status"] == "error" and "test_missing.py is not under" in rows[1]["error"]
+    assert "built 1 job(s), 1 failed" in r.stdout
+    assert f"{lst}:2: error: test_cmd: " in r.stderr
 
 
 def test_work_dir_from_a_flag_is_taken_from_the_current_folder(
@@ -324,6 +326,7 @@ def test_group_by_keeps_options_to_their_lines_and_names_every_line(
 def test_a_large_group_is_split_below_the_environment_limit(env: Env, cli, tmp_path: Path) -> None:
     lst = tmp_path / "list.txt"
     ids = [f"accuracy/test_unknown.py::TestMany::test_{i:04d}_{'x' * 60}" for i in range(2000)]
+    materialise_tests(env.repo, ids)
     lst.write_text("\n".join(ids) + "\n")
     args = many(env, tmp_path, lst, "--group-by", "devices")
     assert cli(args).code == 0
@@ -368,6 +371,10 @@ def test_a_test_db_file_builds_its_tests_with_their_lines(env: Env, cli, tmp_pat
 
 def test_the_real_test_db_file_builds(env: Env, cli, tmp_path: Path) -> None:
     real = shared_file("tests/integration/test_lists/test-db/l0_dgx_h100.yml")
+    materialise_tests(
+        env.repo,
+        [ln.strip()[2:] for ln in real.read_text().splitlines() if ln.strip().startswith("- ")],
+    )
     r = cli(["build-many", str(real), "--base", str(base_file(env, tmp_path))])
     assert r.code == 0, r.stderr
     rows = json.loads((env.work / "jobs.json").read_text())

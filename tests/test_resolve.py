@@ -101,9 +101,38 @@ def test_keyword_filter_and_model_names(repo: Path) -> None:
     assert size_pytest("pytest accuracy/test_tiny.py::TestBig::test_too_big", repo).devices == 16
 
 
-def test_missing_file_is_a_note(repo: Path) -> None:
-    s = size_pytest("pytest accuracy/nope.py::test_x", repo)
+def test_a_missing_file_is_refused_with_the_nearest_name(repo: Path) -> None:
+    with pytest.raises(BuildError) as err:
+        size_pytest("pytest accuracy/test_tinyy.py::test_x", repo)
+    assert err.value.field == "test_cmd" and "is not under" in err.value.line()
+    assert "did you mean accuracy/test_tiny.py?" in err.value.line()
+
+
+def test_a_missing_file_after_a_cd_is_only_a_note(repo: Path) -> None:
+    """Relative to a folder the command changes to: the path cannot be checked here."""
+    s = size_pytest("cd elsewhere && pytest nope.py::test_x", repo)
     assert s.devices is None and "not found" in s.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("test_id", "near"),
+    [
+        ("accuracy/test_tiny.py::TestTiny::test_fuor", "TestTiny::test_four"),
+        ("accuracy/test_tiny.py::TestTiyn::test_four", "TestTiny::test_four"),
+        ("accuracy/test_tiny.py::TestTiyn", "TestTiny"),
+    ],
+)
+def test_a_misspelt_class_or_function_is_refused(repo: Path, test_id: str, near: str) -> None:
+    with pytest.raises(BuildError) as err:
+        size_pytest(f"pytest {test_id}", repo)
+    assert err.value.field == "test_cmd" and f"did you mean {near}?" in err.value.line()
+
+
+def test_a_parameter_id_parametrize_cannot_give_is_warned(repo: Path) -> None:
+    s = size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_param[tp3]", repo)
+    assert any("[tp3] is not a parameter id" in n and "nearest: tp2" in n for n in s.notes), s.notes
+    ok = size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_param[tp2]", repo)
+    assert not any("is not a parameter id" in n for n in ok.notes)
 
 
 def test_a_folder_outside_the_repo_is_not_walked(repo: Path, tmp_path: Path) -> None:

@@ -403,8 +403,14 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
         if n == 0 and not cmd.changes_dir:
             workdir_rel = root_rel
         if path is None:
-            notes.append(f"{sel.path} not found under {repo_root} or {repo_root / DEFS}")
-            continue
+            if cmd.changes_dir:  # relative to a folder the command changes to: cannot tell
+                notes.append(f"{sel.path} not found under {repo_root} or {repo_root / DEFS}")
+                continue
+            raise BuildError(
+                "test_cmd",
+                f"{sel.path} is not under {repo_root} or {repo_root / DEFS}",
+                _near_file(repo_root, sel.path),
+            )
         if path.is_dir() and not path.resolve().is_relative_to(repo_root.resolve()):
             # A walk of `/` or /proc would never end well; the tests live in the checkout.
             notes.append(f"{sel.path} is a folder outside {repo_root}; its tests are not read")
@@ -412,6 +418,8 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
         files = sorted(path.rglob("test*.py")) if path.is_dir() else [path]
         for f in files:
             info = inspect_file(str(f))
+            if path.is_file():
+                _check_selection(sel, info, f, notes)
             for t in info.candidates(sel.func):
                 if sel.cls and t.cls != sel.cls or sel.func and t.name != sel.func:
                     continue
@@ -421,6 +429,65 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
     if best is None:
         return PytestSizing(None, "", model, workdir_rel, notes)
     return PytestSizing(best[0], best[1], model, workdir_rel, notes)
+
+
+def _nearest(given: str, names: list[str]) -> str | None:
+    from difflib import get_close_matches
+
+    near = get_close_matches(given, names, n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
+def _near_file(repo_root: Path, rel: str) -> str:
+    for base in (repo_root / DEFS, repo_root):
+        folder = (base / rel).parent
+        if folder.is_dir():
+            near = _nearest(Path(rel).name, [e.name for e in folder.iterdir()])
+            if near:
+                return f"did you mean {str(Path(rel).with_name(near))}?"
+    return "test ids are relative to tests/integration/defs; check the path"
+
+
+def _check_selection(sel: Selection, info: FileInfo, f: Path, notes: list[str]) -> None:
+    """A test id names a test the file has: a misspelt class or function is refused, a
+    parameter id that no literal parametrize gives is warned (a fixture may add it)."""
+    if not sel.func:
+        if sel.cls and sel.cls not in info.class_marks:
+            near = _nearest(sel.cls, list(info.class_marks))
+            raise BuildError(
+                "test_cmd",
+                f"{f} has no class {sel.cls}",
+                f"did you mean {near}?" if near else "check the test id",
+            )
+        return
+    found = [t for t in info.candidates(sel.func) if not sel.cls or t.cls == sel.cls]
+    if not found:
+        names = ["::".join(x for x in (t.cls, t.name) if x) for t in info.tests]
+        given = "::".join(x for x in (sel.cls, sel.func) if x)
+        near = _nearest(given, names)
+        raise BuildError(
+            "test_cmd",
+            f"{f} has no test {given}",
+            f"did you mean {near}?" if near else "check the test id",
+        )
+    if sel.param_id is None:
+        return
+    ids = [i for t in found for i in _full_ids(t)]
+    if sel.param_id not in ids:
+        near = _nearest(sel.param_id, ids)
+        hint = f" (nearest: {near})" if near else ""
+        notes.append(
+            f"[{sel.param_id}] is not a parameter id the parametrize decorators of {sel.func} "
+            f"give{hint}; it may come from a fixture, so the test is sized without it"
+        )
+
+
+def _full_ids(t: TestFunc) -> list[str]:
+    """pytest's ids of stacked parametrize decorators: the one nearest the `def` first."""
+    ids = [""]
+    for ps in t.params:
+        ids = [f"{a}-{p.id}" if a else p.id for a in ids for p in ps]
+    return [i for i in ids if i]
 
 
 def _param_ids(
