@@ -86,6 +86,18 @@ def fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
+def host_path(path: str) -> str:
+    """A path inside the (fake) container as a host path: pyxis runs no container here, so a
+    --container-mounts SRC:DST (FAKE_PYXIS_MOUNTS, set by the fake pyxis plugin) is mapped
+    back from DST to SRC."""
+    for mount in os.environ.get("FAKE_PYXIS_MOUNTS", "").split(","):
+        src, _, rest = mount.partition(":")
+        dst = rest.split(":")[0] or src
+        if src and (path == dst or path.startswith(dst.rstrip("/") + "/")):
+            return os.path.join(src, os.path.relpath(path, dst))
+    return path
+
+
 def check_model(model: str) -> None:
     """Refuse to download: a model that is not a local folder fails like huggingface_hub's
     snapshot_download with HF_HUB_OFFLINE=1 (huggingface_hub/_snapshot_download.py raises
@@ -93,7 +105,7 @@ def check_model(model: str) -> None:
     variables guide). Without HF_HUB_OFFLINE it would try the network, which a compute node lacks.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if os.path.isdir(model):
+    if os.path.isdir(host_path(model)):
         return
     if os.environ["HF_HUB_OFFLINE"] not in ("0", "false", "False"):
         fail(
