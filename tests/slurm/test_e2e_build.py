@@ -249,6 +249,7 @@ class Finished:
     exit_code: str
     log: str
     records: list[dict[str, Any]]  # what the fake pyxis plugin saw, one per task
+    err: str = ""  # the job's stderr file beside the log (srun's and the tools' errors)
 
     def step(self, n: int) -> list[dict[str, Any]]:
         return sorted((r for r in self.records if r["step"] == n), key=lambda r: r["rank"])
@@ -298,7 +299,10 @@ def submit(site: Site, spec: dict[str, Any]) -> Finished:
     assert log.is_file(), f"no log at {log}: {sorted(p.name for p in work.iterdir())}"
     lines = record.read_text().splitlines() if record.exists() else []
     records = [r for r in map(json.loads, lines) if str(r["job"]) == job_id]
-    return Finished(job_id, state, code, log.read_text(), records)
+    err = log.with_suffix(".err")
+    return Finished(
+        job_id, state, code, log.read_text(), records, err.read_text() if err.is_file() else ""
+    )
 
 
 # ---------------------------------------------------------------- what to assert
@@ -319,7 +323,7 @@ def mpi_vars(env: dict[str, str]) -> set[str]:
 
 
 def assert_passed(job: Finished, spec: dict[str, Any]) -> None:
-    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.log
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.log + job.err
     assert any(p in job.log for p in spec["success_patterns"]), job.log
     assert not [p for p in spec["failure_patterns"] if p in job.log], job.log
     assert f"Job {job.job_id} finished with exit code 0" in job.log
@@ -481,7 +485,7 @@ def test_eval_job_runs_in_the_mpi_world_of_its_size(
     assert result in job.log
     assert job.log.count("Fake GPU (stand-in)") == tp  # nvidia-smi on rank 0, the job's GPUs
     assert WASTED_GPUS not in job.log  # the job asked for the GPUs it uses, no more
-    assert "MPI_ERR_SPAWN" not in job.log and "MPI_Init" not in job.log, job.log
+    assert "MPI_ERR_SPAWN" not in job.log + job.err and "MPI_Init" not in job.err, job.err
     if tp == 1:  # its executor worker came up through MPI_Comm_spawn (real mpi4py)
         assert "trtllm-eval (stand-in): MPI world 1, spawned worker pid" in job.log, job.log
     for rank in range(tp if tp > 1 else 0):  # every rank in one real MPI_COMM_WORLD of tp
@@ -532,7 +536,7 @@ def test_bench_job_prepares_then_runs_two_ranks(site: Site) -> None:
     assert "Total Output Throughput (tokens/sec):" in job.log
     assert "Number of requests:                               4" in job.log
     assert len(dataset.read_text().splitlines()) == 4
-    assert WASTED_GPUS not in job.log and "MPI_ERR_SPAWN" not in job.log, job.log
+    assert WASTED_GPUS not in job.log and "MPI_ERR_SPAWN" not in job.err, job.err
     for rank in range(2):  # both ranks in one real MPI_COMM_WORLD of 2
         assert f"trtllm-bench (stand-in): rank {rank} of a real MPI world of 2" in job.log
     assert_installed(job, site)
