@@ -17,7 +17,11 @@
 #     gpu  Default, gpunode, MaxTime=04:00:00      cpu  cpunode, MaxTime=01:00:00
 #   Accounting: MariaDB (own datadir, 127.0.0.1:$DB_PORT) + slurmdbd,
 #   AccountingStorageEnforce=associations,limits,qos; accounts tsb (root's default) and tsb2.
-#   MpiDefault=none; --mpi=pmix works (libpmix-dev).
+#   MpiDefault=none; --mpi=pmix works (libpmix-dev). OpenMPI 4.1 and mpi4py (openmpi-bin,
+#   libopenmpi-dev, python3-mpi4py) are installed for the system /usr/bin/python3, which the
+#   stand-ins in tests/slurm/standins run under: Debian's OpenMPI is built against the same
+#   external PMIx (libpmix2) as Slurm's pmix_v4 plugin, so `srun --mpi=pmix -n N` gives a real
+#   N-rank MPI_COMM_WORLD (the smoke test checks it with mpi4py).
 #   SPANK: tests/slurm/spank/fake_pyxis.c (pyxis's --container-* options, no container), built
 #   into $STATE/fake_pyxis.so; it records container steps in $FAKE_PYXIS_RECORD (job env), else
 #   in $STATE/fake_pyxis.jsonl (emptied whenever the cluster (re)starts).
@@ -77,7 +81,8 @@ stop() {
 }
 
 install_packages() {
-  local pkgs=(slurm-wlm munge libpmix-dev libslurm-dev slurmdbd mariadb-server gcc libc6-dev)
+  local pkgs=(slurm-wlm munge libpmix-dev libslurm-dev slurmdbd mariadb-server gcc libc6-dev
+    openmpi-bin libopenmpi-dev python3-mpi4py)
   local missing=() p
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -297,10 +302,12 @@ wait_idle() {
   done
 }
 
-smoke_test() { # one batch job per partition (pmix and the SPANK plugin on gpu) must complete
+smoke_test() { # one batch job per partition (pmix, OpenMPI+mpi4py and the SPANK plugin on gpu)
   local gpu cpu t0=$SECONDS state j
+  local mpi="from mpi4py import MPI; assert MPI.COMM_WORLD.allreduce(1) == 2, 'no 2-rank MPI world'"
+  srun --mpi=list 2>&1 | grep -q pmix || die "Slurm has no pmix MPI plugin: $(srun --mpi=list 2>&1)"
   gpu=$(sbatch --parsable -p gpu -N 1 -n 2 --gres=gpu:2 -t 1 -J tsb-smoke -o "$LOG/smoke-%j.out" \
-    --wrap 'srun --mpi=pmix --container-image=tsb-smoke --container-workdir=/ true')
+    --wrap "srun --mpi=pmix --container-image=tsb-smoke --container-workdir=/ /usr/bin/python3 -c \"$mpi\"")
   cpu=$(sbatch --parsable -p cpu -n 1 -t 1 -J tsb-smoke -o "$LOG/smoke-%j.out" --wrap 'srun true')
   while [ -n "$(squeue -h -j "$gpu,$cpu" 2>/dev/null)" ]; do
     [ $((SECONDS - t0)) -lt $TIMEOUT ] || die "smoke jobs $gpu,$cpu still queued after ${TIMEOUT}s"

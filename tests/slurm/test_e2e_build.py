@@ -6,7 +6,10 @@ assert on the job's own log (at job_spec's log_file_pattern), its accounting sta
 environment the command under test saw (dumped into work_dir) and what the fake pyxis plugin
 received. trtllm-eval, trtllm-bench, trtllm-llmapi-launch, pip and nvidia-smi are the
 stand-ins in tests/slurm/standins/, first on PATH of the submitting environment (sbatch
-exports it to the job); pytest is real.
+exports it to the job); pytest is real. The trtllm stand-ins start MPI as the real tools do,
+with real OpenMPI + mpi4py: a one-rank run spawns its worker with MPI_Comm_spawn (fails under
+srun --mpi=pmix or with the PMI/SLURM environment left), a run of N ranks needs a real MPI world
+of N; they also check the GPUs Slurm exposed against tp x pp and refuse a Hugging Face id.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
 pytestmark = pytest.mark.slurm
 
 STANDINS = Path(__file__).resolve().parent / "standins"
+sys.path.insert(0, str(STANDINS))
+from _standin import WASTED_GPUS  # noqa: E402  (the stand-ins' warning for unused GPUs)
+
 TERMINAL = {
     "COMPLETED",
     "FAILED",
@@ -59,21 +65,39 @@ markers =
     skip_less_mpi_world_size(n): skip when the MPI world is smaller than n
 """
 
-# TensorRT-LLM's defs/conftest.py skips on too few GPUs; this one counts what Slurm exposed.
+# Stand-in for TensorRT-LLM's tests/integration/defs/conftest.py: its autouse fixture
+# skip_by_device_count skips a test whose skip_less_device(n) asks for more GPUs than the node
+# shows (get_device_count: `nvidia-smi -L`), with the same message. Here the count is what
+# Slurm exposed to the step (CUDA_VISIBLE_DEVICES, from the job's --gres=gpu:N), which is
+# also what the nvidia-smi stand-in lists. skip_less_mpi_world_size likewise.
 DEFS_CONFTEST = """\
 import os
 
 import pytest
 
 
-def visible_gpus():
+def get_device_count():
     return len([d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()])
 
 
-def pytest_runtest_setup(item):
-    for mark in item.iter_markers("skip_less_device"):
-        if visible_gpus() < mark.args[0]:
-            pytest.skip(f"needs {mark.args[0]} GPUs, {visible_gpus()} visible")
+@pytest.fixture(autouse=True)
+def skip_by_device_count(request):
+    "fixture for skip less device count"
+    if request.node.get_closest_marker("skip_less_device"):
+        device_count = get_device_count()
+        expected_count = request.node.get_closest_marker("skip_less_device").args[0]
+        if expected_count > int(device_count):
+            pytest.skip(f"Device count {device_count} is less than {expected_count}")
+
+
+@pytest.fixture(autouse=True)
+def skip_by_mpi_world_size(request):
+    "fixture for skip less mpi world size"
+    if request.node.get_closest_marker("skip_less_mpi_world_size"):
+        world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
+        expected = request.node.get_closest_marker("skip_less_mpi_world_size").args[0]
+        if expected > world:
+            pytest.skip(f"MPI world size {world} is less than {expected}")
 """
 
 TEST_TINY = """\
@@ -225,6 +249,7 @@ class Finished:
     exit_code: str
     log: str
     records: list[dict[str, Any]]  # what the fake pyxis plugin saw, one per task
+    err: str = ""  # the job's stderr file beside the log (srun's and the tools' errors)
 
     def step(self, n: int) -> list[dict[str, Any]]:
         return sorted((r for r in self.records if r["step"] == n), key=lambda r: r["rank"])
@@ -274,7 +299,10 @@ def submit(site: Site, spec: dict[str, Any]) -> Finished:
     assert log.is_file(), f"no log at {log}: {sorted(p.name for p in work.iterdir())}"
     lines = record.read_text().splitlines() if record.exists() else []
     records = [r for r in map(json.loads, lines) if str(r["job"]) == job_id]
-    return Finished(job_id, state, code, log.read_text(), records)
+    err = log.with_suffix(".err")
+    return Finished(
+        job_id, state, code, log.read_text(), records, err.read_text() if err.is_file() else ""
+    )
 
 
 # ---------------------------------------------------------------- what to assert
@@ -295,7 +323,7 @@ def mpi_vars(env: dict[str, str]) -> set[str]:
 
 
 def assert_passed(job: Finished, spec: dict[str, Any]) -> None:
-    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.log
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.log + job.err
     assert any(p in job.log for p in spec["success_patterns"]), job.log
     assert not [p for p in spec["failure_patterns"] if p in job.log], job.log
     assert f"Job {job.job_id} finished with exit code 0" in job.log
@@ -368,6 +396,23 @@ def test_pytest_job_runs_the_tests_on_all_gpus_with_mpi_cleared(site: Site) -> N
         assert seen["env"]["FAKE_PYXIS_NAME"] == "tiny_auto_test"
 
 
+def test_pytest_job_with_fewer_gpus_than_the_marker_reports_skipped_tests(site: Site) -> None:
+    """The fixture's skip_less_device (as TensorRT-LLM's conftest) counts the GPUs Slurm gave:
+    the built script with its --gres cut to gpu:2 runs test_two_gpus and skips the tp8 one."""
+    spec = build(site, "pytest_skip", test_cmd="pytest accuracy/test_tiny.py::TestTiny -v")
+    script = Path(spec["script_path"])
+    text = script.read_text()
+    assert "#SBATCH --gres=gpu:8\n" in text
+    script.write_text(text.replace("#SBATCH --gres=gpu:8\n", "#SBATCH --gres=gpu:2\n"))
+    job = submit(site, spec)
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.log
+    assert "1 passed, 1 skipped" in job.log, job.log
+    assert "test_eight_gpus[tp8] SKIPPED (Devic" in job.log, job.log  # -v cuts the reason
+    work = Path(spec["work_dir"])
+    assert (work / "pytest-test_two_gpus.json").is_file()
+    assert not (work / "pytest-test_eight_gpus_tp8.json").exists()
+
+
 def test_failing_pytest_gives_a_failed_job(site: Site) -> None:
     spec = build(
         site, "pytest_fail", test_cmd="pytest accuracy/test_tiny.py::TestBroken::test_asserts_false"
@@ -426,7 +471,9 @@ def test_custom_job_runs_once_seeing_its_gpus_with_literal_env(site: Site) -> No
         ("mmlu", 1, "MMLU weighted average accuracy: 75.00 (14042)"),
     ],
 )
-def test_eval_job_runs_under_pmix(site: Site, task: str, tp: int, result: str) -> None:
+def test_eval_job_runs_in_the_mpi_world_of_its_size(
+    site: Site, task: str, tp: int, result: str
+) -> None:
     spec = build(
         site, f"eval_{task}", eval_cmd=f"trtllm-eval --model org/Tiny-Model --tp_size {tp} {task}"
     )
@@ -437,6 +484,12 @@ def test_eval_job_runs_under_pmix(site: Site, task: str, tp: int, result: str) -
     assert_passed(job, spec)
     assert result in job.log
     assert job.log.count("Fake GPU (stand-in)") == tp  # nvidia-smi on rank 0, the job's GPUs
+    assert WASTED_GPUS not in job.log  # the job asked for the GPUs it uses, no more
+    assert "MPI_ERR_SPAWN" not in job.log + job.err and "MPI_Init" not in job.err, job.err
+    if tp == 1:  # its executor worker came up through MPI_Comm_spawn (real mpi4py)
+        assert "trtllm-eval (stand-in): MPI world 1, spawned worker pid" in job.log, job.log
+    for rank in range(tp if tp > 1 else 0):  # every rank in one real MPI_COMM_WORLD of tp
+        assert f"trtllm-eval (stand-in): rank {rank} of a real MPI world of {tp}" in job.log
     assert_installed(job, site)
     assert_container(job, spec, [(site.repo, 1), (site.repo, tp)])
 
@@ -467,9 +520,11 @@ def test_bench_job_prepares_then_runs_two_ranks(site: Site) -> None:
         site,
         "bench",
         bench_cmd=(
-            f"trtllm-bench --model org/Tiny-Model prepare-dataset --output {dataset} "
-            "token-norm-dist --num-requests 4 --input-mean 16 --input-stdev 0 --output-mean 8 "
-            f"--output-stdev 0 && trtllm-bench --model org/Tiny-Model throughput "
+            # --model_path: the node is offline (decision 24's rewrite is still Pending)
+            f"trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model "
+            f"prepare-dataset --output {dataset} token-norm-dist --num-requests 4 "
+            "--input-mean 16 --input-stdev 0 --output-mean 8 --output-stdev 0 && "
+            "trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model throughput "
             f"--dataset {dataset} --tp 2"
         ),
     )
@@ -481,6 +536,9 @@ def test_bench_job_prepares_then_runs_two_ranks(site: Site) -> None:
     assert "Total Output Throughput (tokens/sec):" in job.log
     assert "Number of requests:                               4" in job.log
     assert len(dataset.read_text().splitlines()) == 4
+    assert WASTED_GPUS not in job.log and "MPI_ERR_SPAWN" not in job.err, job.err
+    for rank in range(2):  # both ranks in one real MPI_COMM_WORLD of 2
+        assert f"trtllm-bench (stand-in): rank {rank} of a real MPI world of 2" in job.log
     assert_installed(job, site)
     assert_container(job, spec, [(site.repo, 1), (site.repo, 1), (site.repo, 2)])
 

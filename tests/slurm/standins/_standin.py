@@ -1,16 +1,28 @@
 """Shared by the Python stand-ins in this folder (tests/slurm/test_e2e_build.py puts the folder
-first on PATH of the sbatch submission): record what the tool saw, for the test to assert on.
+first on PATH of the sbatch submission). They run under the system /usr/bin/python3, which has
+mpi4py and OpenMPI 4.1 (tests/slurm/cluster.sh installs them), on the host: pyxis is faked.
 
-When STANDIN_ENV_DUMP_DIR is set (the e2e test sets it to the job's work_dir), every call
-writes <dir>/<tool>.rank<SLURM_PROCID>.<pid>.json with the tool name, argv, cwd and the whole
-environment of the process, exactly as the real tool would have received them.
+- dump_env: when STANDIN_ENV_DUMP_DIR is set (the e2e test sets it to the job's work_dir),
+  every call writes <dir>/<tool>.rank<SLURM_PROCID>.<pid>.json with the tool name, argv, cwd
+  and the whole environment of the process, exactly as the real tool would have received them.
+- check_model: the model must be a local folder. Compute nodes have no network, so the
+  stand-ins run as with HF_HUB_OFFLINE=1 (set here unless the job set it): a Hugging Face id
+  fails with huggingface_hub's offline error, as TensorRT-LLM's model download
+  (tensorrt_llm/llmapi/utils.py download_hf_model -> snapshot_download) does on such a node.
+- check_gpus: the GPUs Slurm exposed (CUDA_VISIBLE_DEVICES, from the job's --gres=gpu:N) must
+  cover the world size: fewer fails as CUDA does for a missing device ordinal; more prints a
+  warning line (WASTED_GPUS) that the tests assert absent.
+- start_mpi: the MPI start-up TensorRT-LLM does, with real mpi4py (see its docstring).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import threading
 
 
 def rank() -> int:
@@ -62,3 +74,168 @@ def world_size() -> int:
     """tllm_mpi_size (set by trtllm-llmapi-launch) as TensorRT-LLM reads it, else 1."""
     value = os.environ.get("tllm_mpi_size", "1")  # noqa: SIM112 (the real, lower-case name)
     return int(value) if value.isdigit() else 1
+
+
+WASTED_GPUS = "GPUs that it does not use"  # the warning's words, asserted absent by the tests
+MPI_TIMEOUT = float(os.environ.get("STANDIN_MPI_TIMEOUT", "30"))  # a hang becomes a failure
+LOG = "[TRT-LLM]"
+
+
+def fail(message: str, code: int = 1) -> None:
+    print(message, file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def host_path(path: str) -> str:
+    """A path inside the (fake) container as a host path: pyxis runs no container here, so a
+    --container-mounts SRC:DST (FAKE_PYXIS_MOUNTS, set by the fake pyxis plugin) is mapped
+    back from DST to SRC."""
+    for mount in os.environ.get("FAKE_PYXIS_MOUNTS", "").split(","):
+        src, _, rest = mount.partition(":")
+        dst = rest.split(":")[0] or src
+        if src and (path == dst or path.startswith(dst.rstrip("/") + "/")):
+            return os.path.join(src, os.path.relpath(path, dst))
+    return path
+
+
+def check_model(model: str) -> None:
+    """Refuse to download: a model that is not a local folder fails like huggingface_hub's
+    snapshot_download with HF_HUB_OFFLINE=1 (huggingface_hub/_snapshot_download.py raises
+    LocalEntryNotFoundError; documented under HF_HUB_OFFLINE in huggingface_hub's environment
+    variables guide). Without HF_HUB_OFFLINE it would try the network, which a compute node lacks.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if os.path.isdir(host_path(model)):
+        return
+    if os.environ["HF_HUB_OFFLINE"] not in ("0", "false", "False"):
+        fail(
+            "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached "
+            "snapshot folder for the specified revision on the local disk and outgoing traffic "
+            f"has been disabled. To enable repo look-ups and downloads online, pass "
+            f"'local_files_only=False' as input. (model {model!r} is not a local path; "
+            "HF_HUB_OFFLINE=1 on this node)"
+        )
+    fail(
+        'requests.exceptions.ConnectionError: (MaxRetryError("HTTPSConnectionPool(host='
+        f"'huggingface.co', port=443): Max retries exceeded with url: /api/models/{model}\"))"
+    )
+
+
+def visible_gpus() -> list[str]:
+    return [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+
+
+def check_gpus(tool: str, need: int) -> None:
+    """A world of `need` ranks on one node uses GPUs 0..need-1 of what Slurm exposed (each rank
+    sets its device from its local rank, tensorrt_llm/_utils.py local_mpi_rank). Too few: CUDA's
+    invalid device ordinal (every rank sees the job's GPUs). Too many: a warning line."""
+    gpus = visible_gpus()
+    if len(gpus) < need:
+        fail(
+            f"RuntimeError: CUDA error: invalid device ordinal ({tool} needs {need} GPU(s) for "
+            f"tp x pp = {need}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r} "
+            f"shows {len(gpus)})"
+        )
+    if len(gpus) > need:
+        print(
+            f"{LOG} [W] {tool} (stand-in): {len(gpus)} GPUs visible "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')}) but tp x pp = "
+            f"{need}: the job holds {len(gpus) - need} {WASTED_GPUS}",
+            flush=True,
+        )
+
+
+def _spawn_one_worker() -> None:
+    """Child process: MPI_Init, then one worker through mpi4py's MPIPoolExecutor (which calls
+    MPI_Comm_spawn). A failed spawn kills mpi4py's manager thread and leaves the future pending
+    for ever (the hang seen on real clusters): the thread's exception ends this process."""
+
+    def died(args: threading.ExceptHookArgs) -> None:
+        print(f"{args.exc_type.__name__}: {args.exc_value}", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    threading.excepthook = died
+    from mpi4py import MPI
+    from mpi4py.futures import MPIPoolExecutor
+
+    print(f"MPI_COMM_WORLD size {MPI.COMM_WORLD.Get_size()}", flush=True)
+    with MPIPoolExecutor(max_workers=1) as pool:
+        pid = pool.submit(os.getpid).result(timeout=MPI_TIMEOUT)
+    print(f"spawned worker pid {pid}", flush=True)
+
+
+def start_mpi(tool: str, need: int) -> int:
+    """The MPI start-up of the LLM API (tensorrt_llm/executor/executor.py
+    GenerationExecutor.create, tensorrt_llm/llmapi/mpi_session.py), with real OpenMPI + mpi4py;
+    returns the rank.
+
+    tp x pp = 1 and an MPI world of 1 (tensorrt_llm/_utils.py mpi_world_size): the leader
+    spawns its executor worker with MPIPoolExecutor (MpiPoolSession), i.e. MPI_Comm_spawn. Done
+    here in a child process with a deadline, so what OpenMPI 4.1 does on this cluster becomes
+    a bounded failure with a clear line instead of a hang or a bare abort:
+      * srun --mpi=pmix, one task: MPI_Init works, MPI_Comm_spawn fails with MPI_ERR_SPAWN
+        (Slurm's PMIx server does not implement spawn; OpenMPI 4.1 FAQ "Running MPI jobs with
+        Slurm": direct launch supports no dynamic processes) and mpi4py's pool hangs;
+      * srun without --mpi, the step's PMI/SLURM environment left: MPI_Init aborts ("The
+        application appears to have been direct launched using "srun", but OMPI was not
+        built with SLURM's PMI support"; OpenMPI's ess/schizo slurm sees SLURM_STEP_ID);
+      * the job's SLURM environment left without the step's: the singleton's daemon start goes
+        through Slurm and the spawn hangs;
+      * the MPI/PMI/SLURM environment cleared (SLURM_PROCID/LOCALID may stay): singleton
+        MPI_Init, the spawn works.
+    tp x pp = N > 1: the ranks must be a real MPI world of N (external_mpi_comm_available in
+    mpi_session.py: MPI.COMM_WORLD.Get_size() == tp x pp), i.e. srun --mpi=pmix with N tasks
+    through trtllm-llmapi-launch (tllm_mpi_size). Stricter than the real tool, which would
+    spawn N workers itself when started alone: the builder launches them through srun.
+    """
+    if need == 1:
+        child = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--spawn-one-worker"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # its own process group: a hang is killed whole
+        )
+        try:
+            out, _ = child.communicate(timeout=MPI_TIMEOUT + 5)
+            code = child.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            out, _ = child.communicate()
+            out += f"\nno answer within {MPI_TIMEOUT + 5:.0f}s"
+            code = -1
+        if code != 0 or "spawned worker pid" not in out:
+            sys.stderr.write(out)
+            why = "MPI_ERR_SPAWN" if "MPI_ERR_SPAWN" in out else "MPI start-up failed"
+            fail(
+                f"RuntimeError: {tool} (stand-in) could not start its executor worker with "
+                f"MPI_Comm_spawn ({why}; the real tool aborts or hangs here). A one-rank run needs no "
+                "--mpi and an environment without PMI*/PMIX*/OMPI*/MPI*/SLURM* variables."
+            )
+        print(f"{LOG} [I] {tool} (stand-in): MPI world 1, {out.strip().splitlines()[-1]}")
+        return 0
+
+    def hung() -> None:
+        print(f"RuntimeError: {tool} (stand-in): MPI start-up hung", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    timer = threading.Timer(MPI_TIMEOUT, hung)
+    timer.daemon = True
+    timer.start()
+    from mpi4py import MPI
+
+    size, rank = MPI.COMM_WORLD.Get_size(), MPI.COMM_WORLD.Get_rank()
+    if size != need:
+        fail(
+            f"RuntimeError: tp x pp = {need} needs an MPI world of {need} ranks, but "
+            f"MPI.COMM_WORLD has {size} (launch with srun --mpi=pmix --ntasks={need} and "
+            "trtllm-llmapi-launch)"
+        )
+    total = MPI.COMM_WORLD.allreduce(1)  # every rank takes part, or this hangs
+    timer.cancel()
+    print(f"{LOG} [I] {tool} (stand-in): rank {rank} of a real MPI world of {total}", flush=True)
+    return int(rank)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--spawn-one-worker"]:
+    _spawn_one_worker()
