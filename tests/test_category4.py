@@ -130,3 +130,30 @@ def test_a_work_dir_outside_home_and_repo_is_mounted_for_submit_py(
     assert r.code == 0, r.stderr
     argv = json.loads((env.root / "submit_args.json").read_text())["argv"]
     assert f"{outside}:{outside}" in argv[argv.index("--mounts") + 1].split(",")
+
+
+def test_remote_launch_script_holds_the_target_clusters_facts(env: Env, cli) -> None:
+    """submit.py runs here and reads this cluster; the job runs on the target: its name and its
+    partition's GPU request (none on a partition without GPU GRES) are what the script holds."""
+    env.write_env(cluster_name="target-cluster")
+    req = env.request("remote_slurm", test_cmd=PERF, partition="nogres", gpus_per_node=4)
+    r = cli([], req)
+    assert r.code == 0, r.stderr
+    argv = json.loads((env.root / "submit_args.json").read_text())["argv"]
+    assert argv[argv.index("--cluster-name") + 1] == "target-cluster"
+    launch = (env.work / "slurm_launch.sh").read_text()
+    assert "--gres" not in launch and "--gpus-per-node" not in launch
+    assert (env.work / "slurm_launch.sh").stat().st_mode & 0o111
+
+    r = cli(["--force"], env.request("remote_slurm", test_cmd=PERF, partition="gb"))
+    assert r.code == 0, r.stderr
+    lines = (env.work / "slurm_launch.sh").read_text().splitlines()
+    gpu = [ln for ln in lines if ln.startswith(("#SBATCH --gres", "#SBATCH --gpus-per-node"))]
+    assert gpu == ["#SBATCH --gpus-per-node=4", "#SBATCH --gres=gpu:4"]
+    assert lines.index(gpu[0]) == lines.index("#SBATCH --ntasks-per-node=4") + 1
+
+
+def test_a_local_launch_script_keeps_what_submit_py_wrote(env: Env, cli) -> None:
+    assert cli([], env.request(test_cmd=PERF)).code == 0
+    assert "--cluster-name" not in json.loads((env.root / "submit_args.json").read_text())["argv"]
+    assert "#SBATCH --gres=gpu:4" in (env.work / "slurm_launch.sh").read_text()

@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from trtllm_script_builder.atomic import write_file
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import OutFile
 from trtllm_script_builder.model.request import Request
@@ -105,7 +106,11 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
 
 def _run_submit_step(result: BuildResult) -> list[Path]:
     """Write the files submit.py needs, run it, move its paths for remote, write job_spec."""
-    from trtllm_script_builder.process.submit_py import rewrite_remote_paths, run_submit_py
+    from trtllm_script_builder.process.submit_py import (
+        retarget_gpu_lines,
+        rewrite_remote_paths,
+        run_submit_py,
+    )
 
     step = result.submit
     assert step is not None
@@ -123,8 +128,10 @@ def _run_submit_step(result: BuildResult) -> list[Path]:
                 "check the repo's submit.py",
             )
         if step.rewrite:
-            text = step.launch_sh.read_text()
-            step.launch_sh.write_text(rewrite_remote_paths(text, **step.rewrite))
+            text = rewrite_remote_paths(step.launch_sh.read_text(), **step.rewrite)
+            if step.gpu_lines is not None:
+                text = retarget_gpu_lines(text, step.gpu_lines)
+            write_file(step.launch_sh, text, 0o755)
         # What submit.py wrote besides the launch script travels with it (e.g. test_list.txt).
         after = _snapshot(work_dir)
         made = sorted(

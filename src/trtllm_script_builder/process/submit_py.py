@@ -117,3 +117,24 @@ def rewrite_remote_paths(
         + r")"
     )
     return pattern.sub(lambda m: pairs[m.group(0)], launch_text)
+
+
+_GPU_LINE = re.compile(r"#SBATCH\s+--(?:gpus-per-node|gres)(?:=|\s).*")
+
+
+def retarget_gpu_lines(launch_text: str, lines: tuple[str, ...]) -> str:
+    """The launch script's GPU request as the target partition wants it: submit.py wrote what
+    the cluster it ran on has (sinfo), which for a remote job is the wrong cluster."""
+    out: list[str] = []
+    placed = False
+    for line in launch_text.split("\n"):
+        if _GPU_LINE.fullmatch(line.strip()):
+            if not placed:
+                out += [f"#SBATCH {g}" for g in lines]
+                placed = True
+            continue
+        out.append(line)
+        if not placed and line.startswith("#SBATCH --ntasks-per-node"):
+            out += [f"#SBATCH {g}" for g in lines]
+            placed = True
+    return "\n".join(out)

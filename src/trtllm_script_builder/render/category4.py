@@ -35,6 +35,7 @@ def render_category4(job: ResolvedJob) -> BuildResult:
         list(plan.args),
         work_dir / plan.launch_sh,
         dict(plan.rewrite) if plan.rewrite else None,
+        plan.gpu_lines,
     )
     files = [OutFile("job_spec.json", spec.to_json())]
     return BuildResult(spec, files, work_dir, list(job.warnings), step)

@@ -20,6 +20,7 @@ class SubmitStep:
     args: list[str]
     launch_sh: Path
     rewrite: dict[str, str] | None = None
+    gpu_lines: tuple[str, ...] | None = None
 
 
 @dataclass

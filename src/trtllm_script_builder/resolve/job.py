@@ -634,6 +634,15 @@ def _eval_fallback(base: _Base, sz: Sizing) -> ResolvedJob:
     return _category4(base, "eval", plan, (home, project, models), warnings)
 
 
+def _submit_py_knows(option: str, req: Request) -> bool:
+    """Older submit.py versions refuse options they lack, so one is passed only when known."""
+    path = Path(req.repo_root) / "jenkins" / "scripts" / "perf" / "local" / "submit.py"
+    try:
+        return f'"{option}"' in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
 def _category4(
     base: _Base,
     wf: str,
@@ -674,6 +683,14 @@ def _category4(
         models_root=base.models_root,
         time=req.time_limit,
     )
+    gpu_lines = None
+    if paths.remote:
+        # submit.py reads the cluster it runs on; the job runs on the target (decision 40).
+        env = base.env
+        if env is not None and env.cluster_name and _submit_py_knows("--cluster-name", req):
+            args += ["--cluster-name", env.cluster_name]
+        g = plan.sizing.gpus_per_node
+        gpu_lines = (f"--gpus-per-node={g}", f"--gres=gpu:{g}") if facts.gres else ()
     rewrite = (
         (
             ("repo_root", req.repo_root),
@@ -716,6 +733,6 @@ def _category4(
         ),
         extra_files=tuple(str(work_dir / f.name) for f in before),
         warnings=tuple(warnings),
-        submit=SubmitPlan(tuple(before), tuple(args), LAUNCH_SH, rewrite),
+        submit=SubmitPlan(tuple(before), tuple(args), LAUNCH_SH, rewrite, gpu_lines),
         **base.slurm_common(),  # type: ignore[arg-type]
     )

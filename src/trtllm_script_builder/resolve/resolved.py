@@ -58,6 +58,8 @@ class SubmitPlan:
     args: tuple[str, ...]
     launch_sh: str  # file name in work_dir
     rewrite: tuple[tuple[str, str], ...] | None  # keyword -> path for the remote rewrite
+    # Remote: the target partition's GPU request lines (submit.py asked the local cluster).
+    gpu_lines: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
