@@ -34,7 +34,7 @@ def test_pytest_local_slurm(env: Env, cli) -> None:
     assert spec["required_devices"] == 4 and spec["node_count"] == 1
     assert spec["container_image"] == "nvcr.io/test/trtllm:x86_64-1"
     assert spec["script_path"] == str(script)
-    assert spec["log_file_pattern"] == f"{env.work}/tiny_auto_test_%j.out"
+    assert spec["log_file_pattern"] == "tiny_auto_test_%j.out"  # relative to work_dir
     assert spec["slurm_params"] == {
         "partition": "gpu", "account": "acct", "time_limit": "02:00:00", "nodes": 1, "ntasks": 1,
         "ntasks_per_node": 1, "gpus_per_node": 8, "gres": "gpu:4", "mpi_plugin": "pmix_v5",

@@ -270,7 +270,7 @@ def submit(site: Site, spec: dict[str, Any]) -> Finished:
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.strip().split(";")[0]
     state, code = wait(job_id)
-    log = Path(spec["log_file_pattern"].replace("%j", job_id))
+    log = work / spec["log_file_pattern"].replace("%j", job_id)
     assert log.is_file(), f"no log at {log}: {sorted(p.name for p in work.iterdir())}"
     lines = record.read_text().splitlines() if record.exists() else []
     records = [r for r in map(json.loads, lines) if str(r["job"]) == job_id]

@@ -125,8 +125,9 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
     spec = JobSpec(
         script_path=str(work_dir / script),
         script_name=script,
-        log_file_pattern=f"{paths.log_dir}/{job.name}_%j.out",
-        error_file_pattern=f"{paths.log_dir}/{job.name}_%j.err",
+        # Relative to work_dir (remote_work_dir remotely): executors join the two (decision 44).
+        log_file_pattern=f"{job.name}_%j.out",
+        error_file_pattern=f"{job.name}_%j.err",
         slurm_params=slurm_params(job),
         slurm_env=job.cluster_raw,
         **spec_common(job),
