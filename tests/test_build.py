@@ -106,9 +106,10 @@ def test_bench_split_and_mpi(env: Env, cli) -> None:
     r = cli([], env.request(bench_cmd=cmd))
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_bench.slurm").read_text()
-    assert "export PREP_CMD='trtllm-bench --model org/Tiny-Model prepare-dataset" in text
+    local = "--model org/Tiny-Model --model_path /models/org/Tiny-Model"
+    assert f"export PREP_CMD='trtllm-bench {local} prepare-dataset" in text
     assert (
-        "export BENCH_CMD='trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json --tp 2 --ep 2'"
+        f"export BENCH_CMD='trtllm-bench {local} throughput --dataset /tmp/d.json --tp 2 --ep 2'"
         in text
     )
     prep, run = text.split("# Step 3")
@@ -349,3 +350,49 @@ def test_an_eval_cmd_without_trtllm_eval_is_warned(env: Env, cli) -> None:
     assert any("runs no trtllm-eval" in w for w in spec_of(env)["warnings"])
     assert cli([], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model mmlu")).code == 0
     assert not any("runs no trtllm-eval" in w for w in spec_of(env)["warnings"])
+
+
+BENCH_TWO_STEPS = (
+    "trtllm-bench --model org/Tiny-Model prepare-dataset --output /models/d.json token-norm-dist"
+    " && trtllm-bench -m org/Tiny-Model throughput --dataset /models/d.json"
+)
+
+
+def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) -> None:
+    """Decision 24: the compute node never downloads a model the models folder holds."""
+    r = cli([], env.request(bench_cmd=BENCH_TWO_STEPS))
+    assert r.code == 0, r.stderr
+    text = (env.work / "tiny_model_bench.slurm").read_text()
+    assert (
+        "export PREP_CMD='trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model prepare-dataset"
+        in text
+    )
+    assert (
+        "export BENCH_CMD='trtllm-bench -m org/Tiny-Model --model_path /models/org/Tiny-Model throughput"
+        in text
+    )
+    assert not any("Tiny-Model" in w for w in spec_of(env)["warnings"])
+    r = cli([], env.request("local_docker", bench_cmd=BENCH_TWO_STEPS))
+    assert r.code == 0, r.stderr
+    assert spec_of(env)["docker_cmd"].count("--model_path /models/org/Tiny-Model") == 2
+
+
+def test_bench_hf_id_not_found_or_remote_warns_and_keeps_the_command(env: Env, cli) -> None:
+    cmd = BENCH_TWO_STEPS.replace("Tiny-Model", "Missing")
+    r = cli([], env.request(bench_cmd=cmd))
+    assert r.code == 0, r.stderr
+    assert "--model_path" not in (env.work / "missing_bench.slurm").read_text()
+    warned = [w for w in spec_of(env)["warnings"] if "org/Missing" in w]
+    assert len(warned) == 1 and "trtllm-bench will try to download it" in warned[0]
+    r = cli([], env.request("remote_slurm", bench_cmd=BENCH_TWO_STEPS))
+    assert r.code == 0, r.stderr
+    assert "--model_path" not in (env.work / "tiny_model_bench.slurm").read_text()
+    assert any("could not be looked up locally" in w for w in spec_of(env)["warnings"])
+
+
+def test_bench_call_with_model_path_or_a_path_model_is_left_alone(env: Env, cli) -> None:
+    given = "trtllm-bench -m org/Tiny-Model --model_path /models/own throughput --dataset /models/d"
+    r = cli([], env.request(bench_cmd=given))
+    assert r.code == 0, r.stderr
+    assert f"export BENCH_CMD='{given}'" in (env.work / "tiny_model_bench.slurm").read_text()
+    assert spec_of(env)["warnings"] == []

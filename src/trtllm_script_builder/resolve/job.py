@@ -24,11 +24,15 @@ from trtllm_script_builder.model.slurm_env import SlurmEnv
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
+    add_bench_model_path,
+    bench_models_without_path,
     find_model_dir,
+    is_hf_id,
     parse_bench,
     parse_custom_env,
     parse_eval,
     replace_option,
+    split_and,
 )
 from trtllm_script_builder.resolve.resolved import (
     Cluster,
@@ -402,11 +406,11 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         exports.append(("EVAL_CMD", run_cmd))
     elif wf == "bench":
         b = parse_bench(req.bench_cmd or "")
-        prep_cmd, run_cmd = b.prep, b.run
+        prep_cmd, run_cmd = _bench_with_local_model(b.prep, b.run, base, mounts, warnings)
         warnings += _bench_file_warnings(b.files, mounts, req.is_slurm)
-        if b.prep:
-            exports.append(("PREP_CMD", b.prep))
-        exports.append(("BENCH_CMD", b.run))
+        if prep_cmd:
+            exports.append(("PREP_CMD", prep_cmd))
+        exports.append(("BENCH_CMD", run_cmd))
     name = f"{sz.model_name}_{SUFFIX[wf]}"
     mounts_text = ",".join(m.entry() for m in mounts)
     job = ResolvedJob(
@@ -545,20 +549,51 @@ def _model_in_container(
         return inside
     if "/" not in model:
         return None
+    return _local_copy(model, paths, mounts, models_root, "trtllm-eval", warnings)
+
+
+def _local_copy(
+    hf_id: str,
+    paths: Paths,
+    mounts: list[mnt.Mount],
+    models_root: str,
+    tool: str,
+    warnings: list[str],
+) -> str | None:
+    """The container path of a Hugging Face id's copy under the models mount (depth 3), or
+    None with a warning: the compute node would download it."""
     root = models_root.rstrip("/") or "/"
     host_root = next((m.host for m in mounts if m.target.rstrip("/") == root), None)
     if paths.remote or host_root is None:
         warnings.append(
-            f"--model {model} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"
+            f"--model {hf_id} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"
         )
         return None
-    found = find_model_dir(Path(host_root), model)
+    found = find_model_dir(Path(host_root), hf_id)
     if found is None:
         warnings.append(
-            f"--model {model} was not found under {host_root} (depth 3); trtllm-eval will try to download it"
+            f"--model {hf_id} was not found under {host_root} (depth 3); {tool} will try to download it"
         )
         return None
     return mnt.host_to_container(mounts, str(found)) or str(found)
+
+
+def _bench_with_local_model(
+    prep: str | None, run: str, base: _Base, mounts: list[mnt.Mount], warnings: list[str]
+) -> tuple[str | None, str]:
+    """Decision 24: every trtllm-bench call naming a Hugging Face id and no --model_path gets
+    the local copy's container path, so neither the dataset step nor the run downloads."""
+    steps = [s for s in split_and(prep or "") if s] + [run]
+    ids = [m for step in steps for _, m in bench_models_without_path(step) if is_hf_id(m)]
+    found: dict[str, str] = {}
+    for hf_id in dict.fromkeys(ids):
+        local = _local_copy(hf_id, base.paths, mounts, base.models_root, "trtllm-bench", warnings)
+        if local is not None:
+            found[hf_id] = local
+    if not found:
+        return prep, run
+    steps = [add_bench_model_path(step, found) for step in steps]
+    return " && ".join(steps[:-1]) or None, steps[-1]
 
 
 # ---------------------------------------------------------------- Category 4

@@ -22,9 +22,9 @@ exec docker run "${tty[@]}" \
   --mount type=bind,source=/ROOT/repo/models,target=/models \
   --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
-  --env 'PREP_CMD=trtllm-bench --model org/Tiny-Model prepare-dataset --output /tmp/d.json token-norm-dist --num-requests 4' \
+  --env 'PREP_CMD=trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model prepare-dataset --output /tmp/d.json token-norm-dist --num-requests 4' \
   --env RUN_WORKDIR=/ROOT/repo \
-  --env 'RUN_CMD=trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json --tp 2' \
+  --env 'RUN_CMD=trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model throughput --dataset /tmp/d.json --tp 2' \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail
 cd "$PROJECT_PATH"
