@@ -171,10 +171,35 @@ def test_local_docker(env: Env, cli) -> None:
     assert "-it" in sh and "[ -t 0 ]" in sh
     spec = spec_of(env)
     assert spec["category"] == 1 and spec["log_file"] == f"{env.work}/tiny_local.log"
-    assert spec["docker_cmd"].startswith("docker run --rm --net=host --runtime=nvidia")
+    assert spec["docker_cmd"].startswith("docker run --rm --net=host --gpus")
     assert " -it " not in spec["docker_cmd"]
     assert "slurm_params" not in spec and "persistent_mode" not in spec
-    assert "--name tiny_auto_test" in spec["docker_cmd"]
+    assert re.search(r"--name tiny_auto_test_[0-9a-f]{8} ", spec["docker_cmd"])
+
+
+def test_local_docker_gpus_ulimits_and_a_name_per_folder(env: Env, cli) -> None:
+    """Decision 39: the GPUs the job needs, TensorRT-LLM's limits, no name clash between folders."""
+    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    cmd = spec_of(env)["docker_cmd"]
+    assert "--gpus '\"device=0,1,2,3\"'" in cmd  # the 4 GPUs of test_four[tp4]
+    assert "--ulimit memlock=-1 --ulimit stack=67108864" in cmd
+    assert "--runtime" not in cmd
+    sh = (env.work / "docker_cmd.sh").read_text()
+    assert "  --gpus '\"device=0,1,2,3\"' \\\n" in sh
+    first = re.search(r"--name (\S+)", cmd)
+    other = env.root / "work2"
+    req = env.request("local_docker", test_cmd=PYTEST_4, work_dir=str(other))
+    assert cli([], req).code == 0
+    second = re.search(
+        r"--name (\S+)", json.loads((other / "job_spec.json").read_text())["docker_cmd"]
+    )
+    assert first and second and first.group(1) != second.group(1)
+    assert first.group(1).startswith("tiny_auto_test_") and second.group(1).startswith(
+        "tiny_auto_test_"
+    )
+    r = cli([], env.request("local_docker", custom_cmd="nvidia-smi"))
+    assert r.code == 0, r.stderr
+    assert "--gpus '\"device=0\"'" in spec_of(env)["docker_cmd"]
 
 
 def test_remote_slurm_uses_cluster_paths(env: Env, cli) -> None:
@@ -285,6 +310,20 @@ def test_slurm_env_mounts_used_verbatim(env: Env, cli) -> None:
     cli([], req)
     text = (env.work / "tiny_auto_test.slurm").read_text()
     assert re.search(r"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link\n", text)
+    # the one at the models root is read-only even when the site wrote no flags (decision 13)
+    env.write_env(mounts=["/data/models:/models", "/data/link:/data/link"])
+    cli([], req)
+    text = (env.work / "tiny_auto_test.slurm").read_text()
+    assert re.search(r"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link\n", text)
+
+
+def test_models_mount_is_read_only_in_every_scenario(env: Env, cli) -> None:
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    assert f"{env.repo}/models:/models:ro" in spec_of(env)["container_mounts"]
+    assert cli([], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
+    assert "/lustre/ckpt/tiny:/models:ro" in (env.work / "tiny_auto_test.slurm").read_text()
+    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    assert f"source={env.repo}/models,target=/models,readonly" in spec_of(env)["docker_cmd"]
 
 
 def test_launcher_not_added_twice(env: Env, cli) -> None:

@@ -12,14 +12,15 @@ fi
 exec docker run "${tty[@]}" \
   --rm \
   --net=host \
-  --runtime=nvidia \
+  --gpus '"device=0"' \
   --ipc=host \
+  --ulimit memlock=-1 --ulimit stack=67108864 \
   --cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --cap-add=DAC_READ_SEARCH \
   --security-opt seccomp=unconfined \
-  --name custom_custom \
+  --name custom_custom_337030c3 \
   --mount type=bind,source=/ROOT/home,target=/ROOT/home \
   --mount type=bind,source=/ROOT/repo,target=/ROOT/repo \
-  --mount type=bind,source=/ROOT/repo/models,target=/models \
+  --mount type=bind,source=/ROOT/repo/models,target=/models,readonly \
   --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
   --env "CUSTOM_ENV='A=x y' B=1" \
