@@ -435,3 +435,55 @@ def test_bench_call_with_model_path_or_a_path_model_is_left_alone(env: Env, cli)
     assert r.code == 0, r.stderr
     assert f"export BENCH_CMD='{given}'" in (env.work / "tiny_model_bench.slurm").read_text()
     assert spec_of(env)["warnings"] == []
+
+
+def _bindings_notes(env: Env) -> list[str]:
+    return [w for w in spec_of(env)["warnings"] if "bindings" in w]
+
+
+def test_uncompiled_checkout_warns_when_the_install_step_runs(env: Env, cli) -> None:
+    """Decision 33: setup.py refuses `pip install -e .` without the compiled bindings."""
+    pkg = env.repo / "tensorrt_llm"
+    pkg.mkdir()
+    (pkg / "bindings.pyi").write_text("")  # stubs alone do not import
+    for scenario in ("local_slurm", "local_docker"):
+        assert cli([], env.request(scenario, test_cmd=PYTEST_4)).code == 0
+        (note,) = _bindings_notes(env)
+        assert "no compiled bindings" in note
+        assert "skip_install" in note and "TRTLLM_USE_PRECOMPILED=1" in note
+    assert cli([], env.request(test_cmd=PYTEST_4, skip_install=True)).code == 0
+    assert _bindings_notes(env) == []
+    assert cli([], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
+    assert _bindings_notes(env) == []  # the cluster's checkout is not this one
+    (pkg / "bindings").mkdir()
+    (pkg / "bindings" / "__init__.cpython-312-x86_64-linux-gnu.so").write_text("")
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    assert _bindings_notes(env) == []
+
+
+def test_bindings_for_another_architecture_warn(env: Env, cli) -> None:
+    import platform
+
+    pkg = env.repo / "tensorrt_llm"
+    pkg.mkdir()
+    (pkg / "bindings.cpython-312-x86_64-linux-gnu.so").write_text("")
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0  # partition gpu: x86_64
+    assert _bindings_notes(env) == []
+    assert cli([], env.request(test_cmd=PYTEST_4, partition="gb")).code == 0  # aarch64
+    (note,) = _bindings_notes(env)
+    assert "are for x86_64, but partition gb is aarch64" in note
+    assert "TRTLLM_USE_PRECOMPILED=1" in note
+    assert cli([], env.request(test_cmd=PYTEST_4, partition="nogres", gpus_per_node=4)).code == 0
+    assert _bindings_notes(env) == []  # the partition's architecture is unknown
+    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    on_x86 = platform.machine().lower() in ("x86_64", "amd64")
+    assert bool(_bindings_notes(env)) is not on_x86  # this machine's architecture
+
+
+def test_docker_passes_trtllm_use_precompiled_through_when_it_installs(env: Env, cli) -> None:
+    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    assert "--env TRTLLM_USE_PRECOMPILED " in spec_of(env)["docker_cmd"]
+    assert "pip install --retries 10 --timeout 60 -e ." in spec_of(env)["docker_cmd"]
+    req = env.request("local_docker", test_cmd=PYTEST_4, skip_install=True)
+    assert cli([], req).code == 0
+    assert "TRTLLM_USE_PRECOMPILED" not in spec_of(env)["docker_cmd"]

@@ -331,8 +331,9 @@ def assert_container(job: Finished, spec: dict[str, Any], workdirs: list[tuple[P
 
 
 def assert_installed(job: Finished, site: Site) -> None:
-    assert f"pip (stand-in): would run 'pip install -e .' in {site.repo}" in job.log
-    assert "pip (stand-in): would run 'pip install -r requirements-dev.txt'" in job.log
+    retries = "--retries 10 --timeout 60"  # decision 33
+    assert f"pip (stand-in): would run 'pip install {retries} -e .' in {site.repo}" in job.log
+    assert f"pip (stand-in): would run 'pip install {retries} -r requirements-dev.txt'" in job.log
     assert "install done" in job.log
 
 

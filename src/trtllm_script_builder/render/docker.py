@@ -58,6 +58,10 @@ def docker_run(
         ro = ",readonly" if flags == "ro" else ""
         args.append(["--mount", f"type=bind,source={m.host},target={target}{ro}"])
     args += [["--env", f"{k}={v}"] for k, v in env]
+    if install:
+        # Named without a value: docker passes the caller's, if set, so setup.py can take the
+        # compiled parts from the release wheel for a checkout never built (decision 33).
+        args.append(["--env", "TRTLLM_USE_PRECOMPILED"])
     args.append([image])
     payload = render(
         "docker_payload.j2",

@@ -411,6 +411,8 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         if prep_cmd:
             exports.append(("PREP_CMD", prep_cmd))
         exports.append(("BENCH_CMD", run_cmd))
+    if not req.skip_install and not req.is_remote:
+        warnings += _install_warnings(req, base.facts)
     name = f"{sz.model_name}_{SUFFIX[wf]}"
     mounts_text = ",".join(m.entry() for m in mounts)
     job = ResolvedJob(
@@ -467,6 +469,20 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         persistent=persistent,
         **base.slurm_common(),  # type: ignore[arg-type]
     )
+
+
+def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
+    """Decision 33: a local checkout whose bindings are missing or of another architecture."""
+    from trtllm_script_builder.resolve.checkout import bindings_warnings
+
+    if not req.is_slurm:
+        arch, where = img.normalise_arch(platform.machine()), "this machine"
+    elif facts and facts.partition and not facts.fallback:
+        arch = img.normalise_arch(facts.partition.arch)
+        where = f"partition {facts.partition.name}"
+    else:
+        arch, where = None, "the partition"
+    return bindings_warnings(req.repo_root, arch, where)
 
 
 def _custom(

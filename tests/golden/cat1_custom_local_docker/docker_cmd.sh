@@ -26,11 +26,12 @@ exec docker run "${tty[@]}" \
   --env "CUSTOM_ENV='A=x y' B=1" \
   --env RUN_WORKDIR=/ROOT/repo \
   --env 'RUN_CMD=python3 run.py --flag' \
+  --env TRTLLM_USE_PRECOMPILED \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail
 cd "$PROJECT_PATH"
-pip install -e . 2>&1 | tail -5
-pip install -r requirements-dev.txt 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -e . 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -r requirements-dev.txt 2>&1 | tail -5
 python3 -c "import tensorrt_llm; print(\"TensorRT-LLM\", tensorrt_llm.__version__)" || {
   echo "ERROR: TRT-LLM installation verification failed"
   exit 1

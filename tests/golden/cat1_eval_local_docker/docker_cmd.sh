@@ -25,13 +25,14 @@ exec docker run "${tty[@]}" \
   --env LLM_MODELS_ROOT=/models \
   --env RUN_WORKDIR=/ROOT/repo \
   --env 'RUN_CMD=trtllm-eval --model /models/org/Tiny-Model --tp_size 2 gsm8k' \
+  --env TRTLLM_USE_PRECOMPILED \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail
 cd "$PROJECT_PATH"
-pip install -e . 2>&1 | tail -5
-pip install -r requirements-dev.txt 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -e . 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -r requirements-dev.txt 2>&1 | tail -5
 if [ -f examples/trtllm-eval/requirements.txt ]; then
-  pip install -r examples/trtllm-eval/requirements.txt 2>&1 | tail -3
+  pip install --retries 10 --timeout 60 -r examples/trtllm-eval/requirements.txt 2>&1 | tail -3
 fi
 python3 -c "import tensorrt_llm; print(\"TensorRT-LLM\", tensorrt_llm.__version__)" || {
   echo "ERROR: TRT-LLM installation verification failed"

@@ -25,11 +25,12 @@ exec docker run "${tty[@]}" \
   --env LLM_MODELS_ROOT=/models \
   --env RUN_WORKDIR=/ROOT/repo/tests/integration/defs \
   --env 'RUN_CMD=pytest accuracy/test_tiny.py::TestTiny::test_four[tp4] -v' \
+  --env TRTLLM_USE_PRECOMPILED \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail
 cd "$PROJECT_PATH"
-pip install -e . 2>&1 | tail -5
-pip install -r requirements-dev.txt 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -e . 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -r requirements-dev.txt 2>&1 | tail -5
 python3 -c "import tensorrt_llm; print(\"TensorRT-LLM\", tensorrt_llm.__version__)" || {
   echo "ERROR: TRT-LLM installation verification failed"
   exit 1
