@@ -411,6 +411,10 @@ def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) 
         in text
     )
     assert not any("Tiny-Model" in w for w in spec_of(env)["warnings"])
+    # the models mount is read-only: the dataset cannot be written there (decision 13)
+    assert [w for w in spec_of(env)["warnings"] if "read-only" in w] == [
+        "--output /models/d.json is on a read-only mount (decision 13); write it elsewhere"
+    ]
     r = cli([], env.request("local_docker", bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
     assert spec_of(env)["docker_cmd"].count("--model_path /models/org/Tiny-Model") == 2

@@ -72,6 +72,8 @@ PATTERNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 # enroot mounts a fresh tmpfs on these at every container start, so every srun sees them empty.
 _CONTAINER_TMPFS = ("/tmp", "/var/run", "/var/lock")
+# trtllm-bench options that name a file the call writes.
+_BENCH_WRITES = ("--output", "--report_json", "--iteration_log", "--output_json", "--request_json")
 _NOT_IMAGE = re.compile(r"[\s,]")
 _NOT_SBATCH = re.compile(r"[\s\"'\\]")
 
@@ -528,8 +530,12 @@ def _bench_file_warnings(
     files: list[tuple[str, str]], mounts: list[mnt.Mount], slurm: bool
 ) -> list[str]:
     out = []
+    read_only = [m for m in mounts if m.container.endswith(":ro")]
     for opt, path in files:
         # The command runs in the container: its paths are the container's.
+        if opt in _BENCH_WRITES and any(mnt.covers(m.target, path) for m in read_only):
+            out.append(f"{opt} {path} is on a read-only mount (decision 13); write it elsewhere")
+            continue
         if mnt.in_a_mount(mounts, path):
             continue
         if not any(mnt.covers(t, path) for t in _CONTAINER_TMPFS):
