@@ -34,7 +34,7 @@ def test_pytest_local_slurm(env: Env, cli) -> None:
     assert spec["required_devices"] == 4 and spec["node_count"] == 1
     assert spec["container_image"] == "nvcr.io/test/trtllm:x86_64-1"
     assert spec["script_path"] == str(script)
-    assert spec["log_file_pattern"] == f"{env.work}/tiny_auto_test_%j.out"
+    assert spec["log_file_pattern"] == "tiny_auto_test_%j.out"  # relative to work_dir
     assert spec["slurm_params"] == {
         "partition": "gpu", "account": "acct", "time_limit": "02:00:00", "nodes": 1, "ntasks": 1,
         "ntasks_per_node": 1, "gpus_per_node": 8, "gres": "gpu:4", "mpi_plugin": "pmix_v5",
@@ -106,9 +106,10 @@ def test_bench_split_and_mpi(env: Env, cli) -> None:
     r = cli([], env.request(bench_cmd=cmd))
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_bench.slurm").read_text()
-    assert "export PREP_CMD='trtllm-bench --model org/Tiny-Model prepare-dataset" in text
+    local = "--model org/Tiny-Model --model_path /models/org/Tiny-Model"
+    assert f"export PREP_CMD='trtllm-bench {local} prepare-dataset" in text
     assert (
-        "export BENCH_CMD='trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json --tp 2 --ep 2'"
+        f"export BENCH_CMD='trtllm-bench {local} throughput --dataset /tmp/d.json --tp 2 --ep 2'"
         in text
     )
     prep, run = text.split("# Step 3")
@@ -170,10 +171,35 @@ def test_local_docker(env: Env, cli) -> None:
     assert "-it" in sh and "[ -t 0 ]" in sh
     spec = spec_of(env)
     assert spec["category"] == 1 and spec["log_file"] == f"{env.work}/tiny_local.log"
-    assert spec["docker_cmd"].startswith("docker run --rm --net=host --runtime=nvidia")
+    assert spec["docker_cmd"].startswith("docker run --rm --net=host --gpus")
     assert " -it " not in spec["docker_cmd"]
     assert "slurm_params" not in spec and "persistent_mode" not in spec
-    assert "--name tiny_auto_test" in spec["docker_cmd"]
+    assert re.search(r"--name tiny_auto_test_[0-9a-f]{8} ", spec["docker_cmd"])
+
+
+def test_local_docker_gpus_ulimits_and_a_name_per_folder(env: Env, cli) -> None:
+    """Decision 39: the GPUs the job needs, TensorRT-LLM's limits, no name clash between folders."""
+    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    cmd = spec_of(env)["docker_cmd"]
+    assert "--gpus '\"device=0,1,2,3\"'" in cmd  # the 4 GPUs of test_four[tp4]
+    assert "--ulimit memlock=-1 --ulimit stack=67108864" in cmd
+    assert "--runtime" not in cmd
+    sh = (env.work / "docker_cmd.sh").read_text()
+    assert "  --gpus '\"device=0,1,2,3\"' \\\n" in sh
+    first = re.search(r"--name (\S+)", cmd)
+    other = env.root / "work2"
+    req = env.request("local_docker", test_cmd=PYTEST_4, work_dir=str(other))
+    assert cli([], req).code == 0
+    second = re.search(
+        r"--name (\S+)", json.loads((other / "job_spec.json").read_text())["docker_cmd"]
+    )
+    assert first and second and first.group(1) != second.group(1)
+    assert first.group(1).startswith("tiny_auto_test_") and second.group(1).startswith(
+        "tiny_auto_test_"
+    )
+    r = cli([], env.request("local_docker", custom_cmd="nvidia-smi"))
+    assert r.code == 0, r.stderr
+    assert "--gpus '\"device=0\"'" in spec_of(env)["docker_cmd"]
 
 
 def test_remote_slurm_uses_cluster_paths(env: Env, cli) -> None:
@@ -317,6 +343,20 @@ def test_slurm_env_mounts_used_verbatim(env: Env, cli) -> None:
     cli([], req)
     text = (env.work / "tiny_auto_test.slurm").read_text()
     assert re.search(r"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link\n", text)
+    # the one at the models root is read-only even when the site wrote no flags (decision 13)
+    env.write_env(mounts=["/data/models:/models", "/data/link:/data/link"])
+    cli([], req)
+    text = (env.work / "tiny_auto_test.slurm").read_text()
+    assert re.search(r"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link\n", text)
+
+
+def test_models_mount_is_read_only_in_every_scenario(env: Env, cli) -> None:
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    assert f"{env.repo}/models:/models:ro" in spec_of(env)["container_mounts"]
+    assert cli([], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
+    assert "/lustre/ckpt/tiny:/models:ro" in (env.work / "tiny_auto_test.slurm").read_text()
+    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    assert f"source={env.repo}/models,target=/models,readonly" in spec_of(env)["docker_cmd"]
 
 
 def test_launcher_not_added_twice(env: Env, cli) -> None:
@@ -384,3 +424,105 @@ def test_an_eval_cmd_without_trtllm_eval_is_warned(env: Env, cli) -> None:
         cli(["--force"], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model mmlu")).code == 0
     )
     assert not any("runs no trtllm-eval" in w for w in spec_of(env)["warnings"])
+
+
+BENCH_TWO_STEPS = (
+    "trtllm-bench --model org/Tiny-Model prepare-dataset --output /models/d.json token-norm-dist"
+    " && trtllm-bench -m org/Tiny-Model throughput --dataset /models/d.json"
+)
+
+
+def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) -> None:
+    """Decision 24: the compute node never downloads a model the models folder holds."""
+    r = cli([], env.request(bench_cmd=BENCH_TWO_STEPS))
+    assert r.code == 0, r.stderr
+    text = (env.work / "tiny_model_bench.slurm").read_text()
+    assert (
+        "export PREP_CMD='trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model prepare-dataset"
+        in text
+    )
+    assert (
+        "export BENCH_CMD='trtllm-bench -m org/Tiny-Model --model_path /models/org/Tiny-Model throughput"
+        in text
+    )
+    assert not any("Tiny-Model" in w for w in spec_of(env)["warnings"])
+    # the models mount is read-only: the dataset cannot be written there (decision 13)
+    assert [w for w in spec_of(env)["warnings"] if "read-only" in w] == [
+        "--output /models/d.json is on a read-only mount (decision 13); write it elsewhere"
+    ]
+    r = cli([], env.request("local_docker", bench_cmd=BENCH_TWO_STEPS))
+    assert r.code == 0, r.stderr
+    assert spec_of(env)["docker_cmd"].count("--model_path /models/org/Tiny-Model") == 2
+
+
+def test_bench_hf_id_not_found_or_remote_warns_and_keeps_the_command(env: Env, cli) -> None:
+    cmd = BENCH_TWO_STEPS.replace("Tiny-Model", "Missing")
+    r = cli([], env.request(bench_cmd=cmd))
+    assert r.code == 0, r.stderr
+    assert "--model_path" not in (env.work / "missing_bench.slurm").read_text()
+    warned = [w for w in spec_of(env)["warnings"] if "org/Missing" in w]
+    assert len(warned) == 1 and "trtllm-bench will try to download it" in warned[0]
+    r = cli([], env.request("remote_slurm", bench_cmd=BENCH_TWO_STEPS))
+    assert r.code == 0, r.stderr
+    assert "--model_path" not in (env.work / "tiny_model_bench.slurm").read_text()
+    assert any("could not be looked up locally" in w for w in spec_of(env)["warnings"])
+
+
+def test_bench_call_with_model_path_or_a_path_model_is_left_alone(env: Env, cli) -> None:
+    given = "trtllm-bench -m org/Tiny-Model --model_path /models/own throughput --dataset /models/d"
+    r = cli([], env.request(bench_cmd=given))
+    assert r.code == 0, r.stderr
+    assert f"export BENCH_CMD='{given}'" in (env.work / "tiny_model_bench.slurm").read_text()
+    assert spec_of(env)["warnings"] == []
+
+
+def _bindings_notes(env: Env) -> list[str]:
+    return [w for w in spec_of(env)["warnings"] if "bindings" in w]
+
+
+def test_uncompiled_checkout_warns_when_the_install_step_runs(env: Env, cli) -> None:
+    """Decision 33: setup.py refuses `pip install -e .` without the compiled bindings."""
+    pkg = env.repo / "tensorrt_llm"
+    pkg.mkdir()
+    (pkg / "bindings.pyi").write_text("")  # stubs alone do not import
+    for scenario in ("local_slurm", "local_docker"):
+        assert cli([], env.request(scenario, test_cmd=PYTEST_4)).code == 0
+        (note,) = _bindings_notes(env)
+        assert "no compiled bindings" in note
+        assert "skip_install" in note and "TRTLLM_USE_PRECOMPILED=1" in note
+    assert cli([], env.request(test_cmd=PYTEST_4, skip_install=True)).code == 0
+    assert _bindings_notes(env) == []
+    assert cli([], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
+    assert _bindings_notes(env) == []  # the cluster's checkout is not this one
+    (pkg / "bindings").mkdir()
+    (pkg / "bindings" / "__init__.cpython-312-x86_64-linux-gnu.so").write_text("")
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    assert _bindings_notes(env) == []
+
+
+def test_bindings_for_another_architecture_warn(env: Env, cli) -> None:
+    import platform
+
+    pkg = env.repo / "tensorrt_llm"
+    pkg.mkdir()
+    (pkg / "bindings.cpython-312-x86_64-linux-gnu.so").write_text("")
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0  # partition gpu: x86_64
+    assert _bindings_notes(env) == []
+    assert cli([], env.request(test_cmd=PYTEST_4, partition="gb")).code == 0  # aarch64
+    (note,) = _bindings_notes(env)
+    assert "are for x86_64, but partition gb is aarch64" in note
+    assert "TRTLLM_USE_PRECOMPILED=1" in note
+    assert cli([], env.request(test_cmd=PYTEST_4, partition="nogres", gpus_per_node=4)).code == 0
+    assert _bindings_notes(env) == []  # the partition's architecture is unknown
+    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    on_x86 = platform.machine().lower() in ("x86_64", "amd64")
+    assert bool(_bindings_notes(env)) is not on_x86  # this machine's architecture
+
+
+def test_docker_passes_trtllm_use_precompiled_through_when_it_installs(env: Env, cli) -> None:
+    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    assert "--env TRTLLM_USE_PRECOMPILED " in spec_of(env)["docker_cmd"]
+    assert "pip install --retries 10 --timeout 60 -e ." in spec_of(env)["docker_cmd"]
+    req = env.request("local_docker", test_cmd=PYTEST_4, skip_install=True)
+    assert cli([], req).code == 0
+    assert "TRTLLM_USE_PRECOMPILED" not in spec_of(env)["docker_cmd"]

@@ -58,7 +58,7 @@ def test_perf_sanity_job_spec(env: Env, cli) -> None:
     spec = json.loads((env.work / "job_spec.json").read_text())
     assert spec["category"] == 4 and spec["workflow_type"] == "pytest"  # decision 43
     assert spec["script_path"] == str(env.work / "slurm_launch.sh")
-    assert spec["log_file_pattern"] == f"{env.work}/slurm-%j.out"
+    assert spec["log_file_pattern"] == "slurm-%j.out"
     assert spec["required_devices"] == 6 and spec["node_count"] == 2
     assert spec["slurm_params"]["ntasks"] == 8 and spec["slurm_params"]["gpus_per_node"] == 4
     assert "8_done_" in spec["success_patterns"]

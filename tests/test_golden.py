@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from trtllm_script_builder.render.docker import container_name
+
 from .conftest import Env
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -63,7 +65,14 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def _normalise(text: str, env: Env) -> str:
+    # The Docker container name carries a hash of the job folder: shown as /ROOT's.
+    shown = str(env.work).replace(str(env.root), "/ROOT")
+    text = text.replace(_folder_tag(str(env.work)), _folder_tag(shown))
     return text.replace(str(env.root), "/ROOT")
+
+
+def _folder_tag(work_dir: str) -> str:
+    return container_name("", work_dir)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

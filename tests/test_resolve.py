@@ -259,3 +259,27 @@ def test_folders_and_own_cd(repo: Path) -> None:
         "cd tests/integration/defs && pytest accuracy/test_tiny.py::TestTiny::test_four[tp4]", repo
     )
     assert s.devices == 4 and s.workdir_rel == ""
+
+
+def test_bench_model_path_is_added_after_each_calls_model_word() -> None:
+    from trtllm_script_builder.resolve.commands import add_bench_model_path, word_spans
+
+    assert [w for _, _, w in word_spans('a \'b c\' "d\\"e" f\\ g')] == ["a", "b c", 'd"e', "f g"]
+    found = {"org/M": "/models/x y/M"}
+    step = 'trtllm-bench -m org/M throughput --dataset "$HOME/d.json"'
+    assert add_bench_model_path(step, found) == (
+        "trtllm-bench -m org/M --model_path '/models/x y/M' throughput --dataset \"$HOME/d.json\""
+    )
+    assert add_bench_model_path("trtllm-bench --model='org/M' latency", found) == (
+        "trtllm-bench --model='org/M' --model_path '/models/x y/M' latency"
+    )
+    # a call with its own --model_path, or another model, is left alone
+    kept = "trtllm-bench --model org/M --model_path /ckpt throughput"
+    assert add_bench_model_path(kept, found) == kept
+    assert add_bench_model_path("trtllm-bench -m org/N latency", found) == (
+        "trtllm-bench -m org/N latency"
+    )
+    two = "trtllm-bench -m org/M a; trtllm-bench --model org/M b"
+    assert add_bench_model_path(two, {"org/M": "/m"}) == (
+        "trtllm-bench -m org/M --model_path /m a; trtllm-bench --model org/M --model_path /m b"
+    )

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from trtllm_script_builder.cli import main
 from trtllm_script_builder.process.proc import alive
 from trtllm_script_builder.process.ssh import SshTarget, control_dir, remote_line
+from trtllm_script_builder.render.docker import container_name
 
 from .conftest import HERE, Env
 
@@ -120,7 +121,8 @@ def test_docker_hang_stops_the_container(
     assert time.monotonic() - t0 < 20
     assert "'hang detected' in the log" in err
     assert not alive(result["pid"], None)
-    assert {"cmd": "kill", "args": ["custom_custom"]} in records(docker)
+    name = container_name("custom_custom", str(env.work))  # the container of this job folder
+    assert {"cmd": "kill", "args": [name]} in records(docker)
 
 
 def test_docker_watch_timeout(env: Env, docker: Path, run_cli: Callable[..., Any]) -> None:
@@ -178,3 +180,33 @@ def test_ssh_command_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     assert control_dir() == fallback
     if not existed:
         fallback.rmdir()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "ok"),
+    [
+        ("--gpus", '"device=0,1"', True),
+        ("--gpus", "all", True),
+        ("--gpus", "2", True),
+        ("--gpus", "device=0,1", False),  # unquoted: device 0 plus a count, refused
+        ("--gpus", "devices=0", False),
+        ("--ulimit", "memlock=-1", True),
+        ("--ulimit", "stack=67108864", True),
+        ("--ulimit", "stack", False),
+        ("--ulimit", "memlocks=-1", False),
+        ("--ulimit", "nofile=10:5", False),
+    ],
+)
+def test_stand_in_parses_gpus_and_ulimit_as_docker_does(flag: str, value: str, ok: bool) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, str(DOCKER_STAND_IN), "run", "--rm", flag, value, "img", "true"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (res.returncode == 0) is ok, res.stderr
+    if not ok:
+        assert res.returncode == 125 and res.stderr.startswith("docker: ")

@@ -3,6 +3,7 @@ and record it in WORK_DIR/submission.json."""
 
 from __future__ import annotations
 
+import posixpath
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,8 +48,10 @@ def resolve_ssh_host(spec: JobSpec, override: str | None) -> str:
     return str(host)
 
 
-def log_path(pattern: str | None, job_id: str) -> str | None:
-    return pattern.replace("%j", job_id) if pattern else None
+def log_path(pattern: str | None, job_id: str, base: str) -> str | None:
+    """The log of a job: job_spec's pattern is relative to the job's folder (decision 44);
+    an absolute one (job_specs written before) stands as it is."""
+    return posixpath.join(base, pattern.replace("%j", job_id)) if pattern else None
 
 
 def err_path(out: str | None) -> str | None:
@@ -120,7 +123,9 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
             f"{first_line(res)}",
             f"check the job against the cluster: trtllm-script-builder check {work_dir}",
         )
-    out = log_path(spec.log_file_pattern, job)
+    # Where the script's #SBATCH lines write: the folder the build wrote them for.
+    base = spec.work_dir or str(work_dir)
+    out = log_path(spec.log_file_pattern, job, base)
     return Submission(
         scenario="local_slurm",
         work_dir=str(work_dir),
@@ -129,7 +134,7 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
         script=str(script),
         job_id=job,
         log_file=out,
-        err_file=log_path(spec.error_file_pattern, job) or err_path(out),
+        err_file=log_path(spec.error_file_pattern, job, base) or err_path(out),
     )
 
 
@@ -182,7 +187,7 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
         raise ToolFailed(
             "sbatch", f"on {host}: {first_line(res)}", "check the job against that cluster"
         )
-    out = log_path(spec.log_file_pattern, job)
+    out = log_path(spec.log_file_pattern, job, remote_dir)
     return Submission(
         scenario="remote_slurm",
         work_dir=str(work_dir),
@@ -193,7 +198,7 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
         remote_work_dir=remote_dir,
         job_id=job,
         log_file=out,
-        err_file=log_path(spec.error_file_pattern, job) or err_path(out),
+        err_file=log_path(spec.error_file_pattern, job, remote_dir) or err_path(out),
     )
 
 

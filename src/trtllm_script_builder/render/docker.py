@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 from trtllm_script_builder.render import render
 from trtllm_script_builder.resolve.mounts import Mount
+
+# As TensorRT-LLM's docker/Makefile runs its containers: pinned memory (NCCL, CUDA IPC) is
+# unbounded, and the stack is 64 MiB (decision 39).
+ULIMITS = ("memlock=-1", "stack=67108864")
+
+
+def container_name(name: str, work_dir: str) -> str:
+    """`<model>_<suffix>_<8 hex digits of the job folder>`: two jobs of one model built into
+    different folders may run side by side; docker refuses a name in use (decision 39)."""
+    digest = hashlib.sha256(os.path.abspath(work_dir).encode()).hexdigest()[:8]
+    return f"{name}_{digest}"
+
+
+def gpus_value(count: int) -> str:
+    """`--gpus`'s device form for GPUs 0..count-1; the double quotes keep docker's CSV reader
+    from splitting the list at its commas (decision 39)."""
+    return '"device=' + ",".join(str(i) for i in range(count)) + '"'
 
 
 def docker_run(
     *,
     name: str,
     image: str,
+    gpus: int,
     mounts: list[Mount],
     env: list[tuple[str, str]],
     install: bool,
@@ -19,14 +40,15 @@ def docker_run(
 ) -> tuple[list[list[str]], str]:
     """The `docker run` options, one group a line, and the payload for `bash -c`.
 
-    GPU access comes from the NVIDIA runtime and the payload does its own `cd`, as in the
-    reference Category 1; every value reaches the container through `--env`.
+    GPU access is `--gpus` (the NVIDIA container toolkit; no `--runtime=nvidia`, decision 39)
+    and the payload does its own `cd`; every value reaches the container through `--env`.
     """
     args: list[list[str]] = [
         ["--rm"],
         ["--net=host"],
-        ["--runtime=nvidia"],
+        ["--gpus", gpus_value(gpus)],
         ["--ipc=host"],
+        [w for u in ULIMITS for w in ("--ulimit", u)],
         ["--cap-add=SYS_PTRACE", "--cap-add=SYS_ADMIN", "--cap-add=DAC_READ_SEARCH"],
         ["--security-opt", "seccomp=unconfined"],
         ["--name", name],
@@ -36,6 +58,10 @@ def docker_run(
         ro = ",readonly" if flags == "ro" else ""
         args.append(["--mount", f"type=bind,source={m.host},target={target}{ro}"])
     args += [["--env", f"{k}={v}"] for k, v in env]
+    if install:
+        # Named without a value: docker passes the caller's, if set, so setup.py can take the
+        # compiled parts from the release wheel for a checkout never built (decision 33).
+        args.append(["--env", "TRTLLM_USE_PRECOMPILED"])
     args.append([image])
     payload = render(
         "docker_payload.j2",

@@ -59,7 +59,7 @@ def _docker_result(job: ResolvedJob) -> BuildResult:
 
 def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
     """The job's variables passed with `--env`, for the fixed payload to read."""
-    from trtllm_script_builder.render.docker import docker_run
+    from trtllm_script_builder.render.docker import container_name, docker_run
 
     d = dict(job.exports)
     env = [("PROJECT_PATH", job.paths.project), ("LLM_MODELS_ROOT", job.models_root)]
@@ -73,8 +73,9 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
         env.append(("PREP_CMD", job.prep_cmd))
     env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", run_cmd)]
     return docker_run(
-        name=job.name,
+        name=container_name(job.name, job.work_dir),
         image=job.image,
+        gpus=job.required_devices,
         mounts=list(job.mounts),
         env=env,
         install=job.install,
@@ -125,8 +126,9 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
     spec = JobSpec(
         script_path=str(work_dir / script),
         script_name=script,
-        log_file_pattern=f"{paths.log_dir}/{job.name}_%j.out",
-        error_file_pattern=f"{paths.log_dir}/{job.name}_%j.err",
+        # Relative to work_dir (remote_work_dir remotely): executors join the two (decision 44).
+        log_file_pattern=f"{job.name}_%j.out",
+        error_file_pattern=f"{job.name}_%j.err",
         slurm_params=slurm_params(job),
         slurm_env=job.cluster_raw,
         **spec_common(job),

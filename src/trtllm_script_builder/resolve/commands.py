@@ -228,6 +228,87 @@ def parse_bench(bench_cmd: str) -> BenchCmd:
     return BenchCmd(prep, run, tp, pp, ep, model, files)
 
 
+# An `org/name` Hugging Face id; a path has a leading `/`, `.` or `~`, or more components.
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_CALL_ENDS = {";", "|", "||", "&&", "&"}
+
+
+def is_hf_id(value: str) -> bool:
+    return bool(_HF_ID.match(value))
+
+
+def word_spans(text: str) -> list[tuple[int, int, str]]:
+    """Each shell word of the text: where it starts and ends in the text, and its value."""
+    spans: list[tuple[int, int, str]] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i] in " \t\n":
+            i += 1
+        if i >= n:
+            break
+        start = i
+        value: list[str] = []
+        quote: str | None = None
+        while i < n and (quote or text[i] not in " \t\n"):
+            c = text[i]
+            if quote == "'":
+                if c == "'":
+                    quote = None
+                else:
+                    value.append(c)
+            elif quote == '"':
+                if c == '"':
+                    quote = None
+                elif c == "\\" and i + 1 < n and text[i + 1] in '"\\$`':
+                    i += 1
+                    value.append(text[i])
+                else:
+                    value.append(c)
+            elif c in "'\"":
+                quote = c
+            elif c == "\\" and i + 1 < n:
+                i += 1
+                value.append(text[i])
+            else:
+                value.append(c)
+            i += 1
+        spans.append((start, i, "".join(value)))
+    return spans
+
+
+def bench_models_without_path(step: str) -> list[tuple[int, str]]:
+    """Each trtllm-bench call in the step that names a --model/-m but no --model_path: the
+    end of its model word in the text, and the model."""
+    out: list[tuple[int, str]] = []
+    spans = word_spans(step)
+    starts = [i for i, (_, _, w) in enumerate(spans) if w.endswith("trtllm-bench")]
+    for k, first in enumerate(starts):
+        stop = starts[k + 1] if k + 1 < len(starts) else len(spans)
+        call = spans[first + 1 : stop]
+        end = next((j for j, (_, _, w) in enumerate(call) if w in _CALL_ENDS), len(call))
+        call = call[:end]
+        ws = [w for _, _, w in call]
+        if any(w == "--model_path" or w.startswith("--model_path=") for w in ws):
+            continue
+        for j, w in enumerate(ws):
+            if w in ("--model", "-m") and j + 1 < len(ws):
+                out.append((call[j + 1][1], ws[j + 1]))
+                break
+            if w.startswith("--model="):
+                out.append((call[j][1], w[len("--model=") :]))
+                break
+    return out
+
+
+def add_bench_model_path(step: str, paths: dict[str, str]) -> str:
+    """The step with `--model_path <path>` after each call's model that `paths` maps; the
+    rest of the text is kept byte for byte and the path is one quoted word."""
+    for end, model in reversed(bench_models_without_path(step)):
+        if model in paths:
+            step = f"{step[:end]} --model_path {shlex.quote(paths[model])}{step[end:]}"
+    return step
+
+
 # ---------------------------------------------------------------- custom
 
 

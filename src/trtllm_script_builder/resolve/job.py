@@ -24,11 +24,15 @@ from trtllm_script_builder.model.slurm_env import SlurmEnv
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
+    add_bench_model_path,
+    bench_models_without_path,
     find_model_dir,
+    is_hf_id,
     parse_bench,
     parse_custom_env,
     parse_eval,
     replace_option,
+    split_and,
 )
 from trtllm_script_builder.resolve.resolved import (
     Cluster,
@@ -68,6 +72,8 @@ PATTERNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 # enroot mounts a fresh tmpfs on these at every container start, so every srun sees them empty.
 _CONTAINER_TMPFS = ("/tmp", "/var/run", "/var/lock")
+# trtllm-bench options that name a file the call writes.
+_BENCH_WRITES = ("--output", "--report_json", "--iteration_log", "--output_json", "--request_json")
 _NOT_IMAGE = re.compile(r"[\s,]")
 _NOT_SBATCH = re.compile(r"[\s\"'\\]")
 
@@ -443,11 +449,13 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         exports.append(("EVAL_CMD", run_cmd))
     elif wf == "bench":
         b = parse_bench(req.bench_cmd or "")
-        prep_cmd, run_cmd = b.prep, b.run
+        prep_cmd, run_cmd = _bench_with_local_model(b.prep, b.run, base, mounts, warnings)
         warnings += _bench_file_warnings(b.files, mounts, req.is_slurm)
-        if b.prep:
-            exports.append(("PREP_CMD", b.prep))
-        exports.append(("BENCH_CMD", b.run))
+        if prep_cmd:
+            exports.append(("PREP_CMD", prep_cmd))
+        exports.append(("BENCH_CMD", run_cmd))
+    if not req.skip_install and not req.is_remote:
+        warnings += _install_warnings(req, base.facts)
     name = f"{sz.model_name}_{SUFFIX[wf]}"
     mounts_text = ",".join(m.entry() for m in mounts)
     job = ResolvedJob(
@@ -506,6 +514,20 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     )
 
 
+def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
+    """Decision 33: a local checkout whose bindings are missing or of another architecture."""
+    from trtllm_script_builder.resolve.checkout import bindings_warnings
+
+    if not req.is_slurm:
+        arch, where = img.normalise_arch(platform.machine()), "this machine"
+    elif facts and facts.partition and not facts.fallback:
+        arch = img.normalise_arch(facts.partition.arch)
+        where = f"partition {facts.partition.name}"
+    else:
+        arch, where = None, "the partition"
+    return bindings_warnings(req.repo_root, arch, where)
+
+
 def _custom(
     req: Request, paths: Paths, exports: list[tuple[str, str]], extra_files: list[str]
 ) -> tuple[list[mnt.Mount], str]:
@@ -549,8 +571,12 @@ def _bench_file_warnings(
     files: list[tuple[str, str]], mounts: list[mnt.Mount], slurm: bool
 ) -> list[str]:
     out = []
+    read_only = [m for m in mounts if m.container.endswith(":ro")]
     for opt, path in files:
         # The command runs in the container: its paths are the container's.
+        if opt in _BENCH_WRITES and any(mnt.covers(m.target, path) for m in read_only):
+            out.append(f"{opt} {path} is on a read-only mount (decision 13); write it elsewhere")
+            continue
         if mnt.in_a_mount(mounts, path):
             continue
         if not any(mnt.covers(t, path) for t in _CONTAINER_TMPFS):
@@ -586,20 +612,51 @@ def _model_in_container(
         return inside
     if "/" not in model:
         return None
+    return _local_copy(model, paths, mounts, models_root, "trtllm-eval", warnings)
+
+
+def _local_copy(
+    hf_id: str,
+    paths: Paths,
+    mounts: list[mnt.Mount],
+    models_root: str,
+    tool: str,
+    warnings: list[str],
+) -> str | None:
+    """The container path of a Hugging Face id's copy under the models mount (depth 3), or
+    None with a warning: the compute node would download it."""
     root = models_root.rstrip("/") or "/"
     host_root = next((m.host for m in mounts if m.target.rstrip("/") == root), None)
     if paths.remote or host_root is None:
         warnings.append(
-            f"--model {model} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"
+            f"--model {hf_id} is a Hugging Face id that could not be looked up locally; it will be downloaded unless the job finds it"
         )
         return None
-    found = find_model_dir(Path(host_root), model)
+    found = find_model_dir(Path(host_root), hf_id)
     if found is None:
         warnings.append(
-            f"--model {model} was not found under {host_root} (depth 3); trtllm-eval will try to download it"
+            f"--model {hf_id} was not found under {host_root} (depth 3); {tool} will try to download it"
         )
         return None
     return mnt.host_to_container(mounts, str(found)) or str(found)
+
+
+def _bench_with_local_model(
+    prep: str | None, run: str, base: _Base, mounts: list[mnt.Mount], warnings: list[str]
+) -> tuple[str | None, str]:
+    """Decision 24: every trtllm-bench call naming a Hugging Face id and no --model_path gets
+    the local copy's container path, so neither the dataset step nor the run downloads."""
+    steps = [s for s in split_and(prep or "") if s] + [run]
+    ids = [m for step in steps for _, m in bench_models_without_path(step) if is_hf_id(m)]
+    found: dict[str, str] = {}
+    for hf_id in dict.fromkeys(ids):
+        local = _local_copy(hf_id, base.paths, mounts, base.models_root, "trtllm-bench", warnings)
+        if local is not None:
+            found[hf_id] = local
+    if not found:
+        return prep, run
+    steps = [add_bench_model_path(step, found) for step in steps]
+    return " && ".join(steps[:-1]) or None, steps[-1]
 
 
 # ---------------------------------------------------------------- Category 4

@@ -68,16 +68,21 @@ def models_mounts(
     llm_models_root: str,
     ask: Ask,
 ) -> list[Mount]:
-    """Decision 13's priority: checkpoint parent > models_path > slurm_env.mounts > env_check/site."""
+    """Decision 13's priority: checkpoint parent > models_path > slurm_env.mounts > env_check/site.
+
+    Every one is read-only (decision 13): a job must not change the shared models, and the
+    install step's writes go to the container, not there. slurm_env entries stay as the site
+    wrote them, except that the one at the models root without flags gets `:ro`.
+    """
+    ro = f"{llm_models_root}:ro"
     if checkpoint_path:
         parent = posixpath.dirname(checkpoint_path.rstrip("/")) or "/"
-        return [
-            Mount(check_mount_path(parent, "checkpoint_path"), llm_models_root, "checkpoint_path")
-        ]
+        return [Mount(check_mount_path(parent, "checkpoint_path"), ro, "checkpoint_path")]
     if models_path:
-        return [Mount(check_mount_path(models_path, "models_path"), llm_models_root, "models_path")]
+        return [Mount(check_mount_path(models_path, "models_path"), ro, "models_path")]
     if slurm_env_mounts:
-        return [parse_entry(e, "slurm_env.mounts") for e in slurm_env_mounts]
+        entries = [parse_entry(e, "slurm_env.mounts") for e in slurm_env_mounts]
+        return [_read_only(m) if m.container == llm_models_root.rstrip("/") else m for m in entries]
     host = default_models_repo or site_models_repo
     field = "env_check.default_models_repo" if default_models_repo else "default_models_repo_host"
     if not host:
@@ -86,7 +91,11 @@ def models_mounts(
             "Host path of the LLM models directory (mounted at the models root)",
         )
         field = "models_path"
-    return [Mount(check_mount_path(host, field), llm_models_root, field)]
+    return [Mount(check_mount_path(host, field), ro, field)]
+
+
+def _read_only(m: Mount) -> Mount:
+    return Mount(m.host, f"{m.container}:ro", m.field)
 
 
 def assemble(home: Mount, project: Mount, models: list[Mount], extras: list[Mount]) -> list[Mount]:

@@ -12,24 +12,26 @@ fi
 exec docker run "${tty[@]}" \
   --rm \
   --net=host \
-  --runtime=nvidia \
+  --gpus '"device=0"' \
   --ipc=host \
+  --ulimit memlock=-1 --ulimit stack=67108864 \
   --cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --cap-add=DAC_READ_SEARCH \
   --security-opt seccomp=unconfined \
-  --name custom_custom \
+  --name custom_custom_337030c3 \
   --mount type=bind,source=/ROOT/home,target=/ROOT/home \
   --mount type=bind,source=/ROOT/repo,target=/ROOT/repo \
-  --mount type=bind,source=/ROOT/repo/models,target=/models \
+  --mount type=bind,source=/ROOT/repo/models,target=/models,readonly \
   --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
   --env "CUSTOM_ENV='A=x y' B=1" \
   --env RUN_WORKDIR=/ROOT/repo \
   --env 'RUN_CMD=python3 run.py --flag' \
+  --env TRTLLM_USE_PRECOMPILED \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail
 cd "$PROJECT_PATH"
-pip install -e . 2>&1 | tail -5
-pip install -r requirements-dev.txt 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -e . 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -r requirements-dev.txt 2>&1 | tail -5
 python3 -c "import tensorrt_llm; print(\"TensorRT-LLM\", tensorrt_llm.__version__)" || {
   echo "ERROR: TRT-LLM installation verification failed"
   exit 1

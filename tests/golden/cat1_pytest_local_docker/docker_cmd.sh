@@ -12,23 +12,25 @@ fi
 exec docker run "${tty[@]}" \
   --rm \
   --net=host \
-  --runtime=nvidia \
+  --gpus '"device=0,1,2,3"' \
   --ipc=host \
+  --ulimit memlock=-1 --ulimit stack=67108864 \
   --cap-add=SYS_PTRACE --cap-add=SYS_ADMIN --cap-add=DAC_READ_SEARCH \
   --security-opt seccomp=unconfined \
-  --name tiny_auto_test \
+  --name tiny_auto_test_337030c3 \
   --mount type=bind,source=/ROOT/home,target=/ROOT/home \
   --mount type=bind,source=/ROOT/repo,target=/ROOT/repo \
-  --mount type=bind,source=/ROOT/repo/models,target=/models \
+  --mount type=bind,source=/ROOT/repo/models,target=/models,readonly \
   --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
   --env RUN_WORKDIR=/ROOT/repo/tests/integration/defs \
   --env 'RUN_CMD=pytest accuracy/test_tiny.py::TestTiny::test_four[tp4] -v' \
+  --env TRTLLM_USE_PRECOMPILED \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail
 cd "$PROJECT_PATH"
-pip install -e . 2>&1 | tail -5
-pip install -r requirements-dev.txt 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -e . 2>&1 | tail -5
+pip install --retries 10 --timeout 60 -r requirements-dev.txt 2>&1 | tail -5
 python3 -c "import tensorrt_llm; print(\"TensorRT-LLM\", tensorrt_llm.__version__)" || {
   echo "ERROR: TRT-LLM installation verification failed"
   exit 1

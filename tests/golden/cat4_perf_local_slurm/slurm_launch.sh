@@ -31,7 +31,7 @@ srunArgs=(
   "--container-name=aggr_test-20260101_000000"
   "--container-image=nvcr.io#test/trtllm:aarch64-1"
   "--container-workdir=/ROOT/work"
-  "--container-mounts=/ROOT/home:/ROOT/home,/ROOT/repo:/ROOT/repo,/ROOT/repo/models:/models,/ROOT/work:/ROOT/work"
+  "--container-mounts=/ROOT/home:/ROOT/home,/ROOT/repo:/ROOT/repo,/ROOT/repo/models:/models:ro,/ROOT/work:/ROOT/work"
   "--container-env=NVIDIA_IMEX_CHANNELS"
   "--container-env=pytestCommand"
 )

@@ -31,7 +31,7 @@ srunArgs=(
   "--container-name=aggr_test-20260101_000000"
   "--container-image=nvcr.io#test/trtllm:aarch64-1"
   "--container-workdir=/lustre/rtester/TensorRT-LLM/work_dirs/work"
-  "--container-mounts=/home/rtester:/home/rtester,/lustre/rtester/TensorRT-LLM:/lustre/rtester/TensorRT-LLM,/lustre/ckpt/tiny:/models,/lustre/rtester/TensorRT-LLM/work_dirs/work:/lustre/rtester/TensorRT-LLM/work_dirs/work"
+  "--container-mounts=/home/rtester:/home/rtester,/lustre/rtester/TensorRT-LLM:/lustre/rtester/TensorRT-LLM,/lustre/ckpt/tiny:/models:ro,/lustre/rtester/TensorRT-LLM/work_dirs/work:/lustre/rtester/TensorRT-LLM/work_dirs/work"
   "--container-env=NVIDIA_IMEX_CHANNELS"
   "--container-env=pytestCommand"
 )
