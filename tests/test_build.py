@@ -351,11 +351,11 @@ def test_slurm_env_mounts_used_verbatim(env: Env, cli) -> None:
 
 
 def test_models_mount_is_read_only_in_every_scenario(env: Env, cli) -> None:
-    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    assert cli(["--force"], env.request(test_cmd=PYTEST_4)).code == 0
     assert f"{env.repo}/models:/models:ro" in spec_of(env)["container_mounts"]
-    assert cli([], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
+    assert cli(["--force"], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
     assert "/lustre/ckpt/tiny:/models:ro" in (env.work / "tiny_auto_test.slurm").read_text()
-    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    assert cli(["--force"], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
     assert f"source={env.repo}/models,target=/models,readonly" in spec_of(env)["docker_cmd"]
 
 
@@ -434,7 +434,7 @@ BENCH_TWO_STEPS = (
 
 def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) -> None:
     """Decision 24: the compute node never downloads a model the models folder holds."""
-    r = cli([], env.request(bench_cmd=BENCH_TWO_STEPS))
+    r = cli(["--force"], env.request(bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_bench.slurm").read_text()
     assert (
@@ -450,19 +450,19 @@ def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) 
     assert [w for w in spec_of(env)["warnings"] if "read-only" in w] == [
         "--output /models/d.json is on a read-only mount (decision 13); write it elsewhere"
     ]
-    r = cli([], env.request("local_docker", bench_cmd=BENCH_TWO_STEPS))
+    r = cli(["--force"], env.request("local_docker", bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
     assert spec_of(env)["docker_cmd"].count("--model_path /models/org/Tiny-Model") == 2
 
 
 def test_bench_hf_id_not_found_or_remote_warns_and_keeps_the_command(env: Env, cli) -> None:
     cmd = BENCH_TWO_STEPS.replace("Tiny-Model", "Missing")
-    r = cli([], env.request(bench_cmd=cmd))
+    r = cli(["--force"], env.request(bench_cmd=cmd))
     assert r.code == 0, r.stderr
     assert "--model_path" not in (env.work / "missing_bench.slurm").read_text()
     warned = [w for w in spec_of(env)["warnings"] if "org/Missing" in w]
     assert len(warned) == 1 and "trtllm-bench will try to download it" in warned[0]
-    r = cli([], env.request("remote_slurm", bench_cmd=BENCH_TWO_STEPS))
+    r = cli(["--force"], env.request("remote_slurm", bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
     assert "--model_path" not in (env.work / "tiny_model_bench.slurm").read_text()
     assert any("could not be looked up locally" in w for w in spec_of(env)["warnings"])
@@ -486,17 +486,17 @@ def test_uncompiled_checkout_warns_when_the_install_step_runs(env: Env, cli) -> 
     pkg.mkdir()
     (pkg / "bindings.pyi").write_text("")  # stubs alone do not import
     for scenario in ("local_slurm", "local_docker"):
-        assert cli([], env.request(scenario, test_cmd=PYTEST_4)).code == 0
+        assert cli(["--force"], env.request(scenario, test_cmd=PYTEST_4)).code == 0
         (note,) = _bindings_notes(env)
         assert "no compiled bindings" in note
         assert "skip_install" in note and "TRTLLM_USE_PRECOMPILED=1" in note
-    assert cli([], env.request(test_cmd=PYTEST_4, skip_install=True)).code == 0
+    assert cli(["--force"], env.request(test_cmd=PYTEST_4, skip_install=True)).code == 0
     assert _bindings_notes(env) == []
-    assert cli([], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
+    assert cli(["--force"], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
     assert _bindings_notes(env) == []  # the cluster's checkout is not this one
     (pkg / "bindings").mkdir()
     (pkg / "bindings" / "__init__.cpython-312-x86_64-linux-gnu.so").write_text("")
-    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    assert cli(["--force"], env.request(test_cmd=PYTEST_4)).code == 0
     assert _bindings_notes(env) == []
 
 
@@ -506,15 +506,18 @@ def test_bindings_for_another_architecture_warn(env: Env, cli) -> None:
     pkg = env.repo / "tensorrt_llm"
     pkg.mkdir()
     (pkg / "bindings.cpython-312-x86_64-linux-gnu.so").write_text("")
-    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0  # partition gpu: x86_64
+    assert cli(["--force"], env.request(test_cmd=PYTEST_4)).code == 0  # partition gpu: x86_64
     assert _bindings_notes(env) == []
-    assert cli([], env.request(test_cmd=PYTEST_4, partition="gb")).code == 0  # aarch64
+    assert cli(["--force"], env.request(test_cmd=PYTEST_4, partition="gb")).code == 0  # aarch64
     (note,) = _bindings_notes(env)
     assert "are for x86_64, but partition gb is aarch64" in note
     assert "TRTLLM_USE_PRECOMPILED=1" in note
-    assert cli([], env.request(test_cmd=PYTEST_4, partition="nogres", gpus_per_node=4)).code == 0
+    assert (
+        cli(["--force"], env.request(test_cmd=PYTEST_4, partition="nogres", gpus_per_node=4)).code
+        == 0
+    )
     assert _bindings_notes(env) == []  # the partition's architecture is unknown
-    assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
+    assert cli(["--force"], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
     on_x86 = platform.machine().lower() in ("x86_64", "amd64")
     assert bool(_bindings_notes(env)) is not on_x86  # this machine's architecture
 
