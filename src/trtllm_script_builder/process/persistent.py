@@ -10,8 +10,9 @@ RUNNING with more than 5 minutes left, on the same partition and account, with a
 nodes and tasks per node the job needs and the same image; otherwise it is cancelled and a
 new one is made. It is never released automatically: `trtllm-script-builder release`.
 
-The allocation asks for `--ntasks-per-node` = max(ntasks_per_node, gpus_per_node) and the
-job's GRES, so any job of the same shape fits. No separate set-up steps run: the script's own
+The allocation asks for what the job needs, as a batch job would (decision 18): the job's
+GRES and `--ntasks-per-node` = max(the job's tasks, its GPUs) per node; a held allocation at
+least that large is reused, a smaller one replaced. No separate set-up steps run: the script's own
 install srun installs into the named container (pyxis keeps named containers for the life of
 the allocation), so `installed` stays false. Anything else this user holds under the same job
 name and no state file names is cancelled before a new allocation is made, so a
@@ -117,9 +118,13 @@ def locked(repo_root: str | Path) -> Iterator[None]:
 
 
 def _tasks_per_node(spec: JobSpec) -> int:
+    """Tasks per node to hold: the job's, or its GPUs per node when more (one task per GPU
+    lets a later job of the same GPU count run one rank per GPU)."""
     p = spec.slurm_params
     assert p is not None
-    return max(p.ntasks_per_node, p.gpus_per_node, 1)
+    m = re.fullmatch(r"gpu:(?:[^:,]+:)?(\d+)", p.gres or "")
+    gpus = int(m.group(1)) if m else spec.required_devices // max(p.nodes, 1)
+    return max(p.ntasks_per_node, gpus, 1)
 
 
 def reuse_problem(state: AllocState, spec: JobSpec, runner: Runner) -> str | None:
@@ -141,8 +146,9 @@ def reuse_problem(state: AllocState, spec: JobSpec, runner: Runner) -> str | Non
         return f"it is under account {state.account}, the job wants {p.account}"
     if state.nodes < p.nodes:
         return f"it has {state.nodes} node(s), the job wants {p.nodes}"
-    if state.gpus_per_node < p.ntasks_per_node:
-        return f"it has {state.gpus_per_node} task(s) per node, the job wants {p.ntasks_per_node}"
+    if state.gpus_per_node < _tasks_per_node(spec):
+        want = _tasks_per_node(spec)
+        return f"it holds {state.gpus_per_node} GPU(s) per node, the job wants {want}"
     if state.docker_image != spec.container_image:
         return f"it was set up for image {state.docker_image}"
     return None
