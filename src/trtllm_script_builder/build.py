@@ -17,19 +17,17 @@ from trtllm_script_builder.model.slurm_env import SlurmEnv, load_slurm_env
 from trtllm_script_builder.output.writer import write_atomically
 from trtllm_script_builder.render.job import render_job
 from trtllm_script_builder.render.spec import BuildResult, SubmitStep
-from trtllm_script_builder.resolve.job import PATTERNS, check_request, refuse_ask, resolve
+from trtllm_script_builder.resolve.job import (
+    PATTERNS,
+    check_request,
+    file_stamp,
+    refuse_ask,
+    resolve,
+)
 from trtllm_script_builder.resolve.mounts import Ask
 from trtllm_script_builder.resolve.resolved import Cluster
 
 __all__ = ["PATTERNS", "BuildResult", "SubmitStep", "build", "finish", "refuse_ask"]
-
-
-def _stamp(path: str) -> tuple[str, int, int]:
-    try:
-        st = os.stat(path)
-        return path, st.st_mtime_ns, st.st_size
-    except OSError:
-        return path, -1, -1
 
 
 @lru_cache(maxsize=16)
@@ -42,7 +40,7 @@ def load_cluster(req: Request) -> Cluster | None:
     if not req.is_slurm:
         return None
     assert req.slurm_env_file is not None
-    return Cluster(*_cluster_at(_stamp(req.slurm_env_file)))
+    return Cluster(*_cluster_at(file_stamp(req.slurm_env_file)))
 
 
 def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) -> BuildResult:

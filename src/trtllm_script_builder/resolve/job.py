@@ -14,7 +14,7 @@ import shlex
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import OutFile
@@ -327,9 +327,40 @@ class _Base:
             self._mounts = home, project, models
         return self._mounts
 
-    def slurm_common(self) -> dict[str, object]:
-        """The fields of a Slurm job that depend on the scenario, not the workflow."""
+    def common(self, mounts: list[mnt.Mount]) -> dict[str, Any]:
+        """The fields every category's job takes from Steps 1 and 2."""
         return {
+            "scenario": self.req.execution_scenario,
+            "image": self.image,
+            "repo_root": self.req.repo_root,
+            "work_dir": self.req.work_dir,
+            "paths": self.paths,
+            "models_root": self.models_root,
+            "mounts": tuple(mounts),
+            "mounts_text": ",".join(m.entry() for m in mounts),
+        }
+
+    def slurm(
+        self, *, nodes: int, ntasks: int, ntasks_per_node: int, gpus_per_node: int, gpus: int
+    ) -> dict[str, Any]:
+        """The fields of a Slurm job: the allocation (GRES only where the partition has it,
+        for the GPUs the job uses: decision 18) and what depends on the scenario."""
+        req, facts = self.req, self.facts
+        assert facts is not None and req.partition and req.account
+        plan = SlurmPlan(
+            partition=req.partition,
+            account=req.account,
+            time_limit=req.time_limit,
+            nodes=nodes,
+            ntasks=ntasks,
+            ntasks_per_node=ntasks_per_node,
+            gpus_per_node=gpus_per_node,
+            gres=f"gpu:{gpus}" if facts.gres else None,
+            mpi_plugin=facts.mpi_plugin,
+        )
+        return {
+            "slurm": plan,
+            "script_image": self.script_image,
             "cluster_raw": self.cluster.raw if self.cluster else None,
             "ssh_host": self.env.ssh_host if self.env and self.paths.remote else None,
         }
@@ -338,7 +369,8 @@ class _Base:
 # ---------------------------------------------------------------- Steps 1 and 2
 
 
-def _stamp(path: str) -> tuple[str, int, int]:
+def file_stamp(path: str) -> tuple[str, int, int]:
+    """What tells an edited input file from the one read before (a batch reads each once)."""
     try:
         st = os.stat(path)
         return path, st.st_mtime_ns, st.st_size
@@ -378,7 +410,7 @@ def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
             )
     # A batch of builds reads the table once (keyed by mtime, so an edit is seen).
     text, source = _properties_at(
-        req.repo_root, _stamp(os.path.join(req.repo_root, img.PROPERTIES))
+        req.repo_root, file_stamp(os.path.join(req.repo_root, img.PROPERTIES))
     )
     return img.image_from_properties(text, arch or "x86_64", source)
 
@@ -457,21 +489,12 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     if not req.skip_install and not req.is_remote:
         warnings += _install_warnings(req, base.facts)
     name = f"{sz.model_name}_{SUFFIX[wf]}"
-    mounts_text = ",".join(m.entry() for m in mounts)
     job = ResolvedJob(
         workflow=wf,
         category=1,
-        scenario=req.execution_scenario,
         model_name=sz.model_name,
         name=name,
-        image=base.image,
         script_image=base.image,
-        repo_root=req.repo_root,
-        work_dir=req.work_dir,
-        paths=paths,
-        models_root=base.models_root,
-        mounts=tuple(mounts),
-        mounts_text=mounts_text,
         required_devices=sz.required_devices,
         nodes=sz.nodes,
         success_patterns=PATTERNS[wf][0],
@@ -484,33 +507,23 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         launcher=sz.launcher,
         extra_files=tuple(extra_files),
         warnings=tuple(warnings),
+        **base.common(mounts),
     )
     if not req.is_slurm:
         return job
-    facts = base.facts
-    assert facts is not None and req.partition and req.account
     sbatch_value(paths.log_dir, "remote_work_dir" if paths.remote else "work_dir")
-    slurm = SlurmPlan(
-        partition=req.partition,
-        account=req.account,
-        time_limit=req.time_limit,
-        nodes=sz.nodes,
-        ntasks=sz.ntasks,
-        ntasks_per_node=sz.ntasks_per_node,
-        gpus_per_node=gpn,
-        # A single-node job asks for the GPUs it uses, not the whole node (decision 18).
-        gres=f"gpu:{sz.required_devices}" if facts.gres else None,
-        mpi_plugin=facts.mpi_plugin,
-    )
-    persistent = req.execution_scenario == "local_slurm" and req.persistent_mode is not False
     return replace(
         job,
         category=CATEGORY[wf],
-        script_image=base.script_image,
         run_script=run_script,
-        slurm=slurm,
-        persistent=persistent,
-        **base.slurm_common(),  # type: ignore[arg-type]
+        persistent=req.execution_scenario == "local_slurm" and req.persistent_mode is not False,
+        **base.slurm(
+            nodes=sz.nodes,
+            ntasks=sz.ntasks,
+            ntasks_per_node=sz.ntasks_per_node,
+            gpus_per_node=gpn,
+            gpus=sz.required_devices,
+        ),
     )
 
 
@@ -762,34 +775,21 @@ def _category4(
     return ResolvedJob(
         workflow=wf,
         category=4,
-        scenario=req.execution_scenario,
         model_name=plan.model_name,
         name=f"{plan.model_name}_{plan.job_suffix}",
-        image=base.image,
-        script_image=base.script_image,
-        repo_root=req.repo_root,
-        work_dir=req.work_dir,
-        paths=paths,
-        models_root=base.models_root,
-        mounts=tuple(mounts),
-        mounts_text=mounts_text,
         required_devices=sz.gpus,
         nodes=sz.nodes,
         success_patterns=PATTERNS["perf_sanity"][0],
         failure_patterns=PATTERNS["perf_sanity"][1],
-        slurm=SlurmPlan(
-            partition=req.partition,
-            account=req.account,
-            time_limit=req.time_limit,
+        extra_files=tuple(str(work_dir / f.name) for f in before),
+        warnings=tuple(warnings),
+        submit=SubmitPlan(tuple(before), tuple(args), LAUNCH_SH, rewrite, gpu_lines),
+        **base.common(mounts),
+        **base.slurm(
             nodes=sz.nodes,
             ntasks=sz.total_gpus,
             ntasks_per_node=sz.ntasks_per_node,
             gpus_per_node=sz.gpus_per_node,
-            gres=f"gpu:{sz.gpus_per_node}" if facts.gres else None,
-            mpi_plugin=facts.mpi_plugin,
+            gpus=sz.gpus_per_node,  # submit.py's jobs hold whole nodes of the config's size
         ),
-        extra_files=tuple(str(work_dir / f.name) for f in before),
-        warnings=tuple(warnings),
-        submit=SubmitPlan(tuple(before), tuple(args), LAUNCH_SH, rewrite, gpu_lines),
-        **base.slurm_common(),  # type: ignore[arg-type]
     )
