@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from trtllm_script_builder.render.docker import container_name
+from trtllm_script_builder.resolve.job import docker_container_name as container_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from trtllm_script_builder.render.docker import container_name
+from trtllm_script_builder.resolve.job import docker_container_name as container_name
 
 from .conftest import Env
 

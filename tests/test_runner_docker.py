@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from trtllm_script_builder.cli import main
 from trtllm_script_builder.process.proc import alive
 from trtllm_script_builder.process.ssh import SshTarget, control_dir, remote_line
-from trtllm_script_builder.render.docker import container_name
+from trtllm_script_builder.resolve.job import docker_container_name as container_name
 
 from .conftest import HERE, Env
 

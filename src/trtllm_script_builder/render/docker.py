@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-
 from trtllm_script_builder.render import render
 from trtllm_script_builder.resolve.mounts import Mount
 
 # As TensorRT-LLM's docker/Makefile runs its containers: pinned memory (NCCL, CUDA IPC) is
 # unbounded, and the stack is 64 MiB (decision 39).
 ULIMITS = ("memlock=-1", "stack=67108864")
-
-
-def container_name(name: str, work_dir: str) -> str:
-    """`<model>_<suffix>_<8 hex digits of the job folder>`: two jobs of one model built into
-    different folders may run side by side; docker refuses a name in use (decision 39)."""
-    digest = hashlib.sha256(os.path.abspath(work_dir).encode()).hexdigest()[:8]
-    return f"{name}_{digest}"
 
 
 def gpus_value(count: int) -> str:

@@ -59,7 +59,7 @@ def _docker_result(job: ResolvedJob) -> BuildResult:
 
 def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
     """The job's variables passed with `--env`, for the fixed payload to read."""
-    from trtllm_script_builder.render.docker import container_name, docker_run
+    from trtllm_script_builder.render.docker import docker_run
 
     d = dict(job.exports)
     env = [("PROJECT_PATH", job.paths.project), ("LLM_MODELS_ROOT", job.models_root)]
@@ -73,7 +73,7 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
         env.append(("PREP_CMD", job.prep_cmd))
     env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", run_cmd)]
     return docker_run(
-        name=container_name(job.name, job.work_dir),
+        name=job.container_name,
         image=job.image,
         gpus=job.required_devices,
         mounts=list(job.mounts),
@@ -104,7 +104,7 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         "partition": slurm.partition,
         "account": slurm.account,
         "image": job.script_image,
-        "container_name": job.name,
+        "container_name": job.container_name,
         "mounts": job.mounts_text,
         "project": paths.project,
         "llm_models_root": job.models_root,

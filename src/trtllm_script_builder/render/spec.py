@@ -65,7 +65,7 @@ def scenario_fields(job: ResolvedJob, script: str) -> dict[str, Any]:
     if job.persistent:
         return {
             "persistent_mode": True,
-            "container_name": job.name,
+            "container_name": job.container_name,
             "container_mounts": job.mounts_text,
         }
     return {}

@@ -494,6 +494,7 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         category=1,
         model_name=sz.model_name,
         name=name,
+        container_name=name if req.is_slurm else docker_container_name(name, req.work_dir),
         script_image=base.image,
         required_devices=sz.required_devices,
         nodes=sz.nodes,
@@ -539,6 +540,15 @@ def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
     else:
         arch, where = None, "the partition"
     return bindings_warnings(req.repo_root, arch, where)
+
+
+def docker_container_name(name: str, work_dir: str) -> str:
+    """`<model>_<suffix>_<8 hex digits of the job folder>`: two jobs of one model built into
+    different folders may run side by side; docker refuses a name in use (decision 39)."""
+    import hashlib
+
+    digest = hashlib.sha256(os.path.abspath(work_dir).encode()).hexdigest()[:8]
+    return f"{name}_{digest}"
 
 
 def _custom(
@@ -777,6 +787,7 @@ def _category4(
         category=4,
         model_name=plan.model_name,
         name=f"{plan.model_name}_{plan.job_suffix}",
+        container_name=f"{plan.model_name}_{plan.job_suffix}",  # submit.py names its own
         required_devices=sz.gpus,
         nodes=sz.nodes,
         success_patterns=PATTERNS["perf_sanity"][0],

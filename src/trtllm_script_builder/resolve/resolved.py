@@ -68,7 +68,8 @@ class ResolvedJob:
     category: int
     scenario: str
     model_name: str
-    name: str  # job, container and script name
+    name: str  # job and script name
+    container_name: str  # Slurm: the job name; Docker: unique per job folder (decision 39)
     image: str  # canonical reference (job_spec)
     script_image: str  # as the script's container tool takes it
     repo_root: str  # local
