@@ -157,3 +157,19 @@ def test_a_local_launch_script_keeps_what_submit_py_wrote(env: Env, cli) -> None
     assert cli([], env.request(test_cmd=PERF)).code == 0
     assert "--cluster-name" not in json.loads((env.root / "submit_args.json").read_text())["argv"]
     assert "#SBATCH --gres=gpu:4" in (env.work / "slurm_launch.sh").read_text()
+
+
+def test_a_failed_build_leaves_what_was_in_work_dir(env: Env, cli) -> None:
+    """Folders, symlinks and files that were there before stay as they were; only what the
+    build made goes (a work_dir may be a folder full of other things, even the repo)."""
+    env.work.mkdir()
+    (env.work / "notes").mkdir()
+    (env.work / "notes" / "keep.txt").write_text("mine\n")
+    (env.work / "link").symlink_to(env.repo)
+    (env.work / "data.txt").write_text("before\n")
+    before = snapshot(env.work)
+    (env.repo / "jenkins/scripts/perf/local/submit.py").write_text(FAILING_SUBMIT)
+    r = cli([], env.request(test_cmd=PERF))
+    assert r.code == 3
+    assert snapshot(env.work) == before
+    assert (env.work / "link").is_symlink() and (env.work / "notes" / "keep.txt").is_file()

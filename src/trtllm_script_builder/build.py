@@ -133,7 +133,9 @@ def _run_submit_step(result: BuildResult) -> list[Path]:
         # What submit.py wrote besides the launch script travels with it (e.g. test_list.txt).
         after = _snapshot(work_dir)
         made = sorted(
-            n for n, (stamp, _) in after.items() if n not in saved or saved[n][0] != stamp
+            n
+            for n, (stamp, data) in after.items()
+            if data is not None and (n not in saved or saved[n][0] != stamp)
         )
         made = [n for n in made if n not in (step.launch_sh.name, "job_spec.json")]
         result.spec.extra_files = sorted(
@@ -146,19 +148,23 @@ def _run_submit_step(result: BuildResult) -> list[Path]:
         raise
 
 
-def _snapshot(work_dir: Path) -> dict[str, tuple[int, bytes]]:
-    """The top-level files of work_dir: modification time and bytes (a job folder is small)."""
+def _snapshot(work_dir: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every top-level entry of work_dir; a regular file with its modification time and bytes
+    (to put back if submit.py changes it), anything else by name only (left as it is)."""
     if not work_dir.is_dir():
         return {}
-    return {
-        e.name: (e.stat(follow_symlinks=False).st_mtime_ns, Path(e.path).read_bytes())
-        for e in os.scandir(work_dir)
-        if e.is_file(follow_symlinks=False)
-    }
+    saved: dict[str, tuple[int, bytes | None]] = {}
+    for e in os.scandir(work_dir):
+        if e.is_file(follow_symlinks=False):
+            saved[e.name] = (e.stat(follow_symlinks=False).st_mtime_ns, Path(e.path).read_bytes())
+        else:
+            saved[e.name] = (-1, None)
+    return saved
 
 
-def _restore(work_dir: Path, saved: dict[str, tuple[int, bytes]], existed: bool) -> None:
-    """Put work_dir back as it was: new entries removed, changed files given their old bytes."""
+def _restore(work_dir: Path, saved: dict[str, tuple[int, bytes | None]], existed: bool) -> None:
+    """Put work_dir back as it was: only entries the build made are removed, changed files get
+    their old bytes, and folders, symlinks and files that were there are never touched."""
     import shutil
 
     if not work_dir.exists():
@@ -169,12 +175,13 @@ def _restore(work_dir: Path, saved: dict[str, tuple[int, bytes]], existed: bool)
     for entry in os.scandir(work_dir):
         p = Path(entry.path)
         if entry.name in saved:
-            if entry.is_file(follow_symlinks=False) and p.read_bytes() != saved[entry.name][1]:
-                p.write_bytes(saved[entry.name][1])
+            data = saved[entry.name][1]
+            if data is not None and entry.is_file(follow_symlinks=False) and p.read_bytes() != data:
+                p.write_bytes(data)
         elif entry.is_dir(follow_symlinks=False):
             shutil.rmtree(p, ignore_errors=True)
         else:
             p.unlink(missing_ok=True)
     for name, (_, data) in saved.items():
-        if not (work_dir / name).exists():
+        if data is not None and not os.path.lexists(work_dir / name):
             (work_dir / name).write_bytes(data)

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
@@ -61,7 +61,9 @@ EXPORTED = (
 class AllocState(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    job_id: str
+    # Another process may write the state file: a job id becomes an argument of scancel and
+    # squeue, so only a Slurm job id is taken (never an option such as `--user=NAME`).
+    job_id: str = Field(pattern=r"^[0-9]+$")
     container_name: str | None = None
     nodelist: str | None = None
     partition: str

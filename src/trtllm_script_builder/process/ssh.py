@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shlex
 import tarfile
 from collections.abc import Sequence
@@ -45,6 +46,9 @@ def control_dir() -> Path:
     return d
 
 
+_HOST = re.compile(r"[A-Za-z0-9._%+@\[\]:-]+")
+
+
 @dataclass(frozen=True)
 class SshTarget:
     """One remote host as ssh names it (`host`, `user@host` or a config alias)."""
@@ -52,6 +56,19 @@ class SshTarget:
     host: str
     config: str | None = field(default_factory=lambda: os.environ.get("TSB_SSH_CONFIG") or None)
     connect_timeout: int = 15
+
+    def __post_init__(self) -> None:
+        # ssh reads a host that starts with `-` as an option (`-oProxyCommand=...`), whatever
+        # follows; the name comes from a cluster file another person may have written.
+        if not _HOST.fullmatch(self.host) or self.host.startswith("-"):
+            from trtllm_script_builder.errors import BuildError
+
+            shown = self.host[:80].encode("unicode_escape").decode()
+            raise BuildError(
+                "ssh_host",
+                f"{shown!r} is not a host name",
+                "give host, user@host or an ssh config alias",
+            )
 
     def options(self) -> list[str]:
         argv: list[str] = []

@@ -74,7 +74,7 @@ PATTERNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 _CONTAINER_TMPFS = ("/tmp", "/var/run", "/var/lock")
 # trtllm-bench options that name a file the call writes.
 _BENCH_WRITES = ("--output", "--report_json", "--iteration_log", "--output_json", "--request_json")
-_NOT_IMAGE = re.compile(r"[\s,]")
+_NOT_IMAGE = re.compile(r"[\s,\x00-\x1f\x7f]")
 _NOT_SBATCH = re.compile(r"[\s\"'\\]")
 
 
@@ -390,7 +390,8 @@ def _properties_at(repo_root: str, stamp: tuple[str, int, int]) -> tuple[str, st
 def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[str, str]:
     """Step 1: the canonical image reference, and the form the Slurm script takes."""
     image = req.container_image or _image_for_arch(req, facts)
-    if not image or _NOT_IMAGE.search(image):
+    # A leading `-` would be read as an option by docker run, enroot or pyxis.
+    if not image or image.startswith("-") or _NOT_IMAGE.search(image):
         raise BuildError(
             "container_image",
             f"{image!r} is not an image reference",

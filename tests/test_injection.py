@@ -1,0 +1,56 @@
+"""Values never become options of a program we run: an image, an ssh host or a job id that
+starts with `-` is refused before any program sees it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.process.persistent import load_state, state_dir
+from trtllm_script_builder.process.ssh import SshTarget
+
+from .conftest import Env
+
+
+@pytest.mark.parametrize("image", ["--volume=/:/host", "-v", "img\nx", "img\x1b[2J"])
+def test_an_image_that_is_an_option_or_holds_control_characters_is_refused(
+    env: Env, cli, image: str
+) -> None:
+    r = cli([], env.request("local_docker", custom_cmd="true", container_image=image))
+    assert r.code == 2 and r.stderr.startswith("error: container_image: "), r.stderr
+    assert r.stderr.count("\n") == 1 and not env.work.exists()
+
+
+@pytest.mark.parametrize("host", ["-V", "-oProxyCommand=touch /tmp/x", "host name", "a\nb", ""])
+def test_an_ssh_host_that_is_an_option_is_refused(host: str) -> None:
+    with pytest.raises(BuildError) as err:
+        SshTarget(host)
+    assert err.value.field == "ssh_host" and "\n" not in err.value.line()
+
+
+@pytest.mark.parametrize("host", ["cluster", "me@login.example.com", "login-01", "[::1]"])
+def test_ordinary_hosts_pass(host: str) -> None:
+    assert SshTarget(host).line_argv("true")[-3:] == [host, "--", "true"]
+
+
+def test_a_state_file_job_id_that_is_an_option_is_ignored(tmp_path) -> None:
+    """`release` would run `scancel <job_id>`: a forged `--user=NAME` must never get there."""
+    folder = state_dir(tmp_path)
+    folder.mkdir()
+    state = {
+        "job_id": "--user=alice",
+        "partition": "gpu",
+        "account": "a",
+        "nodes": 1,
+        "gpus_per_node": 1,
+        "docker_image": "img",
+        "allocated_at": "now",
+        "time_limit": "1:00:00",
+    }
+    (folder / ".slurm_alloc.json").write_text(json.dumps(state))
+    assert load_state(tmp_path) is None
+    (folder / ".slurm_alloc.json").write_text(json.dumps({**state, "job_id": "123"}))
+    loaded = load_state(tmp_path)
+    assert loaded is not None and loaded.job_id == "123"
