@@ -130,7 +130,7 @@ def test_model_copy_sets_values_on_a_copy() -> None:
     assert other.workflow() == "pytest" and other.is_slurm and not other.is_remote
 
 
-def test_a_build_of_the_example_builds_no_pydantic_model() -> None:
+def test_a_build_of_the_example_imports_no_pydantic() -> None:
     code = (
         "import sys\n"
         "from trtllm_script_builder.cli import main\n"
@@ -139,7 +139,7 @@ def test_a_build_of_the_example_builds_no_pydantic_model() -> None:
         " '--dry-run'])\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
-        "assert 'pydantic.main' not in sys.modules, 'pydantic.main imported'\n"
+        "assert not [m for m in sys.modules if m.startswith('pydantic')], 'pydantic imported'\n"
     )
     subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, stdin=subprocess.DEVNULL

@@ -1,7 +1,5 @@
 """The build request: the fields a TensorRT-LLM job is described by, loaded and validated."""
 
-from __future__ import annotations
-
 import copy
 import json
 import os
@@ -115,8 +113,7 @@ def _field(
 
 
 def _table(cls: type) -> dict[str, FieldInfo]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: FieldInfo(f.name, hints[f.name], f.default, **f.metadata) for f in fields(cls)}
+    return {f.name: FieldInfo(f.name, f.type, f.default, **f.metadata) for f in fields(cls)}
 
 
 @dataclass(kw_only=True)
@@ -359,7 +356,7 @@ class Request:
     def is_remote(self) -> bool:
         return self.execution_scenario == "remote_slurm"
 
-    def model_copy(self, *, update: dict[str, Any] | None = None) -> Request:
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> "Request":
         """A shallow copy with `update` set unchecked, as pydantic's model_copy: a batch sets
         values it has checked already on a validated base."""
         new = copy.copy(self)
@@ -367,7 +364,7 @@ class Request:
         return new
 
     @classmethod
-    def model_validate(cls, data: Any) -> Request:
+    def model_validate(cls, data: Any) -> "Request":
         """The request `data` describes; pydantic's ValidationError when it is not one."""
         exact = _exact(data)
         return exact if exact is not None else _from_twin(_twins()[1].model_validate(data))
@@ -441,7 +438,7 @@ def _exact(data: Any) -> Request | None:
     return request
 
 
-def _from_twin(m: BaseModel) -> Request:
+def _from_twin(m: "BaseModel") -> Request:
     values = {name: getattr(m, name) for name in Request.model_fields}
     env = values["env_check"]
     if env is not None:
@@ -450,7 +447,7 @@ def _from_twin(m: BaseModel) -> Request:
 
 
 @lru_cache(maxsize=1)
-def _twins() -> tuple[type[BaseModel], type[BaseModel]]:
+def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
     """The pydantic models of EnvCheck and Request, made from the field tables."""
     from typing import Annotated
 
@@ -463,7 +460,7 @@ def _twins() -> tuple[type[BaseModel], type[BaseModel]]:
         model_validator,
     )
 
-    def twin(cls: Any, swap: dict[Any, Any], **extra: Any) -> type[BaseModel]:
+    def twin(cls: Any, swap: dict[Any, Any], **extra: Any) -> "type[BaseModel]":
         specs: dict[str, Any] = {}
         for name, info in cls.model_fields.items():
             annotation = swap.get(info.annotation, info.annotation)
@@ -499,7 +496,7 @@ def _twins() -> tuple[type[BaseModel], type[BaseModel]]:
     return env_check, request
 
 
-def _first_error(exc: ValidationError) -> BuildError:
+def _first_error(exc: "ValidationError") -> BuildError:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "request"
     if err["type"] == "extra_forbidden":
