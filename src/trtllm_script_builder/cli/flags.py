@@ -8,6 +8,7 @@ field is a flag, completes and is documented the day it is added to the model.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from typing import Any
@@ -32,9 +33,6 @@ def _unwrap_optional(annotation: Any) -> Any:
 
 def field_specs() -> list[Spec]:
     """The flag of every request field, in the model's order."""
-    # Imported here, not at the top: `import trtllm_script_builder.cli` must not pay for pydantic.
-    from pydantic import BaseModel
-
     from trtllm_script_builder.model.request import PATH_FIELDS, Request
 
     specs: list[Spec] = []
@@ -54,7 +52,7 @@ def field_specs() -> list[Spec]:
         elif kind is str:
             if name in PATH_FIELDS:
                 attrs["type"] = click.Path()
-        elif isinstance(kind, type) and issubclass(kind, BaseModel):
+        elif dataclasses.is_dataclass(kind):
             attrs["metavar"] = "JSON"  # parse_flag_values reads it as a JSON object
         else:  # pragma: no cover - a new kind of field needs its own flag type here
             raise TypeError(f"request field {name} has a type no flag is made for: {kind!r}")

@@ -1,18 +1,21 @@
 """The build request: the fields a TensorRT-LLM job is described by, loaded and validated."""
 
-from __future__ import annotations
-
+import copy
 import json
 import os
 import re
 import sys
-from functools import lru_cache
+import typing
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from trtllm_script_builder.errors import BuildError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 Workflow = Literal["pytest", "eval", "bench", "custom", "perf_sanity"]
 Scenario = Literal["local_docker", "local_slurm", "remote_slurm"]
@@ -30,261 +33,306 @@ PATH_FIELDS = (
     "job_spec_file",
 )
 REMOTE_PATH_FIELDS = ("remote_repo_path", "remote_work_dir", "llm_models_root")
-_TIME_RE = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})$")
-_SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
+# Patterns, compiled by `re` on first use: most builds check one time limit and one or two names.
+_TIME = r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})"
+_SLURM_NAME = r"[A-Za-z0-9._+-]+"
+_MODEL_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+
+# A build validates one request per process, and building a pydantic model costs more than
+# the rest of the build (decision 51). So the dataclasses below are the one table of the
+# fields (name, type, default, description, checks): a request whose every value already has
+# its field's exact type and passes the checks is taken as is, and anything else goes through
+# a pydantic twin made from the same table on first use, which gives the conversions, the
+# error messages and the JSON Schema. tests/test_request_model.py keeps the two paths in step.
+
+Check = Callable[[Any], Any]
 
 
-class EnvCheck(BaseModel):
+# The checks, shared by both paths: a ValueError's text becomes the error line's problem.
+def no_nul(v: Any) -> Any:
+    if isinstance(v, str) and "\x00" in v:
+        raise ValueError("contains a NUL byte, which no script can carry")
+    return v
+
+
+def no_bool(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError("must be a whole number, not true/false")
+    return v
+
+
+def minutes(v: Any) -> Any:
+    # A bare number is minutes, as for sbatch --time.
+    return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+def check_time(v: str) -> str:
+    if v.upper() in ("UNLIMITED", "INFINITE") or re.fullmatch(_TIME, v):
+        return v
+    raise ValueError("is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED)")
+
+
+def check_slurm_name(v: str | None) -> str | None:
+    if v is not None and not re.fullmatch(_SLURM_NAME, v):
+        raise ValueError("may hold only letters, digits and . _ + -")
+    return v
+
+
+def check_model_name(v: str | None) -> str | None:
+    if v is not None and not re.fullmatch(_MODEL_NAME, v):
+        raise ValueError("may hold only letters, digits and . _ - (it names files and jobs)")
+    return v
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    """One row of a field table; named and shaped like pydantic's, which the flags read."""
+
+    name: str
+    annotation: Any
+    default: Any  # MISSING: required
+    description: str
+    ge: int | None = None
+    before: tuple[Check, ...] = ()  # on the value as given, in order
+    after: tuple[Check, ...] = ()  # on the value of the field's type, in order
+
+    def is_required(self) -> bool:
+        return self.default is MISSING
+
+
+def _field(
+    *,
+    description: str,
+    default: Any = MISSING,
+    ge: int | None = None,
+    before: tuple[Check, ...] = (),
+    after: tuple[Check, ...] = (),
+) -> Any:
+    meta = {"description": description, "ge": ge, "before": before, "after": after}
+    return field(default=default, metadata=meta)
+
+
+def _table(cls: type) -> dict[str, FieldInfo]:
+    return {f.name: FieldInfo(f.name, f.type, f.default, **f.metadata) for f in fields(cls)}
+
+
+@dataclass(kw_only=True)
+class EnvCheck:
     """What the environment check found on the local machine (forwarded by the orchestrator)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_fields: ClassVar[dict[str, FieldInfo]]
+    every_field: ClassVar[tuple[Check, ...]] = ()  # checks run on each value before its own
 
-    default_models_repo: str | None = Field(
+    default_models_repo: str | None = _field(
         default=None,
         description="Host folder of the LLM models on this machine, mounted at llm_models_root "
         "when the request names no checkpoint_path or models_path.",
     )
-    gpus_per_node: int | None = Field(
+    gpus_per_node: int | None = _field(
         default=None, ge=1, description="GPUs in this machine, the node size of a local_docker job."
     )
-    available_gpus: int | None = Field(
+    available_gpus: int | None = _field(
         default=None,
         ge=0,
         description="GPUs free for the job on this machine; a local_docker job needing more is refused.",
     )
-    device_type: str | None = Field(
+    device_type: str | None = _field(
         default=None, description="GPU type the check saw, e.g. H100 or GB200 (informational)."
     )
 
 
-class Request(BaseModel):
+@dataclass(kw_only=True)
+class Request:
     """A build request. Each description is also the field's --help line and its JSON Schema
     text, so it says what the field is, its format and its default in one sentence."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+    model_fields: ClassVar[dict[str, FieldInfo]]
+    every_field: ClassVar[tuple[Check, ...]] = (no_nul,)
 
-    workflow_type: Workflow | None = Field(
+    workflow_type: Workflow | None = _field(
         default=None,
         description="Kind of job: pytest, eval (trtllm-eval), bench (trtllm-bench), custom or "
         "perf_sanity; default: inferred from the command given (custom_cmd or custom_script, "
         "bench_cmd, eval_cmd, perf_config_yaml without test_cmd, else pytest).",
     )
-    execution_scenario: Scenario = Field(
+    execution_scenario: Scenario = _field(
         description="Where the job runs: local_docker (a container on this machine), local_slurm "
         "(sbatch on the cluster you are logged in to) or remote_slurm (sbatch on a cluster "
         "reached over ssh); required.",
     )
-    work_dir: str = Field(
+    work_dir: str = _field(
         description="Host folder the script, job_spec.json and logs are written to; required "
         "(a relative path is taken from the request file's folder, or for a flag from the "
         "current directory).",
     )
-    repo_root: str = Field(
+    repo_root: str = _field(
         description="Host path of the local TensorRT-LLM checkout: its tests size the job, its "
         "jenkins/current_image_tags.properties names the image and it is mounted as the "
         "project; required.",
     )
-    skill_dir: str | None = Field(
+    skill_dir: str | None = _field(
         default=None,
         description="Folder of the agent skill that made the request; accepted and ignored.",
     )
-    test_cmd: str | None = Field(
+    test_cmd: str | None = _field(
         default=None,
         description="pytest command or test id relative to tests/integration/defs (e.g. "
         "accuracy/test_x.py::TestX::test_y[tp4]) for a pytest or perf_sanity job; a pasted "
         "test-list suffix ` TIMEOUT (N)` (minutes) becomes pytest's --timeout; default none.",
     )
-    eval_cmd: str | None = Field(
+    eval_cmd: str | None = _field(
         default=None,
         description="trtllm-eval command line of an eval job, whose --tp_size and --pp_size "
         "give its GPU count; default none.",
     )
-    bench_cmd: str | None = Field(
+    bench_cmd: str | None = _field(
         default=None,
         description="trtllm-bench command line of a bench job, optionally after a dataset step "
         "joined with &&; default none.",
     )
-    custom_cmd: str | None = Field(
+    custom_cmd: str | None = _field(
         default=None,
         description="Shell command line a custom job runs inside the container; default none.",
     )
-    custom_script: str | None = Field(
+    custom_script: str | None = _field(
         default=None,
         description="Host path of a script a custom job runs inside the container instead of "
         "custom_cmd; default none.",
     )
-    custom_env: str | None = Field(
+    custom_env: str | None = _field(
         default=None,
         description="Environment of a custom job as KEY=VALUE shell words separated by spaces "
         "(quote a value with spaces; values are passed literally); default none.",
     )
-    perf_config_yaml: str | None = Field(
+    perf_config_yaml: str | None = _field(
         default=None,
         description="Host path of the perf-sanity config YAML the repo's submit.py sizes and "
         "runs; default none.",
     )
-    perf_test_name: str | None = Field(
+    perf_test_name: str | None = _field(
         default=None,
         description="Name of the server config (server_configs[].name) to run from an "
         "aggregated perf-sanity config; default none.",
     )
-    model_name: str | None = Field(
+    model_name: str | None = _field(
+        after=(check_model_name,),
         default=None,
         description="Name given to the script, log and container (letters, digits and . _ -); "
         "default: derived from the test, the command's model path or the script.",
     )
-    required_devices: int | None = Field(
+    required_devices: int | None = _field(
+        before=(no_bool,),
         default=None,
         ge=1,
         description="Total GPUs of the job (a whole number, at least 1) when the command does "
         "not say; default: the test's skip_less_device marker or tp x pp, else 1.",
     )
-    node_count: int | None = Field(
+    node_count: int | None = _field(
+        before=(no_bool,),
         default=None,
         ge=1,
         description="Nodes the user asked for (at least 1; pytest, eval and custom jobs run on "
         "one); default: as many as the GPU count needs at gpus_per_node.",
     )
-    partition: str | None = Field(
+    partition: str | None = _field(
+        after=(check_slurm_name,),
         default=None,
         description="Slurm partition to submit to, one of slurm_env.json's partitions (letters, "
         "digits and . _ + -); required for local_slurm and remote_slurm.",
     )
-    account: str | None = Field(
+    account: str | None = _field(
+        after=(check_slurm_name,),
         default=None,
         description="Slurm account the job is charged to, one of slurm_env.json's accounts "
         "(letters, digits and . _ + -); required for local_slurm and remote_slurm.",
     )
-    slurm_env_file: str | None = Field(
+    slurm_env_file: str | None = _field(
         default=None,
         description="Path of the slurm_env.json that `trtllm-script-builder probe` wrote for the "
         "cluster; required for local_slurm and remote_slurm.",
     )
-    time_limit: str = Field(
+    time_limit: str = _field(
+        before=(minutes,),
+        after=(check_time,),
         default="02:00:00",
         description="Slurm time limit of the job as sbatch --time takes it (minutes, HH:MM:SS, "
         "D-HH:MM:SS or UNLIMITED); default 02:00:00.",
     )
-    llm_models_root: str | None = Field(
+    llm_models_root: str | None = _field(
         default=None,
         description="Absolute path of the models folder inside the container (LLM_MODELS_ROOT); "
         "default: the site config's default_llm_models_root, else asked on a terminal.",
     )
-    checkpoint_path: str | None = Field(
+    checkpoint_path: str | None = _field(
         default=None,
         description="Host path of a model checkpoint whose parent folder is mounted at "
         "llm_models_root (wins over models_path); default none.",
     )
-    models_path: str | None = Field(
+    models_path: str | None = _field(
         default=None,
         description="Host folder holding the models, mounted at llm_models_root; default: "
         "slurm_env.json's mounts, env_check's default_models_repo or the site config's "
         "default_models_repo_host, else asked on a terminal.",
     )
-    device_type: str | None = Field(
+    device_type: str | None = _field(
         default=None,
         description="GPU type asked for, e.g. H100 or GB200; a Grace part (GB..., GH...) picks "
         "the aarch64 image when the partition does not report its CPU architecture; default "
         "none.",
     )
-    persistent_mode: bool | None = Field(
+    persistent_mode: bool | None = _field(
         default=None,
         description="local_slurm only: whether job_spec.json carries the container name and "
         "mounts that `submit --persistent` needs to run the job in a held allocation; default "
         "true.",
     )
     # Extras the orchestrator forwards.
-    container_image: str | None = Field(
+    container_image: str | None = _field(
         default=None,
         description="Container image to run in (registry/path:tag or a .sqsh path); default: "
         "the repo's jenkins/current_image_tags.properties entry for the partition's CPU "
         "architecture.",
     )
-    remote_repo_path: str | None = Field(
+    remote_repo_path: str | None = _field(
         default=None,
         description="remote_slurm: absolute path of the TensorRT-LLM clone on the cluster; "
         "default: the site config's default_user_root_dir joined with repo_root's folder name.",
     )
-    remote_work_dir: str | None = Field(
+    remote_work_dir: str | None = _field(
         default=None,
         description="remote_slurm: absolute path on the cluster that receives the job's files "
         "and logs; default <remote_repo_path>/work_dirs/<work_dir's folder name>.",
     )
-    job_spec_file: str | None = Field(
+    job_spec_file: str | None = _field(
         default=None,
         description="Path of an earlier job_spec.json whose container_image, llm_models_root, "
         "remote_repo_path and remote_work_dir fill in those this request leaves out; default "
         "none.",
     )
-    env_check: EnvCheck | None = Field(
+    env_check: EnvCheck | None = _field(
         default=None,
         description="What the environment check found on this machine, a JSON object with "
         "default_models_repo, gpus_per_node, available_gpus and device_type, used by "
         "local_docker jobs; default none.",
     )
-    skip_install: bool = Field(
+    skip_install: bool = _field(
         default=False,
         description="Leave out the job's `pip install -e .` of the project (when the image "
         "already holds this TensorRT-LLM build); default false.",
     )
-    mpi_plugin: str | None = Field(
+    mpi_plugin: str | None = _field(
+        after=(check_slurm_name,),
         default=None,
         description="srun --mpi plugin (letters, digits and . _ + -); default: slurm_env.json's "
         "preferred PMIx plugin, else pmix.",
     )
-    gpus_per_node: int | None = Field(
+    gpus_per_node: int | None = _field(
+        before=(no_bool,),
         default=None,
         ge=1,
         description="GPUs per node (at least 1), used only when neither the partition nor "
         "env_check reports a GPU count; default none.",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_is_absent(cls, data: Any) -> Any:
-        # JSON null or an empty YAML value means "not given": the field's default applies.
-        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
-
-    @field_validator("required_devices", "node_count", "gpus_per_node", mode="before")
-    @classmethod
-    def _no_bool(cls, v: Any) -> Any:
-        if isinstance(v, bool):
-            raise ValueError("must be a whole number, not true/false")
-        return v
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_nul(cls, v: Any) -> Any:
-        if isinstance(v, str) and "\x00" in v:
-            raise ValueError("contains a NUL byte, which no script can carry")
-        return v
-
-    @field_validator("time_limit", mode="before")
-    @classmethod
-    def _minutes(cls, v: Any) -> Any:
-        # A bare number is minutes, as for sbatch --time.
-        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
-
-    @field_validator("time_limit")
-    @classmethod
-    def _time(cls, v: str) -> str:
-        if v.upper() in ("UNLIMITED", "INFINITE") or _TIME_RE.fullmatch(v):
-            return v
-        raise ValueError("is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED)")
-
-    @field_validator("partition", "account", "mpi_plugin")
-    @classmethod
-    def _slurm_name(cls, v: str | None) -> str | None:
-        if v is not None and not _SLURM_NAME_RE.fullmatch(v):
-            raise ValueError("may hold only letters, digits and . _ + -")
-        return v
-
-    @field_validator("model_name")
-    @classmethod
-    def _model_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", v):
-            raise ValueError("may hold only letters, digits and . _ - (it names files and jobs)")
-        return v
 
     def workflow(self) -> Workflow:
         """The given workflow, else the one inferred from which command is present."""
@@ -308,8 +356,147 @@ class Request(BaseModel):
     def is_remote(self) -> bool:
         return self.execution_scenario == "remote_slurm"
 
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> "Request":
+        """A shallow copy with `update` set unchecked, as pydantic's model_copy: a batch sets
+        values it has checked already on a validated base."""
+        new = copy.copy(self)
+        new.__dict__.update(update or {})
+        return new
 
-def _first_error(exc: ValidationError) -> BuildError:
+    @classmethod
+    def model_validate(cls, data: Any) -> "Request":
+        """The request `data` describes; pydantic's ValidationError when it is not one."""
+        exact = _exact(data)
+        return exact if exact is not None else _from_twin(_twins()[1].model_validate(data))
+
+    @classmethod
+    def model_json_schema(cls, mode: Any = "validation") -> dict[str, Any]:
+        schema: dict[str, Any] = _twins()[1].model_json_schema(mode=mode)
+        return schema
+
+
+EnvCheck.model_fields = _table(EnvCheck)
+Request.model_fields = _table(Request)
+
+
+def _take(cls: Any, data: Any, nested: dict[str, Callable[[Any], Any]]) -> Any:
+    """`cls` made from `data` when pydantic would take every value unchanged after the shared
+    checks; else None (pydantic then decides, and names what is wrong)."""
+    if type(data) is not dict:
+        return None
+    table: dict[str, FieldInfo] = cls.model_fields
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        info = table.get(name)
+        if info is None:
+            return None
+        if value is None and info.default is None:
+            values[name] = value
+            continue
+        try:
+            for check in cls.every_field + info.before:
+                value = check(value)
+            if name in nested:
+                value = nested[name](value)
+            elif not _exact_type(value, info.annotation):
+                return None
+            if info.ge is not None and value < info.ge:
+                return None
+            for check in info.after:
+                value = check(value)
+        except ValueError:
+            return None
+        if value is None:
+            return None
+        values[name] = value
+    if any(info.is_required() and name not in values for name, info in table.items()):
+        return None
+    return cls(**values)
+
+
+@cache
+def _kinds(annotation: Any) -> tuple[type, frozenset[Any] | None]:
+    """The one type a value must have, and the values a Literal allows (None: any)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is Literal:
+        return str, frozenset(typing.get_args(annotation))
+    if args:  # X | None
+        return _kinds(args[0])
+    return annotation, None
+
+
+def _exact_type(value: Any, annotation: Any) -> bool:
+    kind, allowed = _kinds(annotation)
+    return type(value) is kind and (allowed is None or value in allowed)
+
+
+def _exact(data: Any) -> Request | None:
+    # JSON null or an empty YAML value means "not given": the field's default applies.
+    if type(data) is dict:
+        data = {k: v for k, v in data.items() if v is not None}
+    request: Request | None = _take(Request, data, {"env_check": lambda v: _take(EnvCheck, v, {})})
+    return request
+
+
+def _from_twin(m: "BaseModel") -> Request:
+    values = {name: getattr(m, name) for name in Request.model_fields}
+    env = values["env_check"]
+    if env is not None:
+        values["env_check"] = EnvCheck(**{k: getattr(env, k) for k in EnvCheck.model_fields})
+    return Request(**values)
+
+
+@lru_cache(maxsize=1)
+def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
+    """The pydantic models of EnvCheck and Request, made from the field tables."""
+    from typing import Annotated
+
+    from pydantic import (
+        AfterValidator,
+        BeforeValidator,
+        ConfigDict,
+        Field,
+        create_model,
+        model_validator,
+    )
+
+    def twin(cls: Any, swap: dict[Any, Any], **extra: Any) -> "type[BaseModel]":
+        specs: dict[str, Any] = {}
+        for name, info in cls.model_fields.items():
+            annotation = swap.get(info.annotation, info.annotation)
+            # Annotated runs before-validators right to left: the given order, reversed.
+            checks: list[Any] = [
+                BeforeValidator(c) for c in reversed(cls.every_field + info.before)
+            ]
+            checks += [AfterValidator(c) for c in info.after]
+            kwargs: dict[str, Any] = {"description": info.description}
+            if not info.is_required():
+                kwargs["default"] = info.default
+            if info.ge is not None:
+                kwargs["ge"] = info.ge
+            hint = Annotated[tuple([annotation, *checks])] if checks else annotation
+            specs[name] = (hint, Field(**kwargs))
+        model: type[BaseModel] = create_model(
+            cls.__name__,
+            __config__=ConfigDict(extra="forbid"),
+            __doc__=cls.__doc__,
+            __module__=__name__,
+            **extra,
+            **specs,
+        )
+        return model
+
+    def null_is_absent(cls: Any, data: Any) -> Any:
+        # JSON null or an empty YAML value means "not given": the field's default applies.
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+    env_check = twin(EnvCheck, {})
+    validators = {"_null_is_absent": model_validator(mode="before")(null_is_absent)}
+    request = twin(Request, {EnvCheck | None: env_check | None}, __validators__=validators)
+    return env_check, request
+
+
+def _first_error(exc: "ValidationError") -> BuildError:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "request"
     if err["type"] == "extra_forbidden":
@@ -408,10 +595,14 @@ def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, An
     flag_data = {k: v for k, v in flags.items() if v is not None}
     absolutise(flag_data, Path.cwd())
     data.update(flag_data)
-    try:
-        req = Request.model_validate(data)
-    except ValidationError as exc:
-        raise _first_error(exc) from None
+    req = _exact(data)
+    if req is None:
+        from pydantic import ValidationError
+
+        try:
+            req = _from_twin(_twins()[1].model_validate(data))
+        except ValidationError as exc:
+            raise _first_error(exc) from None
     _forward_job_spec(req)
     for key in REMOTE_PATH_FIELDS:
         v = getattr(req, key)

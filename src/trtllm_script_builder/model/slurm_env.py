@@ -8,8 +8,6 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic_core import ValidationError
-
 from trtllm_script_builder.errors import BuildError
 
 if TYPE_CHECKING:
@@ -209,8 +207,14 @@ def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
         raise BuildError("slurm_env_file", f"{path} is not UTF-8 text", fix) from None
     if not isinstance(raw, dict):
         raise BuildError("slurm_env_file", f"{path} does not hold a JSON object", fix)
+    exact = _exact(raw)
+    if exact is not None:
+        return exact, raw
+    # Imported only here: even pydantic_core costs a build more than the rest of its work.
+    from pydantic_core import ValidationError
+
     try:
-        return SlurmEnv.model_validate(raw), raw
+        return _from_model(_models()[2].model_validate(raw)), raw
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
