@@ -168,3 +168,28 @@ def test_a_near_name_is_suggested(env: Env, field: str, value: str, near: str) -
     with pytest.raises(BuildError) as err:
         build(req)
     assert err.value.field == field and f"did you mean {near}?" in err.value.line()
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, "--timeout=3600"),
+        ({"test_timeout": 900}, "--timeout=900"),
+        ({"time_limit": "30"}, None),  # Slurm's 30 minutes end the job before an hour per test
+        ({"test_timeout": 600, "time_limit": "30"}, "--timeout=600"),
+    ],
+)
+def test_pytest_jobs_get_a_per_test_timeout(
+    env: Env, fields: dict[str, Any], expected: str | None
+) -> None:
+    test = "pytest accuracy/test_tiny.py::TestTiny::test_one"
+    req = _req(env, test_cmd=test, **fields)
+    job = resolve(req, load_cluster(req), SiteConfig())
+    exports = dict(job.exports)
+    assert exports.get("PYTEST_ADDOPTS") == expected
+    assert exports["TEST_CMD"] == test  # the command arrives as written
+
+
+def test_a_command_with_its_own_timeout_keeps_it(env: Env) -> None:
+    req = _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one --timeout=60")
+    assert "PYTEST_ADDOPTS" not in dict(resolve(req, load_cluster(req), SiteConfig()).exports)

@@ -333,6 +333,13 @@ class Request:
         description="GPUs per node (at least 1), used only when neither the partition nor "
         "env_check reports a GPU count; default none.",
     )
+    test_timeout: int | None = _field(
+        before=(no_bool,),
+        default=None,
+        ge=1,
+        description="Seconds each pytest test may run before pytest-timeout stops it, added as "
+        "--timeout when test_cmd has none; default 3600.",
+    )
 
     def workflow(self) -> Workflow:
         """The given workflow, else the one inferred from which command is present."""

@@ -69,6 +69,8 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
         run_cmd = d["CUSTOM_COMMAND"]
         if custom_env:
             env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
+    if "PYTEST_ADDOPTS" in d:
+        env.append(("PYTEST_ADDOPTS", d["PYTEST_ADDOPTS"]))
     if job.prep_cmd:
         env.append(("PREP_CMD", job.prep_cmd))
     env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", run_cmd)]

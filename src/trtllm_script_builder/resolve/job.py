@@ -55,6 +55,7 @@ from trtllm_script_builder.resolve.workflows import (
     size_eval_job,
     size_pytest_job,
 )
+from trtllm_script_builder.slurm_time import parse_time_minutes
 
 if TYPE_CHECKING:
     from trtllm_script_builder.resolve.perf.plan import PerfPlan
@@ -478,6 +479,11 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     run_cmd, prep_cmd = "", None
     if wf == "pytest":
         run_cmd = req.test_cmd or ""
+        limit = req.time_limit if req.is_slurm else None
+        timeout = _test_timeout(run_cmd, req.test_timeout, limit)
+        if timeout is not None:
+            # Through pytest's own environment variable, so the command arrives as written.
+            exports.append(("PYTEST_ADDOPTS", f"--timeout={timeout}"))
         rel = sz.workdir_rel
         workdir = posixpath.join(paths.project, rel) if rel else paths.project
         exports += [("TEST_WORKDIR", workdir), ("TEST_CMD", run_cmd)]
@@ -554,6 +560,24 @@ def docker_container_name(name: str, work_dir: str) -> str:
 
     digest = hashlib.sha256(os.path.abspath(work_dir).encode()).hexdigest()[:8]
     return f"{name}_{digest}"
+
+
+# A hung test otherwise holds its GPUs until Slurm's limit ends the whole job (decision 20).
+DEFAULT_TEST_TIMEOUT = 3600
+_HAS_TIMEOUT = re.compile(r"(?:^|\s)--timeout(?:[= ]|$)")
+
+
+def _test_timeout(test_cmd: str, seconds: int | None, limit: str | None) -> int | None:
+    """pytest's per-test limit: none when the command sets its own, else the request's, else
+    the default when the job's time limit leaves room for it."""
+    if _HAS_TIMEOUT.search(test_cmd):
+        return None
+    if seconds is None:
+        allowed = parse_time_minutes(limit) if limit else None
+        if allowed is not None and allowed * 60 <= DEFAULT_TEST_TIMEOUT:
+            return None  # Slurm ends the job first; a shorter limit is the user's to set
+        seconds = DEFAULT_TEST_TIMEOUT
+    return seconds
 
 
 def _custom(

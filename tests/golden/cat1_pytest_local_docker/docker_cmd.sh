@@ -23,6 +23,7 @@ exec docker run "${tty[@]}" \
   --mount type=bind,source=/ROOT/repo/models,target=/models,readonly \
   --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
+  --env PYTEST_ADDOPTS=--timeout=3600 \
   --env RUN_WORKDIR=/ROOT/repo/tests/integration/defs \
   --env 'RUN_CMD=pytest accuracy/test_tiny.py::TestTiny::test_four[tp4] -v' \
   --env TRTLLM_USE_PRECOMPILED \
