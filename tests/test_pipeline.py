@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,66 @@ def test_pytest_jobs_get_a_per_test_timeout(
 def test_a_command_with_its_own_timeout_keeps_it(env: Env) -> None:
     req = _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one --timeout=60")
     assert "PYTEST_ADDOPTS" not in dict(resolve(req, load_cluster(req), SiteConfig()).exports)
+
+
+def _wheel(env: Env, where: Path | None = None) -> Path:
+    folder = where or env.repo / "build"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / "tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl"
+    wheel.write_bytes(b"PK")
+    return wheel
+
+
+def test_a_wheel_is_installed_instead_of_the_checkout(env: Env, tmp_path: Path) -> None:
+    wheel = _wheel(env)
+    result = build(
+        _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one", wheel=str(wheel))
+    )
+    script = next(f.text for f in result.files if f.name.endswith(".slurm"))
+    assert f"export WHEEL_PATH={wheel}\n" in script
+    assert (
+        'pip install --retries 10 --timeout 60 --no-deps --force-reinstall "$WHEEL_PATH"' in script
+    )
+    assert "-e ." not in script
+    check = tmp_path / "s.sh"
+    check.write_text(script)
+    subprocess.run(["bash", "-n", str(check)], check=True)
+    if shutil.which("shellcheck"):
+        done = subprocess.run(["shellcheck", str(check)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
+
+
+def test_a_wheel_on_docker_and_a_remote_wheel_outside_the_repo(env: Env) -> None:
+    wheel = _wheel(env)
+    req = _req(
+        env,
+        scenario="local_docker",
+        test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one",
+        wheel=str(wheel),
+    )
+    spec = build(req).spec
+    assert f"--env WHEEL_PATH={wheel}" in (spec.docker_cmd or "")
+    assert "--force-reinstall" in (spec.docker_cmd or "")
+    outside = _wheel(env, env.root / "wheels")
+    req = _req(
+        env,
+        scenario="remote_slurm",
+        test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one",
+        wheel=str(outside),
+    )
+    result = build(req)
+    assert str(outside) in result.spec.extra_files  # shipped with the job
+    script = next(f.text for f in result.files if f.name.endswith(".slurm"))
+    assert f"export WHEEL_PATH={result.spec.remote_work_dir}/{outside.name}\n" in script
+
+
+@pytest.mark.parametrize("name", ["missing.whl", "not_a_wheel.tar.gz"])
+def test_a_wheel_that_is_not_there_is_refused(env: Env, name: str) -> None:
+    path = env.repo / name
+    if name.endswith(".gz"):
+        path.write_text("x")
+    with pytest.raises(BuildError) as err:
+        build(
+            _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one", wheel=str(path))
+        )
+    assert err.value.field == "wheel"

@@ -31,6 +31,7 @@ PATH_FIELDS = (
     "checkpoint_path",
     "models_path",
     "job_spec_file",
+    "wheel",
 )
 REMOTE_PATH_FIELDS = ("remote_repo_path", "remote_work_dir", "llm_models_root")
 # Patterns, compiled by `re` on first use: most builds check one time limit and one or two names.
@@ -332,6 +333,12 @@ class Request:
         ge=1,
         description="GPUs per node (at least 1), used only when neither the partition nor "
         "env_check reports a GPU count; default none.",
+    )
+    wheel: str | None = _field(
+        default=None,
+        description="Host path of a TensorRT-LLM wheel (.whl) the install step installs with "
+        "pip --no-deps --force-reinstall instead of `pip install -e .` of the checkout, as "
+        "TensorRT-LLM's CI does; default none.",
     )
     test_timeout: int | None = _field(
         before=(no_bool,),

@@ -24,6 +24,7 @@ def docker_run(
     mounts: list[Mount],
     env: list[tuple[str, str]],
     install: bool,
+    wheel: bool,
     eval_requirements: bool,
     custom_env: bool,
     has_prep: bool,
@@ -57,6 +58,7 @@ def docker_run(
         "docker_payload.j2",
         s={
             "install": install,
+            "wheel": wheel,
             "eval_requirements": eval_requirements,
             "custom_env": custom_env,
             "has_prep": has_prep,

@@ -69,8 +69,9 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
         run_cmd = d["CUSTOM_COMMAND"]
         if custom_env:
             env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
-    if "PYTEST_ADDOPTS" in d:
-        env.append(("PYTEST_ADDOPTS", d["PYTEST_ADDOPTS"]))
+    for name in ("WHEEL_PATH", "PYTEST_ADDOPTS"):
+        if name in d:
+            env.append((name, d[name]))
     if job.prep_cmd:
         env.append(("PREP_CMD", job.prep_cmd))
     env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", run_cmd)]
@@ -81,6 +82,7 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
         mounts=list(job.mounts),
         env=env,
         install=job.install,
+        wheel=bool(job.wheel),
         eval_requirements=job.workflow == "eval",
         custom_env=custom_env,
         has_prep=bool(job.prep_cmd),
@@ -112,6 +114,7 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         "llm_models_root": job.models_root,
         "exports": list(job.exports),
         "install": job.install,
+        "wheel": bool(job.wheel),
         "eval_requirements": job.workflow == "eval",
         "mpi": job.mpi,
         "mpi_plugin": slurm.mpi_plugin,

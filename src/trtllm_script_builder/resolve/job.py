@@ -475,6 +475,12 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     run_script = ""
     if wf == "custom":
         extras, run_script = _custom(req, paths, exports, extra_files)
+    wheel = ""
+    if not req.skip_install and req.wheel:
+        wheel = _wheel(req, paths, extras, extra_files)
+        exports.append(("WHEEL_PATH", wheel))
+    elif not req.skip_install and not req.is_remote:
+        warnings += _install_warnings(req, base.facts)
     mounts = mnt.assemble(home, project, models, extras)
     run_cmd, prep_cmd = "", None
     if wf == "pytest":
@@ -497,8 +503,6 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         if prep_cmd:
             exports.append(("PREP_CMD", prep_cmd))
         exports.append(("BENCH_CMD", run_cmd))
-    if not req.skip_install and not req.is_remote:
-        warnings += _install_warnings(req, base.facts)
     name = f"{sz.model_name}_{SUFFIX[wf]}"
     job = ResolvedJob(
         workflow=wf,
@@ -515,6 +519,7 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         run_cmd=run_cmd,
         prep_cmd=prep_cmd,
         install=not req.skip_install,
+        wheel=wheel,
         mpi=sz.mpi,
         launcher=sz.launcher,
         extra_files=tuple(extra_files),
@@ -537,6 +542,25 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
             gpus=sz.required_devices,
         ),
     )
+
+
+def _wheel(req: Request, paths: Paths, extras: list[mnt.Mount], extra_files: list[str]) -> str:
+    """The wheel as the job sees it; its folder is mounted (remote: shipped when outside the
+    repo, like a custom script)."""
+    assert req.wheel is not None
+    if not req.wheel.endswith(".whl") or not Path(req.wheel).is_file():
+        raise BuildError(
+            "wheel",
+            f"{req.wheel} is not a wheel file (.whl) on this machine",
+            "give the path of a built TensorRT-LLM wheel, e.g. build/tensorrt_llm-*.whl",
+        )
+    in_job = paths.to_script(req.repo_root, req.wheel)
+    if in_job is None:
+        extra_files.append(req.wheel)
+        in_job = posixpath.join(paths.log_dir, posixpath.basename(req.wheel))
+    parent = posixpath.dirname(in_job)
+    extras.append(mnt.Mount(mnt.check_mount_path(parent, "wheel"), parent, "wheel"))
+    return in_job
 
 
 def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:

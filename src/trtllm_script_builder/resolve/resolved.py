@@ -87,6 +87,7 @@ class ResolvedJob:
     prep_cmd: str | None = None
     run_script: str = ""  # custom on Slurm: the in-job path of slurm_run_custom.sh
     install: bool = True
+    wheel: str = ""  # the wheel the install step takes, as the job sees it ("" for -e .)
     mpi: bool = False  # the run srun carries --mpi
     launcher: bool = False  # trtllm-llmapi-launch in front of the run command
     slurm: SlurmPlan | None = None
