@@ -37,6 +37,7 @@ def docker_run(
     eval_requirements: bool,
     custom_env: bool,
     has_prep: bool,
+    junit: bool = False,
 ) -> tuple[list[list[str]], str]:
     """The `docker run` options, one group a line, and the payload for `bash -c`.
 
@@ -70,6 +71,7 @@ def docker_run(
             "eval_requirements": eval_requirements,
             "custom_env": custom_env,
             "has_prep": has_prep,
+            "junit": junit,
         },
     )
     return args, payload
