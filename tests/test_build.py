@@ -342,12 +342,18 @@ def test_slurm_env_mounts_used_verbatim(env: Env, cli) -> None:
     del req["models_path"]
     cli([], req)
     text = (env.work / "tiny_auto_test.slurm").read_text()
-    assert re.search(r"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link\n", text)
+    # then the job's folder, where pytest writes its JUnit report
+    work = f",{env.work}:{env.work}"
+    assert re.search(
+        rf"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link{work}\n", text
+    )
     # the one at the models root is read-only even when the site wrote no flags (decision 13)
     env.write_env(mounts=["/data/models:/models", "/data/link:/data/link"])
     cli([], req)
     text = (env.work / "tiny_auto_test.slurm").read_text()
-    assert re.search(r"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link\n", text)
+    assert re.search(
+        rf"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link{work}\n", text
+    )
 
 
 def test_models_mount_is_read_only_in_every_scenario(env: Env, cli) -> None:

@@ -334,5 +334,6 @@ def test_the_verdict_page_names_every_verdict() -> None:
         "OUT_OF_MEMORY",
         "HANG_DETECTED",
         "INFRA_FAILURE",
+        "NOT_RUN",
     ):
         assert f"## {name}" in text, f"docs/verdicts.md has no section for {name}"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from trtllm_script_builder.build import PATTERNS
+from trtllm_script_builder.process.junit import parse_junit
 from trtllm_script_builder.process.slurm import (
     parse_scontrol_job,
     status_from_sacct,
@@ -338,3 +339,88 @@ def test_sacct_row() -> None:
     st = status_from_sacct("9", "9|CANCELLED by 0|0:15|00:00:03|gpunode\n")
     assert (st.state, st.exit_code, st.signal, st.terminal) == ("CANCELLED", 0, 15, True)
     assert not status_from_sacct("9", "").known
+
+
+# ---------------------------------------------------------------- pytest: NOT_RUN and JUnit
+
+ALL_SKIPPED = b"""<testsuites><testsuite tests="1" skipped="1">
+<testcase classname="accuracy.test_tiny.TestTiny" name="test_eight_gpus[tp8]">
+<skipped type="pytest.skip" message="Device count 2 is less than 8">...</skipped>
+</testcase></testsuite></testsuites>"""
+ONE_FAILS = b"""<testsuite><testcase classname="accuracy.test_tiny.TestTiny" name="test_ok"/>
+<testcase classname="accuracy.test_tiny.TestBroken" name="test_asserts_false">
+<failure message="AssertionError: this test fails on purpose">...</failure></testcase>
+</testsuite>"""
+
+
+def test_all_skipped_by_junit_is_not_run_with_the_skip_reason() -> None:
+    tests = parse_junit(ALL_SKIPPED, "tiny_auto_test_42_junit.xml")
+    lines = ["collected 1 item", "============ 1 skipped in 0.01s ============"]
+    d = decide("COMPLETED", 0, lines, pytest=True, tests=tests)
+    assert d.verdict is Verdict.NOT_RUN and d.exit_status == 15
+    assert d.reason == "no test passed (1 skipped; tiny_auto_test_42_junit.xml)"
+    assert d.evidence == [
+        "Slurm state COMPLETED, exit code 0",
+        "skipped accuracy/test_tiny.py::TestTiny::test_eight_gpus[tp8]: "
+        "Device count 2 is less than 8",
+    ]
+    assert d.tests is tests
+
+
+@pytest.mark.parametrize(
+    ("lines", "rc"),
+    [
+        (["accuracy/test_x.py::TestX::test_a SKIPPED (needs 8 GPUs)", "=== 1 skipped in 0.1s ==="], 0),
+        (["=================== no tests ran in 0.01s ==================="], 5),
+        (["collected 3 items / 3 deselected", "=== 3 deselected in 0.02s ==="], 5),
+        (["ERROR: not found: /repo/tests/test_x.py::nope"], 5),  # no summary: exit 5 alone
+    ],
+)  # fmt: skip
+def test_no_test_passed_by_the_summary_line_or_exit_5_is_not_run(lines: list[str], rc: int) -> None:
+    d = decide("COMPLETED" if rc == 0 else "FAILED", rc, lines, pytest=True)
+    assert d.verdict is Verdict.NOT_RUN, d
+    if "SKIPPED" in lines[0]:
+        assert d.evidence[1:] == [lines[0], lines[1]]
+        assert d.tests is not None and d.tests.skipped == 1
+
+
+def test_not_run_is_for_pytest_jobs_only() -> None:
+    assert decide("COMPLETED", 0, ["=== 1 skipped in 0.1s ==="], CUSTOM).verdict is Verdict.PASSED
+    assert decide("FAILED", 5, ["no tests ran in 0.1s"], CUSTOM).verdict is Verdict.FAILED
+
+
+def test_a_passing_test_beside_skipped_ones_passes() -> None:
+    d = decide("COMPLETED", 0, ["=== 1 passed, 1 skipped in 0.1s ==="], pytest=True)
+    assert d.verdict is Verdict.PASSED and d.tests is not None and d.tests.passed == 1
+
+
+def test_the_cluster_verdicts_stand_over_the_junit_report() -> None:
+    tests = parse_junit(ALL_SKIPPED)
+    assert decide("TIMEOUT", None, [], pytest=True, tests=tests).verdict is Verdict.TIMEOUT
+    assert decide("CANCELLED", None, [], pytest=True, tests=tests).verdict is Verdict.CANCELLED
+    hang = decide("COMPLETED", 0, ["hang detected"], pytest=True, tests=tests)
+    assert hang.verdict is Verdict.HANG_DETECTED
+    # a job that died first (exit 1, no report): the existing rules
+    assert decide("FAILED", 1, ["Traceback"], pytest=True).verdict is Verdict.FAILED
+
+
+def test_a_failing_test_is_named_with_its_message() -> None:
+    tests = parse_junit(ONE_FAILS, "r.xml")
+    lines = ["FAILED accuracy/test_tiny.py::TestBroken::test_asserts_false", "=== 1 failed, 1 passed in 0.1s ==="]  # fmt: skip
+    d = decide("FAILED", 1, lines, pytest=True, tests=tests)
+    assert d.verdict is Verdict.FAILED
+    assert d.evidence[1] == (
+        "failed accuracy/test_tiny.py::TestBroken::test_asserts_false: "
+        "AssertionError: this test fails on purpose"
+    )
+    assert d.evidence[2].endswith("FAILED accuracy/test_tiny.py::TestBroken::test_asserts_false")
+    # exit 0 cannot hide a failure the report holds
+    d = decide("COMPLETED", 0, [], pytest=True, tests=tests)
+    assert d.verdict is Verdict.FAILED and "report has failing tests" in d.reason
+
+
+def test_eval_and_bench_figures_ride_on_the_decision() -> None:
+    d = decide("COMPLETED", 0, ["0: [TRT-LLM] [I] lm-eval gsm8k average accuracy: 75.00"])
+    assert d.results == {"gsm8k": {"accuracy": 75.0}}
+    d = decide("COMPLETED", 0, ["+ echo Request Throughput (req/sec): 9"])  # a trace, not output
+    assert d.results == {}

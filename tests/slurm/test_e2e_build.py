@@ -329,6 +329,18 @@ def assert_passed(job: Finished, spec: dict[str, Any]) -> None:
     assert f"Job {job.job_id} finished with exit code 0" in job.log
 
 
+def log_results(job: Finished, spec: dict[str, Any]) -> dict[str, Any]:
+    """The `results` watch would report for this job's log (srun's rank labels and all)."""
+    from types import SimpleNamespace
+
+    from trtllm_script_builder.process.verdict import decide_verdict
+
+    patterns = SimpleNamespace(
+        success_patterns=spec["success_patterns"], failure_patterns=spec["failure_patterns"]
+    )
+    return decide_verdict(job.state, 0, job.log.splitlines(), patterns).results
+
+
 def assert_slurm_gpus(env: dict[str, str], spec: dict[str, Any], ntasks: int) -> None:
     """What Slurm set in the step: its task count and the GPUs the job asked for (gpu:N, N the
     job's devices, not the node's)."""
@@ -428,6 +440,63 @@ def test_failing_pytest_gives_a_failed_job(site: Site) -> None:
     assert_container(job, spec, [(site.repo, 1), (site.repo / "tests/integration/defs", 1)])
 
 
+def submit_and_watch(site: Site, spec: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """`submit` then `watch --json`, as a user would: watch's exit status and its verdict."""
+    work = spec["work_dir"]
+    res = tsb(site.env, "submit", work)
+    assert res.returncode == 0, res.stderr
+    res = subprocess.run(
+        [sys.executable, "-m", "trtllm_script_builder", "watch", work, "--json", "-q"],
+        capture_output=True,
+        text=True,
+        env=site.env,
+        check=False,
+        timeout=180,
+    )
+    verdict: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    return res.returncode, verdict
+
+
+def test_pytest_job_whose_tests_all_skip_is_not_run_with_the_reason(site: Site) -> None:
+    """Built for 8 GPUs, run with 2 (the --gres cut as above): pytest skips the only test and
+    exits 0, which must not read as PASSED. The verdict quotes the skip from the JUnit report."""
+    spec = build(
+        site, "pytest_all_skip", test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_eight_gpus"
+    )
+    assert spec["junit_file_pattern"] == "tiny_auto_test_%j_junit.xml"
+    script = Path(spec["script_path"])
+    script.write_text(script.read_text().replace("--gres=gpu:8\n", "--gres=gpu:2\n"))
+    status, v = submit_and_watch(site, spec)
+    assert (status, v["verdict"], v["state"], v["exit_code"]) == (15, "NOT_RUN", "COMPLETED", 0), v
+    skip = "accuracy/test_tiny.py::TestTiny::test_eight_gpus[tp8]: Device count 2 is less than 8"
+    assert f"skipped {skip}" in v["evidence"], v["evidence"]
+    junit = f"tiny_auto_test_{v['job_id']}_junit.xml"
+    assert (Path(spec["work_dir"]) / junit).is_file()
+    tests = v["tests"]
+    assert (tests["source"], tests["passed"], tests["skipped"], tests["failed"]) == (junit, 0, 1, 0)
+    assert tests["skipped_tests"] == [
+        {"id": skip.split(": ")[0], "message": "Device count 2 is less than 8"}
+    ]
+
+
+def test_failing_pytest_is_named_with_its_message_in_the_verdict(site: Site) -> None:
+    spec = build(
+        site,
+        "pytest_fail_watch",
+        test_cmd="pytest accuracy/test_tiny.py::TestBroken accuracy/test_tiny.py::TestTiny -v",
+    )
+    status, v = submit_and_watch(site, spec)
+    assert (status, v["verdict"], v["exit_code"]) == (1, "FAILED", 1), v
+    failing = "failed accuracy/test_tiny.py::TestBroken::test_asserts_false: AssertionError: "
+    assert v["evidence"][1].startswith(failing), v["evidence"]
+    assert "this test fails on purpose" in v["evidence"][1]
+    tests = v["tests"]
+    assert (tests["passed"], tests["failed"], tests["errors"], tests["skipped"]) == (2, 1, 0, 0)
+    assert [t["id"] for t in tests["failing"]] == [
+        "accuracy/test_tiny.py::TestBroken::test_asserts_false"
+    ]
+
+
 # ---------------------------------------------------------------- Category 3: custom
 
 
@@ -484,6 +553,8 @@ def test_eval_job_runs_in_the_mpi_world_of_its_size(
     job = submit(site, spec)
     assert_passed(job, spec)
     assert result in job.log
+    expected = {"accuracy": 75.0, **({"samples": 14042} if task == "mmlu" else {})}
+    assert log_results(job, spec) == {task: expected}
     assert job.log.count("Fake GPU (stand-in)") == tp  # nvidia-smi on rank 0, the job's GPUs
     assert WASTED_GPUS not in job.log  # the job asked for the GPUs it uses, no more
     assert "MPI_ERR_SPAWN" not in job.log + job.err and "MPI_Init" not in job.err, job.err
@@ -535,6 +606,9 @@ def test_bench_job_prepares_then_runs_two_ranks(site: Site) -> None:
     assert_passed(job, spec)
     assert "= PERFORMANCE OVERVIEW" in job.log
     assert "Total Output Throughput (tokens/sec):" in job.log
+    bench = log_results(job, spec)["bench"]
+    assert bench["total_output_throughput_tokens_per_sec"] == 1600.0
+    assert bench["request_throughput_req_per_sec"] == 12.5
     assert "Number of requests:                               4" in job.log
     assert len(dataset.read_text().splitlines()) == 4
     assert WASTED_GPUS not in job.log and "MPI_ERR_SPAWN" not in job.err, job.err

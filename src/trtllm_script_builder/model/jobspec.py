@@ -59,6 +59,9 @@ class JobSpec:
     # The scripts keep stderr apart (#SBATCH --error); tracebacks land there, so a watcher
     # reads both files.
     error_file_pattern: str | None = None
+    # pytest jobs: the JUnit XML file pytest writes, relative to work_dir like the log
+    # patterns (`%j` the job id on Slurm); `watch` reads per-test results from it.
+    junit_file_pattern: str | None = None
     log_file: str | None = None
     docker_cmd: str | None = None
     success_patterns: list[str]
@@ -160,6 +163,7 @@ def _models() -> tuple[type[BaseModel], type[BaseModel]]:
         script_name: str
         log_file_pattern: str | None = None
         error_file_pattern: str | None = None
+        junit_file_pattern: str | None = None
         log_file: str | None = None
         docker_cmd: str | None = None
         success_patterns: list[str]

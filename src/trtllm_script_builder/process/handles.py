@@ -7,6 +7,7 @@ them (hang, deadline, cancel) is `watch.watch_job`, written once.
 from __future__ import annotations
 
 import os
+import posixpath
 import signal
 import time
 from collections.abc import Callable
@@ -16,8 +17,15 @@ from typing import Any, Protocol
 from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process import slurm
+from trtllm_script_builder.process.junit import JUnitError, TestReport, parse_junit
 from trtllm_script_builder.process.proc import Runner, alive, kill_group, reap, run
-from trtllm_script_builder.process.verdict import Decision, LogLine, Verdict, decide_verdict
+from trtllm_script_builder.process.verdict import (
+    MAX_EVIDENCE,
+    Decision,
+    LogLine,
+    Verdict,
+    decide_verdict,
+)
 
 MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
 UNKNOWN_GRACE = 30.0  # seconds a just-submitted job may be unknown to Slurm
@@ -33,6 +41,50 @@ def read_local(path: str, offset: int) -> bytes | None:
             return fh.read(MAX_READ)
     except OSError:
         return None
+
+
+def read_junit(read: Reader, spec: JobSpec, job_id: str | None) -> tuple[TestReport | None, str]:
+    """A pytest job's JUnit report, read where the job wrote it (remote_work_dir over ssh),
+    and a note when a file is there but refused; (None, "") when the job wrote none."""
+    pattern = spec.junit_file_pattern
+    if not pattern or spec.workflow_type != "pytest":
+        return None, ""
+    name = pattern.replace("%j", job_id or "")
+    path = posixpath.join(spec.remote_work_dir or spec.work_dir, name)
+    data = read(path, 0)
+    if not data:
+        return None, ""
+    if len(data) >= MAX_READ:
+        return None, f"JUnit report {path} not read: larger than {MAX_READ} bytes"
+    try:
+        return parse_junit(data, posixpath.basename(path)), ""
+    except JUnitError as e:
+        return None, f"JUnit report {path} not read: {e}"
+
+
+def _decide(
+    state: str | None,
+    exit_code: int | None,
+    lines: list[LogLine],
+    spec: JobSpec,
+    timed_out: bool,
+    signal: int | None,
+    junit: tuple[TestReport | None, str],
+) -> Decision:
+    report, note = junit
+    decision = decide_verdict(
+        state,
+        exit_code,
+        lines,
+        spec,
+        timed_out=timed_out,
+        signal=signal,
+        pytest=spec.workflow_type == "pytest",
+        tests=report,
+    )
+    if note:
+        decision.evidence = [*decision.evidence[: MAX_EVIDENCE - 1], note]
+    return decision
 
 
 class Follower:
@@ -179,13 +231,15 @@ class SlurmJob:
     def decide(self, lines: list[LogLine], spec: JobSpec, timed_out: bool) -> Decision:
         st = self.st
         done = st.terminal
-        decision = decide_verdict(
+        junit = read_junit(self.read, spec, self.job_id) if done else (None, "")
+        decision = _decide(
             self.state() if done else None,
             st.exit_code if done else None,
             lines,
             spec,
-            timed_out=timed_out,
-            signal=st.signal if done else None,
+            timed_out,
+            st.signal if done else None,
+            junit,
         )
         if not done:
             decision.state = st.state  # e.g. still RUNNING after a --keep-running timeout
@@ -275,7 +329,9 @@ class LocalProcess:
         return self.rc is not None and self.rc not in _STOPPED
 
     def decide(self, lines: list[LogLine], spec: JobSpec, timed_out: bool) -> Decision:
-        decision = decide_verdict(None, self.rc, lines, spec, timed_out=timed_out)
+        ended = self.rc is not None
+        junit = read_junit(read_local, spec, self.alloc_job_id) if ended else (None, "")
+        decision = _decide(None, self.rc, lines, spec, timed_out, None, junit)
         if self.rc is None and not timed_out and decision.verdict is Verdict.FAILED:
             return Decision(
                 Verdict.CANCELLED,

@@ -10,6 +10,9 @@
    unless a failure pattern of the job_spec is in the program's own output -> FAILED;
 5. any other exit: a container/launch failure signature (pyxis, enroot, srun launch, docker
    daemon) -> INFRA_FAILURE; an oom-kill report -> OUT_OF_MEMORY; else FAILED.
+6. a pytest job judged PASSED or FAILED by 4-5: no test passed and none failed (JUnit report, or
+   pytest's summary line without one) at exit 0 or 5, or exit 5 alone -> NOT_RUN; failing tests
+   in the JUnit report -> FAILED, naming them (decision 49).
 
 Lines are classified first, so only what the job's programs printed can decide a pattern:
 `set -x` traces (`+ ...`), the builder's own echo lines ("Job N started on", "Job N finished
@@ -25,7 +28,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
+
+from trtllm_script_builder.process.figures import figures
+from trtllm_script_builder.process.junit import TestReport, summary_report
 
 
 class Verdict(str, Enum):
@@ -36,6 +42,7 @@ class Verdict(str, Enum):
     OUT_OF_MEMORY = "OUT_OF_MEMORY"
     HANG_DETECTED = "HANG_DETECTED"
     INFRA_FAILURE = "INFRA_FAILURE"
+    NOT_RUN = "NOT_RUN"
 
     @property
     def exit_code(self) -> int:
@@ -51,6 +58,7 @@ VERDICT_EXIT: dict[Verdict, int] = {
     Verdict.CANCELLED: 12,
     Verdict.OUT_OF_MEMORY: 13,
     Verdict.HANG_DETECTED: 14,
+    Verdict.NOT_RUN: 15,
 }
 
 HANG_TEXT = "hang detected"
@@ -61,6 +69,7 @@ SLURM_CANCELLED_STATES = {"CANCELLED"}
 # exit statuses of a process killed by SIGINT / SIGTERM (Docker, persistent runs)
 SIGNAL_CANCEL_EXITS = {130, 143}
 DOCKER_RUN_FAILED = 125  # `docker run` itself failed (daemon, image, options)
+PYTEST_NO_TESTS = 5  # pytest's exit status when no test was collected or selected
 
 MAX_EVIDENCE = 12
 
@@ -179,6 +188,8 @@ class Decision:
     evidence: list[str] = field(default_factory=list)
     state: str | None = None
     exit_code: int | None = None
+    tests: TestReport | None = None  # pytest's counts and test ids (JUnit or summary line)
+    results: dict[str, Any] = field(default_factory=dict)  # eval / bench figures from the log
 
     @property
     def exit_status(self) -> int:
@@ -208,15 +219,75 @@ def decide_verdict(
     *,
     timed_out: bool = False,
     signal: int | None = None,
+    pytest: bool = False,
+    tests: TestReport | None = None,
 ) -> Decision:
     """The verdict for a job that ended in `state` (Slurm's; None outside Slurm) with
     `exit_code` (None when unknown), given its log lines and the job_spec's patterns.
 
     `timed_out` says the watcher's own deadline ran out; `signal` is the signal part of
-    Slurm's `ExitCode=N:S`, when known.
+    Slurm's `ExitCode=N:S`, when known. `pytest` marks a pytest job, whose JUnit report
+    `tests` (None when the job wrote none) can turn its PASSED or FAILED into NOT_RUN.
     """
-    st = normalise_state(state)
     classified = classify(log_lines)
+    decision = _decide(state, exit_code, classified, spec, timed_out, signal)
+    program = [ln for k, ln in classified if k is Kind.PROGRAM]
+    if pytest:
+        decision = _pytest_rules(decision, program, tests)
+    decision.results = figures(ln.text for ln in program)
+    return decision
+
+
+def _pytest_rules(decision: Decision, program: list[LogLine], tests: TestReport | None) -> Decision:
+    """Exit 0 says pytest did not fail, not that anything was tested: a run where no test
+    passed (all skipped, none collected, an empty selection) is NOT_RUN. Only a job that ran
+    to pytest's own end is judged here; the cluster's verdicts stand."""
+    if decision.verdict not in (Verdict.PASSED, Verdict.FAILED):
+        return decision
+    where = decision.evidence[:1]
+    report, summary = tests, None
+    if report is None and (found := summary_report(ln.text for ln in program)):
+        report, summary = found[0], program[found[1]]
+    decision.tests = report
+    code = decision.exit_code
+    if report is not None and report.nothing_ran and code in (0, PYTEST_NO_TESTS):
+        if summary is None:
+            lines = [f"skipped {t.show()}" for t in report.skipped_tests]
+        else:
+            skips = [ln for ln in program if "SKIPPED" in ln.text and ln is not summary]
+            lines = [ln.show() for ln in [*skips[:8], summary]]
+        what = f"{report.skipped} skipped" if report.skipped else "none collected or selected"
+        reason = f"no test passed ({what}; {report.source or 'JUnit'})"
+        return _with(decision, Verdict.NOT_RUN, reason, where + lines)
+    if report is None and code == PYTEST_NO_TESTS:
+        reason = f"pytest exit code {PYTEST_NO_TESTS}: no test was collected or selected"
+        return _with(decision, Verdict.NOT_RUN, reason, where + _tail(program, 5))
+    if report is not None and report.failing:
+        named = [f"failed {t.show()}" for t in report.failing]
+        reason = decision.reason
+        if decision.verdict is Verdict.PASSED:
+            reason = (
+                f"exit code {code}, but the {report.source or 'JUnit'} report has failing tests"
+            )
+        return _with(decision, Verdict.FAILED, reason, where + named + decision.evidence[1:])
+    return decision
+
+
+def _with(decision: Decision, verdict: Verdict, reason: str, evidence: list[str]) -> Decision:
+    return Decision(
+        verdict, reason, evidence[:MAX_EVIDENCE], decision.state, decision.exit_code, decision.tests
+    )
+
+
+def _decide(
+    state: str | None,
+    exit_code: int | None,
+    classified: list[tuple[Kind, LogLine]],
+    spec: Patterns,
+    timed_out: bool,
+    signal: int | None,
+) -> Decision:
+    st = normalise_state(state)
     program = [ln for k, ln in classified if k is Kind.PROGRAM]
     setup = [ln for k, ln in classified if k is Kind.SETUP]
     slurm = [ln for k, ln in classified if k is Kind.SLURM]

@@ -121,6 +121,8 @@ class WatchResult:
             "state": d.state,
             "evidence": d.evidence,
             "reason": d.reason,
+            "tests": d.tests.to_json() if d.tests else None,
+            "results": d.results,
             "watch_exit_status": self.exit_status,
             "scenario": self.scenario,
             "pid": self.pid,
@@ -282,6 +284,14 @@ def render_verdict(result: WatchResult) -> str:
         who = f"pid {result.pid} in allocation {result.job_id}"
     lines = [f"verdict: {d.verdict.value} ({who}: {d.reason})"]
     lines += [f"  {e}" for e in d.evidence]
+    if t := d.tests:
+        lines.append(
+            f"tests: {t.passed} passed, {t.failed} failed, {t.errors} errors, {t.skipped} skipped"
+            f" ({t.source})"
+        )
+    for group, values in d.results.items():
+        shown = ", ".join(f"{k} {v:g}" for k, v in values.items())
+        lines.append(f"results: {group}: {shown}")
     return "\n".join(lines) + "\n"
 
 

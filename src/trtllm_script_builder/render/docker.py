@@ -28,6 +28,7 @@ def docker_run(
     eval_requirements: bool,
     custom_env: bool,
     has_prep: bool,
+    junit: bool = False,
 ) -> tuple[list[list[str]], str]:
     """The `docker run` options, one group a line, and the payload for `bash -c`.
 
@@ -62,6 +63,7 @@ def docker_run(
             "eval_requirements": eval_requirements,
             "custom_env": custom_env,
             "has_prep": has_prep,
+            "junit": junit,
         },
     )
     return args, payload

@@ -3,6 +3,7 @@ resolved job alone (no request, no disk)."""
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from pathlib import Path
 
@@ -51,6 +52,7 @@ def _docker_result(job: ResolvedJob) -> BuildResult:
         script_path=str(work_dir / script),
         script_name=script,
         log_file=str(work_dir / f"{job.model_name}_local.log"),
+        junit_file_pattern=job.junit_file or None,
         docker_cmd=docker_cmd,
         **spec_common(job),
     )
@@ -75,6 +77,8 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
     if job.prep_cmd:
         env.append(("PREP_CMD", job.prep_cmd))
     env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", run_cmd)]
+    if job.junit_file:
+        env.append(("JUNIT_FILE", posixpath.join(job.paths.log_dir, job.junit_file)))
     return docker_run(
         name=job.container_name,
         image=job.image,
@@ -86,6 +90,7 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
         eval_requirements=job.workflow == "eval",
         custom_env=custom_env,
         has_prep=bool(job.prep_cmd),
+        junit=bool(job.junit_file),
     )
 
 
@@ -121,6 +126,7 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         "launcher": job.launcher,
         "has_prep": bool(job.prep_cmd),
         "run_script": job.run_script,
+        "junit": _split_job_id(paths.log_dir, job.junit_file) if job.junit_file else None,
     }
     files = [OutFile(script, render(f"{job.workflow}.slurm.j2", s=ctx), executable=True)]
     if job.run_script:
@@ -134,9 +140,16 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         # Relative to work_dir (remote_work_dir remotely): executors join the two (decision 44).
         log_file_pattern=f"{job.name}_%j.out",
         error_file_pattern=f"{job.name}_%j.err",
+        junit_file_pattern=job.junit_file or None,
         slurm_params=slurm_params(job),
         slurm_env=job.cluster_raw,
         **spec_common(job),
         **scenario_fields(job, script),
     )
     return _result(job, files, spec)
+
+
+def _split_job_id(folder: str, name: str) -> tuple[str, str]:
+    """The path before and after the name's `%j`, for the script to put the job id between."""
+    before, _, after = name.partition("%j")
+    return posixpath.join(folder, before), after

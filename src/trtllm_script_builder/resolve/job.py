@@ -473,8 +473,15 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     home, project, models = base.mounts()
     extras: list[mnt.Mount] = []
     run_script = ""
+    name = f"{sz.model_name}_{SUFFIX[wf]}"
+    junit = ""
     if wf == "custom":
         extras, run_script = _custom(req, paths, exports, extra_files)
+    elif wf == "pytest":
+        junit = _junit_file(req.test_cmd or "", name, req.is_slurm, warnings)
+        if junit:  # pytest writes it into the job's folder, which the container must see
+            folder = mnt.check_mount_path(paths.log_dir, _work_dir_field(paths))
+            extras.append(mnt.Mount(folder, folder, "work_dir"))
     wheel = ""
     if not req.skip_install and req.wheel:
         wheel = _wheel(req, paths, extras, extra_files)
@@ -503,7 +510,6 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         if prep_cmd:
             exports.append(("PREP_CMD", prep_cmd))
         exports.append(("BENCH_CMD", run_cmd))
-    name = f"{sz.model_name}_{SUFFIX[wf]}"
     job = ResolvedJob(
         workflow=wf,
         category=1,
@@ -518,6 +524,7 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         exports=tuple(exports),
         run_cmd=run_cmd,
         prep_cmd=prep_cmd,
+        junit_file=junit,
         install=not req.skip_install,
         wheel=wheel,
         mpi=sz.mpi,
@@ -561,6 +568,27 @@ def _wheel(req: Request, paths: Paths, extras: list[mnt.Mount], extra_files: lis
     parent = posixpath.dirname(in_job)
     extras.append(mnt.Mount(mnt.check_mount_path(parent, "wheel"), parent, "wheel"))
     return in_job
+
+
+def _work_dir_field(paths: Paths) -> str:
+    return "remote_work_dir" if paths.remote else "work_dir"
+
+
+def _junit_file(test_cmd: str, name: str, slurm: bool, warnings: list[str]) -> str:
+    """The name of pytest's JUnit report in the job's folder; the Slurm job id in it keeps a
+    rerun's results apart. A command that names its own report keeps it, unread by `watch`:
+    pytest would write only the last --junitxml given."""
+    try:
+        words = shlex.split(test_cmd)
+    except ValueError:
+        words = test_cmd.split()
+    if any(w.startswith(("--junitxml", "--junit-xml")) for w in words):
+        warnings.append(
+            "test_cmd writes its own JUnit report (--junitxml), so `watch` reads no per-test "
+            "results and judges by the exit code and the log"
+        )
+        return ""
+    return f"{name}_%j_junit.xml" if slurm else f"{name}_junit.xml"
 
 
 def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:

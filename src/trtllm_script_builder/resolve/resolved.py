@@ -86,6 +86,8 @@ class ResolvedJob:
     run_cmd: str = ""
     prep_cmd: str | None = None
     run_script: str = ""  # custom on Slurm: the in-job path of slurm_run_custom.sh
+    # pytest: pytest's --junitxml file, relative to paths.log_dir (`%j` the Slurm job id)
+    junit_file: str = ""
     install: bool = True
     wheel: str = ""  # the wheel the install step takes, as the job sees it ("" for -e .)
     mpi: bool = False  # the run srun carries --mpi

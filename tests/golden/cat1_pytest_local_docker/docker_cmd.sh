@@ -21,11 +21,13 @@ exec docker run "${tty[@]}" \
   --mount type=bind,source=/ROOT/home,target=/ROOT/home \
   --mount type=bind,source=/ROOT/repo,target=/ROOT/repo \
   --mount type=bind,source=/ROOT/repo/models,target=/models,readonly \
+  --mount type=bind,source=/ROOT/work,target=/ROOT/work \
   --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
   --env PYTEST_ADDOPTS=--timeout=3600 \
   --env RUN_WORKDIR=/ROOT/repo/tests/integration/defs \
   --env 'RUN_CMD=pytest accuracy/test_tiny.py::TestTiny::test_four[tp4] -v' \
+  --env JUNIT_FILE=/ROOT/work/tiny_auto_test_junit.xml \
   --env TRTLLM_USE_PRECOMPILED \
   nvcr.io/test/trtllm:x86_64-1 \
   bash -c 'set -euo pipefail
@@ -37,5 +39,6 @@ python3 -c "import tensorrt_llm; print(\"TensorRT-LLM\", tensorrt_llm.__version_
   exit 1
 }
 cd "$RUN_WORKDIR"
-bash -c "$RUN_CMD"
+rm -f "$JUNIT_FILE"
+bash -c "$RUN_CMD \"\$@\"" bash "--junitxml=$JUNIT_FILE"
 '
