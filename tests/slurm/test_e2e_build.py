@@ -592,16 +592,18 @@ def test_bench_job_prepares_then_runs_two_ranks(site: Site) -> None:
         site,
         "bench",
         bench_cmd=(
-            # --model_path: the node is offline (decision 24's rewrite is still Pending)
-            f"trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model "
-            f"prepare-dataset --output {dataset} token-norm-dist --num-requests 4 "
-            "--input-mean 16 --input-stdev 0 --output-mean 8 --output-stdev 0 && "
-            "trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model throughput "
-            f"--dataset {dataset} --tp 2"
+            # A Hugging Face id: the node is offline, so the build must point every call at
+            # the mounted copy (decision 24), or the stand-in refuses to download.
+            f"trtllm-bench --model org/Tiny-Model prepare-dataset --output {dataset} "
+            "token-norm-dist --num-requests 4 --input-mean 16 --input-stdev 0 "
+            "--output-mean 8 --output-stdev 0 && "
+            f"trtllm-bench --model org/Tiny-Model throughput --dataset {dataset} --tp 2"
         ),
     )
     plugin = site.slurm_env["pmix"]["preferred"]
     assert (spec["category"], spec["slurm_params"]["ntasks"]) == (6, 2)
+    script = Path(spec["script_path"]).read_text()
+    assert script.count("--model_path /models/org/Tiny-Model") == 2, script
     job = submit(site, spec)
     assert_passed(job, spec)
     assert "= PERFORMANCE OVERVIEW" in job.log
