@@ -27,8 +27,11 @@ CATEGORY_TITLES = {
 # on first use; tests/test_jobspec_model.py keeps the two in step.
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, frozen=True)
 class SlurmParams:
+    """The allocation, as #SBATCH lines and job_spec's slurm_params carry it; also what
+    resolve decides (a frozen value, shared by the resolved job and its job spec)."""
+
     partition: str
     account: str
     time_limit: str

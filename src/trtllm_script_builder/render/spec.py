@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,4 +73,4 @@ def scenario_fields(job: ResolvedJob, script: str) -> dict[str, Any]:
 
 def slurm_params(job: ResolvedJob) -> SlurmParams:
     assert job.slurm is not None
-    return SlurmParams(**asdict(job.slurm))
+    return job.slurm

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.model.jobspec import OutFile
+from trtllm_script_builder.model.jobspec import OutFile, SlurmParams
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv
@@ -38,7 +38,6 @@ from trtllm_script_builder.resolve.resolved import (
     Cluster,
     Paths,
     ResolvedJob,
-    SlurmPlan,
     SubmitPlan,
 )
 from trtllm_script_builder.resolve.slurm import (
@@ -352,7 +351,7 @@ class _Base:
         for the GPUs the job uses: decision 18) and what depends on the scenario."""
         req, facts = self.req, self.facts
         assert facts is not None and req.partition and req.account
-        plan = SlurmPlan(
+        plan = SlurmParams(
             partition=req.partition,
             account=req.account,
             time_limit=req.time_limit,

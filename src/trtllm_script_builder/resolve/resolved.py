@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from trtllm_script_builder.model.jobspec import OutFile
+from trtllm_script_builder.model.jobspec import OutFile, SlurmParams
 from trtllm_script_builder.model.slurm_env import SlurmEnv
 from trtllm_script_builder.resolve.mounts import Mount, covers
 
@@ -33,21 +33,6 @@ class Paths:
         if covers(local_repo, local_path):
             return self.project + local_path[len(local_repo.rstrip("/")) :]
         return None
-
-
-@dataclass(frozen=True)
-class SlurmPlan:
-    """The allocation, as #SBATCH lines and job_spec's slurm_params carry it."""
-
-    partition: str
-    account: str
-    time_limit: str
-    nodes: int
-    ntasks: int
-    ntasks_per_node: int
-    gpus_per_node: int
-    gres: str | None
-    mpi_plugin: str
 
 
 @dataclass(frozen=True)
@@ -92,7 +77,7 @@ class ResolvedJob:
     wheel: str = ""  # the wheel the install step takes, as the job sees it ("" for -e .)
     mpi: bool = False  # the run srun carries --mpi
     launcher: bool = False  # trtllm-llmapi-launch in front of the run command
-    slurm: SlurmPlan | None = None
+    slurm: SlurmParams | None = None
     cluster_raw: dict[str, Any] | None = None
     ssh_host: str | None = None
     persistent: bool = False
