@@ -257,3 +257,21 @@ def test_a_wheel_that_is_not_there_is_refused(env: Env, name: str) -> None:
             _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one", wheel=str(path))
         )
     assert err.value.field == "wheel"
+
+
+def test_a_misspelt_field_gets_the_nearest_name(env: Env, cli) -> None:
+    req = env.request(test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one")
+    req["tset_cmd"] = req.pop("test_cmd")
+    r = cli([], req)
+    assert r.code == 2 and r.stderr.startswith(
+        "error: tset_cmd: is not a request field; did you mean test_cmd?"
+    )
+
+
+def test_a_missing_argument_says_which(cli) -> None:
+    r = cli(["check"])
+    assert (
+        r.code == 2
+        and r.stderr
+        == "error: work_dir: Missing argument 'WORK_DIR'; see trtllm-script-builder check --help\n"
+    )

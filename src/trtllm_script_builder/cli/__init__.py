@@ -45,7 +45,10 @@ class LazyGroup(click.Group):
             field = param.name if param is not None and param.name else "command line"
             where = exc.ctx.command_path if exc.ctx else "trtllm-script-builder"
             # A bad value: the field is named already, click's own "Invalid value for" is not needed.
-            text = exc.message if isinstance(exc, click.BadParameter) else exc.format_message()
+            bad_value = isinstance(exc, click.BadParameter) and not isinstance(
+                exc, click.MissingParameter
+            )
+            text = exc.message if bad_value else exc.format_message()
             message = text.rstrip(".")
             click.echo(f"error: {field}: {message}; see {where} --help", err=True)
             sys.exit(2)

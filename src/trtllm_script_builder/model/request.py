@@ -514,10 +514,17 @@ def _first_error(exc: "ValidationError") -> BuildError:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "request"
     if err["type"] == "extra_forbidden":
+        from difflib import get_close_matches
+
+        known = list(
+            EnvCheck.model_fields if loc.startswith("env_check.") else Request.model_fields
+        )
+        near = get_close_matches(loc.rsplit(".", 1)[-1], known, n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]}?" if near else "check its spelling;"
         return BuildError(
             loc,
             "is not a request field",
-            "check its spelling; trtllm-script-builder schema request lists every field",
+            f"{hint} trtllm-script-builder schema request lists every field",
         )
     if err["type"] == "missing":
         flag = "--" + loc.replace("_", "-")
