@@ -270,8 +270,5 @@ def test_a_misspelt_field_gets_the_nearest_name(env: Env, cli) -> None:
 
 def test_a_missing_argument_says_which(cli) -> None:
     r = cli(["check"])
-    assert (
-        r.code == 2
-        and r.stderr
-        == "error: work_dir: Missing argument 'WORK_DIR'; see trtllm-script-builder check --help\n"
-    )
+    assert r.code == 2 and r.stderr.startswith("error: work_dir: Missing argument 'WORK_DIR'; see ")
+    assert r.stderr.count("\n") == 1
