@@ -438,3 +438,14 @@ def test_request_items_read_times_as_request_files_do(env: Env, cli, tmp_path: P
     assert cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))]).code == 0
     row = json.loads((env.work / "jobs.json").read_text())[0]
     assert "#SBATCH --time=4:00:00" in Path(row["script_path"]).read_text()
+
+
+def test_build_many_prints_the_warnings_with_their_lines(env: Env, cli, tmp_path: Path) -> None:
+    """A summary that only counts warnings hides what they say: each is printed with its line."""
+    lst = tmp_path / "list.txt"
+    lst.write_text(IDS[1] + "\naccuracy/test_tiny.py::TestTiny::test_param[tp9]\n")
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 0, r.stderr
+    assert f"{lst}:2: warning: [tp9] is not a parameter id" in r.stderr
+    assert f"{lst}:1: warning" not in r.stderr
+    assert "built 2 job(s), 1 with warnings, 0 failed" in r.stdout

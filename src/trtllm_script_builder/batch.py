@@ -397,6 +397,10 @@ def build_many(
                     if s.warnings:
                         row["warnings"] = s.warnings
                         warned += 1
+                        if warned <= SHOWN_WARNINGS:  # the rest are in jobs.json
+                            where = ",".join(map(str, row.get("lines", [e.line])))
+                            for w in s.warnings:
+                                err.write(f"{list_path}:{where}: warning: {w}\n")
                     devices[s.required_devices] += 1
                     ok += 1
                 except BuildError as error:
@@ -412,10 +416,16 @@ def build_many(
     return 0 if failed == 0 else 2
 
 
+# Warnings printed per job; a list of thousands with one shared warning stays readable.
+SHOWN_WARNINGS = 20
+
+
 def summary(ok: int, failed: int, warned: int, devices: Counter[int], root: Path) -> str:
     lines = [f"{'GPUs':>6}  {'jobs':>6}"]
     lines += [f"{d:>6}  {n:>6}" for d, n in sorted(devices.items())]
     # A job sized without its test file (a warning) is built, but its GPU count is a guess.
     note = f", {warned} with warnings" if warned else ""
+    if warned > SHOWN_WARNINGS:
+        note += f" (the first {SHOWN_WARNINGS} printed above, all in jobs.json)"
     lines.append(f"built {ok} job(s){note}, {failed} failed; index: {root / 'jobs.json'}")
     return "\n".join(lines) + "\n"
