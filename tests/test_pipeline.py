@@ -272,3 +272,15 @@ def test_a_missing_argument_says_which(cli) -> None:
     r = cli(["check"])
     assert r.code == 2 and r.stderr.startswith("error: work_dir: Missing argument 'WORK_DIR'; see ")
     assert r.stderr.count("\n") == 1
+
+
+def test_standard_input_takes_yaml_as_well_as_json(env: Env, cli) -> None:
+    import yaml
+    from click.testing import CliRunner
+
+    from trtllm_script_builder.cli import main
+
+    req = env.request(test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one")
+    res = CliRunner().invoke(main, ["build", "-", "--json"], input=yaml.safe_dump(req))
+    assert res.exit_code == 0, res.stderr
+    assert '"workflow_type": "pytest"' in res.stdout

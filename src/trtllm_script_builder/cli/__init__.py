@@ -97,7 +97,7 @@ def main() -> None:
     "--force", is_flag=True, help="build into a work_dir that holds another or a submitted job"
 )
 def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fields: Any) -> None:
-    """Build the script for REQUEST (a JSON/YAML file, or - for JSON on stdin) into work_dir.
+    """Build the script for REQUEST (a JSON/YAML file, or - for either on stdin) into work_dir.
 
     Every request field can also be given as a flag; a flag wins over the file.
 

@@ -534,7 +534,7 @@ def _first_error(exc: "ValidationError") -> BuildError:
 
 
 def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
-    """Read a JSON or YAML request file, or JSON from stdin for `-`; return data and base dir."""
+    """Read a JSON or YAML request file, or either from stdin for `-`; return data and base dir."""
     if source == "-":
         text, base, name = sys.stdin.read(), Path.cwd(), "standard input"
     else:
@@ -551,10 +551,14 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
             ) from None
         base, name = path.resolve().parent, source
     try:
-        if source == "-" or source.endswith(".json"):
-            data = json.loads(text) if text.strip() else {}
-        else:
+        # Standard input is JSON when it looks like JSON, else YAML, like a request file.
+        as_json = text.lstrip().startswith("{") if source == "-" else source.endswith(".json")
+        if not as_json:
             data = _load_yaml(text) or {}
+        elif text.strip():
+            data = json.loads(text)
+        else:
+            data = {}
     except (ValueError, ImportError) as exc:
         raise BuildError(
             "request", f"{name} cannot be parsed ({str(exc).splitlines()[0]})", "fix its syntax"
