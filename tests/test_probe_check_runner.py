@@ -304,9 +304,22 @@ def test_check_invalid_spec_is_one_line(tmp_path: Path) -> None:
     assert problems[0].startswith("work_dir: ") and "\n" not in problems[0]
 
 
-def test_check_docker_job_has_nothing_to_check(tmp_path: Path) -> None:
+def test_check_docker_job_against_this_machine(tmp_path: Path) -> None:
+    """Docker must answer and nvidia-smi (where there is one) list the job's GPUs."""
     write_spec(tmp_path, tmp_path / "docker_cmd.sh", "local_docker", None)
-    assert check(tmp_path, runner=Fake({})) == ([], 0)
+    eight = "".join(f"GPU {i}: H100 (UUID: GPU-{i})\n" for i in range(8))
+    ok = {"docker version": CmdResult(0, "27.0.1\n"), "nvidia-smi -L": CmdResult(0, eight)}
+    assert check(tmp_path, runner=Fake(ok)) == ([], 0)
+    assert check(tmp_path, runner=Fake({"docker version": CmdResult(0, "27\n")})) == ([], 0)
+    problems, rc = check(tmp_path, runner=Fake({}))
+    assert rc == 1 and problems == [
+        "docker: not found on this machine; install Docker or use a Slurm scenario"
+    ]
+    down = CmdResult(1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
+    two = CmdResult(0, "GPU 0: A\nGPU 1: B\n")
+    problems, rc = check(tmp_path, runner=Fake({"docker version": down, "nvidia-smi -L": two}))
+    assert rc == 1 and problems[0].startswith("docker: the engine does not answer (Cannot connect")
+    assert problems[1] == "nvidia-smi lists 2 GPU(s); the job needs 8"
 
 
 def test_check_without_tools(tmp_path: Path) -> None:

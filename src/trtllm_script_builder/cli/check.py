@@ -32,8 +32,16 @@ def command(work_dir: Path, as_json: bool) -> None:
             click.echo(f"problem: {problem}")
         click.echo(f"{len(problems)} problem(s) in {work_dir}", err=True)
     else:
-        click.echo(f"ok: {work_dir} fits the cluster")
+        where = "this machine (docker, GPUs)" if _docker(work_dir) else "the cluster"
+        click.echo(f"ok: {work_dir} fits {where}")
     raise SystemExit(rc)
+
+
+def _docker(work_dir: Path) -> bool:
+    try:
+        return json.loads((work_dir / "job_spec.json").read_text()).get("category") == 1
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 commands = [command]

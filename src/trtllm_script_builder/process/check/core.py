@@ -35,7 +35,8 @@ def check(work_dir: Path, runner: Runner = run, user: str | None = None) -> tupl
     except BuildError as err:
         return [f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS
     if spec.execution_scenario == "local_docker":
-        return [], EXIT_OK  # no Slurm job to check
+        found = _check_docker(spec.required_devices, runner)
+        return found, EXIT_PROBLEMS if found else EXIT_OK
     problems: list[str] = []
     params = spec.slurm_params
     if params is None:
@@ -58,6 +59,23 @@ def check(work_dir: Path, runner: Runner = run, user: str | None = None) -> tupl
     # 2. independent checks against what the cluster reports
     problems += _check_params(params, runner, user or current_user())
     return problems, EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _check_docker(devices: int, runner: Runner) -> list[str]:
+    """A Docker job runs on this machine: docker must answer, and nvidia-smi (where there is
+    one) must list at least the GPUs the job asks for."""
+    problems: list[str] = []
+    docker = runner(["docker", "version", "--format", "{{.Server.Version}}"])
+    if not docker.found:
+        problems.append("docker: not found on this machine; install Docker or use a Slurm scenario")
+    elif docker.rc != 0:
+        problems.append(f"docker: the engine does not answer ({first_line(docker)})")
+    smi = runner(["nvidia-smi", "-L"])
+    if smi.found and smi.rc == 0:
+        gpus = sum(1 for ln in smi.out.splitlines() if ln.startswith("GPU "))
+        if gpus < devices:
+            problems.append(f"nvidia-smi lists {gpus} GPU(s); the job needs {devices}")
+    return problems
 
 
 def _check_params(params: SlurmParams, runner: Runner, user: str) -> list[str]:
