@@ -284,3 +284,12 @@ def test_standard_input_takes_yaml_as_well_as_json(env: Env, cli) -> None:
     res = CliRunner().invoke(main, ["build", "-", "--json"], input=yaml.safe_dump(req))
     assert res.exit_code == 0, res.stderr
     assert '"workflow_type": "pytest"' in res.stdout
+
+
+def test_a_relative_site_config_path_is_refused(
+    env: Env, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRTLLM_SCRIPT_BUILDER_CONFIG", "config/config.yaml")
+    r = cli([], env.request(test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one"))
+    assert r.code == 2 and r.stderr.startswith("error: TRTLLM_SCRIPT_BUILDER_CONFIG: ")
+    assert "absolute path" in r.stderr

@@ -38,6 +38,12 @@ def _validate(data: dict[str, object]) -> SiteConfig:
 def site_config_path() -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
+        if not os.path.isabs(env):  # it would name another file from every other folder
+            raise BuildError(
+                ENV_VAR,
+                f"{env!r} is a relative path",
+                'set it to an absolute path, e.g. "$PWD/config.yaml"',
+            )
         return Path(env)
     return Path.home() / ".config" / "trtllm-script-builder" / "config.yaml"
 
