@@ -54,3 +54,12 @@ def test_a_state_file_job_id_that_is_an_option_is_ignored(tmp_path) -> None:
     (folder / ".slurm_alloc.json").write_text(json.dumps({**state, "job_id": "123"}))
     loaded = load_state(tmp_path)
     assert loaded is not None and loaded.job_id == "123"
+
+
+def test_a_command_over_the_one_argument_limit_is_refused(env: Env, cli) -> None:
+    """srun and docker would fail with "Argument list too long" when the job starts."""
+    long = "echo " + "x" * 140_000
+    r = cli([], env.request(custom_cmd=long))
+    assert r.code == 2 and r.stderr.startswith("error: custom_cmd: is ") and "131072" in r.stderr
+    assert not env.work.exists()
+    assert cli([], env.request(custom_cmd="echo " + "x" * 100_000)).code == 0

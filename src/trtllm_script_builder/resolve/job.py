@@ -509,6 +509,7 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         if prep_cmd:
             exports.append(("PREP_CMD", prep_cmd))
         exports.append(("BENCH_CMD", run_cmd))
+    _fits_one_argument(exports)
     job = ResolvedJob(
         workflow=wf,
         category=1,
@@ -616,6 +617,31 @@ def docker_container_name(name: str, work_dir: str) -> str:
 # A hung test otherwise holds its GPUs until Slurm's limit ends the whole job (decision 20).
 DEFAULT_TEST_TIMEOUT = 3600
 _HAS_TIMEOUT = re.compile(r"(?:^|\s)--timeout(?:[= ]|$)")
+
+
+# Linux takes no single argument or environment string longer than this (MAX_ARG_STRLEN,
+# 32 pages): srun, docker and the container's bash would fail with "Argument list too long".
+MAX_ARG_BYTES = 131072
+_EXPORT_FIELD = {
+    "TEST_CMD": "test_cmd",
+    "EVAL_CMD": "eval_cmd",
+    "BENCH_CMD": "bench_cmd",
+    "PREP_CMD": "bench_cmd",
+    "CUSTOM_COMMAND": "custom_cmd",
+    "CUSTOM_ENV": "custom_env",
+}
+
+
+def _fits_one_argument(exports: list[tuple[str, str]]) -> None:
+    for name, value in exports:
+        size = len(f"{name}={value}".encode())
+        if size >= MAX_ARG_BYTES:
+            raise BuildError(
+                _EXPORT_FIELD.get(name, name.lower()),
+                f"is {size} bytes as the job passes it, over the kernel's {MAX_ARG_BYTES}-byte "
+                "limit for one argument",
+                "shorten it, or put it in a script and use custom_script",
+            )
 
 
 def _test_timeout(test_cmd: str, seconds: int | None, limit: str | None) -> int | None:
