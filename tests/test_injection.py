@@ -63,3 +63,38 @@ def test_a_command_over_the_one_argument_limit_is_refused(env: Env, cli) -> None
     assert r.code == 2 and r.stderr.startswith("error: custom_cmd: is ") and "131072" in r.stderr
     assert not env.work.exists()
     assert cli([], env.request(custom_cmd="echo " + "x" * 100_000)).code == 0
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+    for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (BOMB, "aliases"),
+        ("custom_cmd: !!binary ZWNobwBoaQ==\n", "binary"),
+        ("work_dir: !!binary L3RtcA==\n", "binary"),
+        ("model_name: 2026-01-01\n", "timestamp"),
+    ],
+)
+def test_yaml_that_is_no_request_is_refused_quickly(tmp_path, text: str, words: str) -> None:
+    import time
+
+    from trtllm_script_builder.model.request import read_request_file
+
+    f = tmp_path / "req.yaml"
+    f.write_text(text)
+    start = time.monotonic()
+    with pytest.raises(BuildError) as err:
+        read_request_file(str(f))
+    assert time.monotonic() - start < 2
+    assert err.value.field == "request" and words in err.value.line()
+    assert "\n" not in err.value.line()
+
+
+def test_an_error_line_shows_a_long_value_cut_short(env: Env, cli) -> None:
+    r = cli([], {**env.request(custom_cmd="true"), "model_name": "x" * 100_000 + "!"})
+    assert r.code == 2 and r.stderr.startswith("error: model_name: ") and len(r.stderr) < 500

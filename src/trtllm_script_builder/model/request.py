@@ -530,7 +530,17 @@ def _first_error(exc: "ValidationError") -> BuildError:
         flag = "--" + loc.replace("_", "-")
         return BuildError(loc, "is required", f"add it to the request or pass {flag}")
     msg = err["msg"].removeprefix("Value error, ")
-    return BuildError(loc, f"{msg} (got {err.get('input')!r})", "correct the value")
+    return BuildError(loc, f"{msg} (got {_shown(err.get('input'))})", "correct the value")
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+    """A value in an error line: escaped, and cut short (a line must not carry megabytes)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+# A request is a few lines; anything much larger is a mistake or an attack on memory.
+MAX_REQUEST_CHARS = 1 << 20
 
 
 def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
@@ -550,6 +560,12 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
                 "give an existing JSON or YAML file",
             ) from None
         base, name = path.resolve().parent, source
+    if len(text) > MAX_REQUEST_CHARS:
+        raise BuildError(
+            "request",
+            f"{name} holds {len(text)} characters, more than a request's {MAX_REQUEST_CHARS}",
+            "give the request file itself (a long command belongs in a script: custom_script)",
+        )
     try:
         # Standard input is JSON when it looks like JSON, else YAML, like a request file.
         as_json = text.lstrip().startswith("{") if source == "-" else source.endswith(".json")
@@ -583,7 +599,20 @@ def yaml_loader() -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            # A request needs no aliases, and nested ones expand exponentially (a few hundred
+            # bytes can ask for gigabytes).
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.YAMLError("aliases (*name) are not allowed in a request")
+            return super().compose_node(parent, index)
+
+    def refuse(loader: Any, node: Any) -> Any:
+        # !!binary would carry bytes (a NUL) past the string checks; dates and sets are no
+        # request value either.
+        raise yaml.YAMLError(f"the tag {node.tag} is not allowed in a request")
+
+    for tag in ("binary", "timestamp", "set", "omap", "pairs"):
+        Loader.add_constructor(f"tag:yaml.org,2002:{tag}", refuse)
 
     Loader.yaml_implicit_resolvers = {
         ch: [
