@@ -98,3 +98,14 @@ def test_yaml_that_is_no_request_is_refused_quickly(tmp_path, text: str, words: 
 def test_an_error_line_shows_a_long_value_cut_short(env: Env, cli) -> None:
     r = cli([], {**env.request(custom_cmd="true"), "model_name": "x" * 100_000 + "!"})
     assert r.code == 2 and r.stderr.startswith("error: model_name: ") and len(r.stderr) < 500
+
+
+def test_no_traceback_for_a_lone_surrogate_or_deep_nesting(env: Env, cli, tmp_path) -> None:
+    r = cli([], {**env.request(custom_cmd="true"), "custom_cmd": "echo \udc80"})
+    assert r.code == 2 and r.stderr.startswith("error: custom_cmd: contains a lone surrogate")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    for field in ("slurm_env_file", "job_spec_file"):
+        r = cli([], env.request(custom_cmd="true", **{field: str(deep)}))
+        assert r.code == 2 and r.stderr.startswith(f"error: {field}: "), r.stderr
+        assert r.stderr.count("\n") == 1

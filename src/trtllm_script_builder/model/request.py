@@ -50,9 +50,14 @@ Check = Callable[[Any], Any]
 
 
 # The checks, shared by both paths: a ValueError's text becomes the error line's problem.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def no_nul(v: Any) -> Any:
     if isinstance(v, str) and "\x00" in v:
         raise ValueError("contains a NUL byte, which no script can carry")
+    if isinstance(v, str) and _SURROGATE.search(v):  # JSON's \udc80: no UTF-8 file can hold it
+        raise ValueError("contains a lone surrogate, which is not text a script can hold")
     return v
 
 
@@ -575,7 +580,7 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
             data = json.loads(text)
         else:
             data = {}
-    except (ValueError, ImportError) as exc:
+    except (ValueError, ImportError, RecursionError) as exc:
         raise BuildError(
             "request", f"{name} cannot be parsed ({str(exc).splitlines()[0]})", "fix its syntax"
         ) from None
@@ -671,7 +676,7 @@ def _forward_job_spec(req: Request) -> None:
         return
     try:
         spec = json.loads(Path(req.job_spec_file).read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise BuildError(
             "job_spec_file",
             f"cannot read {req.job_spec_file} ({exc})",

@@ -203,6 +203,8 @@ def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
         raise BuildError("slurm_env_file", f"cannot read {path} ({exc.strerror})", fix) from None
     except json.JSONDecodeError as exc:
         raise BuildError("slurm_env_file", f"{path} is not JSON ({exc.msg})", fix) from None
+    except RecursionError:
+        raise BuildError("slurm_env_file", f"{path} nests too deeply for JSON", fix) from None
     except UnicodeDecodeError:
         raise BuildError("slurm_env_file", f"{path} is not UTF-8 text", fix) from None
     if not isinstance(raw, dict):
