@@ -732,7 +732,10 @@ def test_perf_sanity_launch_script_runs_its_step_with_the_tasks_it_asks(site: Si
         "COMPLETED",
         0,
     ), (v, log)
-    assert "test completed successfully" in log
+    # PASSED by the job_spec's success pattern, found in the job's own log
+    found = v["evidence"][-1]  # <log>:<line>: <text>; the line depends on the ranks' order
+    assert found.startswith(f"slurm-{v['job_id']}.out:"), v
+    assert found.endswith(": test completed successfully"), v
     assert [p for p in spec["failure_patterns"] if p in log] == [], log
     for rank in range(2):
         assert f"Rank{rank} Pytest finished execution with exit code 0" in log, log
