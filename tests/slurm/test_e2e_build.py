@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
 pytestmark = pytest.mark.slurm
 
 STANDINS = Path(__file__).resolve().parent / "standins"
+SUBMIT_STAND_IN = Path(__file__).resolve().parents[1] / "fixtures" / "submit_stand_in.py"
 sys.path.insert(0, str(STANDINS))
 from _standin import WASTED_GPUS  # noqa: E402  (the stand-ins' warning for unused GPUs)
 
@@ -145,6 +147,42 @@ if folder:
 """
 
 
+# Category 4: a perf-sanity config sized for the test cluster's gpu:8 node (one server of tp 2).
+PERF_CFG = """\
+metadata: {model_name: tiny}
+hardware: {gpus_per_node: 8}
+server_configs:
+  - name: tiny_tp2
+    model_name: tiny
+    tensor_parallel_size: 2
+"""
+
+# Stand-in for TensorRT-LLM's jenkins/scripts/perf/local/slurm_run.sh, which the launch script
+# submit.py writes runs on every task (srun ... "$runScript"): there it installs TensorRT-LLM,
+# cds into tests/integration/defs and evals $pytestCommand (test_perf_sanity.py, which prints
+# "test completed successfully" when the case passed), then prints "Rank<N> Pytest finished
+# execution with exit code <rc>". Here: the same folder and closing line, the success line on
+# rank 0, and each task's environment dumped as slurm_run.rank<N>.json (STANDIN_ENV_DUMP_DIR).
+SLURM_RUN_SH = """\
+#!/bin/bash
+# STAND-IN for TensorRT-LLM's jenkins/scripts/perf/local/slurm_run.sh (runs the perf test).
+set -euo pipefail
+cd "$llmSrcNode/tests/integration/defs"
+rank=${SLURM_PROCID:-0}
+echo "slurm_run.sh (stand-in): rank $rank of $SLURM_NTASKS sees GPUs ${CUDA_VISIBLE_DEVICES:-}"
+echo "slurm_run.sh (stand-in): pytestCommand=$pytestCommand"
+if [[ -n "${STANDIN_ENV_DUMP_DIR:-}" ]]; then
+  /usr/bin/python3 -c 'import json, os, sys
+json.dump({"tool": "slurm_run", "cwd": os.getcwd(), "env": dict(os.environ)}, sys.stdout)' \
+    > "$STANDIN_ENV_DUMP_DIR/slurm_run.rank$rank.json"
+fi
+if [[ "$rank" == 0 ]]; then
+  echo "test completed successfully"
+fi
+echo "Rank$rank Pytest finished execution with exit code 0"
+"""
+
+
 def make_repo(repo: Path) -> Path:
     (repo / "jenkins").mkdir(parents=True)
     (repo / "jenkins" / "current_image_tags.properties").write_text(PROPERTIES)
@@ -158,6 +196,14 @@ def make_repo(repo: Path) -> Path:
     (repo / "requirements-dev.txt").write_text("pytest\n")
     (repo / "models" / "org" / "Tiny-Model").mkdir(parents=True)
     (repo / "models" / "org" / "Tiny-Model" / "config.json").write_text("{}\n")
+    perf = repo / "jenkins" / "scripts" / "perf" / "local"
+    perf.mkdir(parents=True)
+    shutil.copy(SUBMIT_STAND_IN, perf / "submit.py")
+    (perf / "slurm_run.sh").write_text(SLURM_RUN_SH)
+    (perf / "slurm_run.sh").chmod(0o755)
+    agg = repo / "tests" / "scripts" / "perf-sanity" / "aggregated"
+    agg.mkdir(parents=True)
+    (agg / "tiny_cfg.yaml").write_text(PERF_CFG)
     return repo
 
 
@@ -207,6 +253,11 @@ def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) 
     home.mkdir()
     repo = make_repo(root / "TensorRT-LLM")
     env = user_env(home)
+    # The repo's submit.py (the stand-in) as adapted to this cluster's Slurm 22.05, which has
+    # no --segment; what it received goes beside the work dirs, not into one.
+    env.update(
+        SUBMIT_STAND_IN_NO_SEGMENT="1", SUBMIT_STAND_IN_RECORD=str(root / "submit_args.json")
+    )
     out = root / "slurm_env.json"
     res = tsb(env, "probe", "--output", str(out))
     assert res.returncode == 0, res.stderr
@@ -632,3 +683,85 @@ def test_bench_job_prepares_then_runs_two_ranks(site: Site) -> None:
         assert_slurm_gpus(env, spec, ntasks=2)
         assert (env["SLURM_MPI_TYPE"], env["PMIX_RANK"]) == (plugin, str(rank))
         assert (env["TRTLLM_LLMAPI_LAUNCH_STANDIN"], env["tllm_mpi_size"]) == ("1", "2")
+
+
+# ---------------------------------------------------------------- Category 4: perf-sanity
+
+
+def test_perf_sanity_launch_script_runs_its_step_with_the_tasks_it_asks(site: Site) -> None:
+    """The repo's submit.py (stand-in) writes slurm_launch.sh; `submit` + `watch` run it: one
+    srun step of slurm_run.sh over the server's GPUs, in the container submit.py named."""
+    spec = build(
+        site,
+        "perf",
+        test_cmd="pytest perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2]",
+    )
+    assert (spec["category"], spec["required_devices"], spec["node_count"]) == (4, 2, 1)
+    assert spec["success_patterns"] == ["8_done_", "test completed successfully"]
+    work = Path(spec["work_dir"])
+    script = Path(spec["script_path"])
+    assert script == work / "slurm_launch.sh" and script.stat().st_mode & 0o111
+    text = script.read_text()
+    asked = [ln for ln in text.splitlines() if ln.startswith("#SBATCH")]
+    for line in ("--nodes=1", "--ntasks=8", "--ntasks-per-node=8", "--gres=gpu:8"):
+        assert f"#SBATCH {line}" in asked, asked
+    assert "--segment" not in text  # sbatch 22.05 refuses it (see the stand-in's docstring)
+    assert "export gpusPerNodePerServer=2" in text and "export totalNodes=1" in text
+    assert f"{site.repo}/jenkins/scripts/perf/local/slurm_run.sh" in text
+    assert (work / "test_list.txt").read_text() == (
+        "perf/test_perf_sanity.py::test_e2e[aggr-tiny_cfg-tiny_tp2]\n"
+    )
+
+    record = site.root / "perf.pyxis.jsonl"
+    env = {**site.env, "FAKE_PYXIS_RECORD": str(record), "STANDIN_ENV_DUMP_DIR": str(work)}
+    res = tsb(env, "submit", str(work))
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = subprocess.run(
+        [sys.executable, "-m", "trtllm_script_builder", "watch", str(work), "--json", "-q"],
+        capture_output=True,
+        text=True,
+        env=site.env,
+        check=False,
+        timeout=180,
+    )
+    v = json.loads(res.stdout.strip().splitlines()[-1])
+    log = (work / f"slurm-{v['job_id']}.out").read_text()
+    assert (res.returncode, v["verdict"], v["state"], v["exit_code"]) == (
+        0,
+        "PASSED",
+        "COMPLETED",
+        0,
+    ), (v, log)
+    # PASSED by the job_spec's success pattern, found in the job's own log
+    found = v["evidence"][-1]  # <log>:<line>: <text>; the line depends on the ranks' order
+    assert found.startswith(f"slurm-{v['job_id']}.out:"), v
+    assert found.endswith(": test completed successfully"), v
+    assert [p for p in spec["failure_patterns"] if p in log] == [], log
+    for rank in range(2):
+        assert f"Rank{rank} Pytest finished execution with exit code 0" in log, log
+    assert "Rank2 " not in log
+
+    # The step: 2 tasks on the one node (gpusPerNodePerServer), all 8 GPUs of the job's gres.
+    seen = dumps(work, "slurm_run")
+    assert [d["env"]["SLURM_PROCID"] for d in seen] == ["0", "1"]
+    for d in seen:
+        env_seen = d["env"]
+        assert d["cwd"] == str(site.repo / "tests" / "integration" / "defs")
+        assert env_seen["SLURM_JOB_NUM_NODES"] == "1"
+        assert env_seen["SLURM_NTASKS"] == env_seen["SLURM_STEP_NUM_TASKS"] == "2"
+        assert env_seen["SLURM_STEP_TASKS_PER_NODE"] == "2"
+        assert env_seen["SLURM_GPUS_ON_NODE"] == "8"
+        assert gpu_list(env_seen) == [str(i) for i in range(8)]
+        assert env_seen["totalGpus"] == "8" and env_seen["gpusPerNode"] == "8"
+        assert "test_list.txt" in env_seen["pytestCommand"]
+
+    # What the (fake) pyxis plugin received: submit.py's container for both tasks of step 0.
+    lines = record.read_text().splitlines()
+    records = [r for r in map(json.loads, lines) if str(r["job"]) == str(v["job_id"])]
+    assert sorted((r["step"], r["rank"]) for r in records) == [(0, 0), (0, 1)], records
+    registry, _, path = spec["container_image"].partition("/")
+    for r in records:
+        assert r["image"] == f"{registry}#{path}"
+        assert r["name"].startswith("aggr_test-")
+        assert r["workdir"] == str(work)
+        assert f"{site.repo}:{site.repo}" in r["mounts"].split(",")
