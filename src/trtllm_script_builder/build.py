@@ -45,12 +45,15 @@ def load_cluster(req: Request) -> Cluster | None:
 
 def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) -> BuildResult:
     check_request(req)  # a missing command or Slurm field is named before any file is read
-    return render_job(resolve(req, load_cluster(req), site or SiteConfig(), ask))
+    job = resolve(req, load_cluster(req), site or SiteConfig(), ask, checked=True)
+    return render_job(job)
 
 
 def _guard(result: BuildResult) -> str | None:
     """Refuse a folder that holds another job or a submitted one; return the old script name."""
     work_dir = result.work_dir
+    if not os.path.isdir(work_dir):  # a new folder (build-many's case): nothing to keep
+        return None
     if (work_dir / "submission.json").exists():
         raise BuildError(
             "work_dir",

@@ -220,10 +220,16 @@ def sbatch_value(value: str, field: str) -> str:
 
 
 def resolve(
-    req: Request, cluster: Cluster | None, site: SiteConfig, ask: mnt.Ask | None = None
+    req: Request,
+    cluster: Cluster | None,
+    site: SiteConfig,
+    ask: mnt.Ask | None = None,
+    *,
+    checked: bool = False,
 ) -> ResolvedJob:
+    """Everything a build decides; `checked` when the caller ran check_request already."""
     ask = _once(ask or refuse_ask)
-    wf = check_request(req)
+    wf = req.workflow() if checked else check_request(req)
     _check_host_paths(req)
     env = cluster.env if cluster else None
     perf = is_perf_sanity(req, wf)
