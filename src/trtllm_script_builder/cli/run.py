@@ -15,7 +15,7 @@ WORK_DIR = click.Path(file_okay=False, path_type=Path)
 
 VERDICT_HELP = """\b
 Exit status: 0 PASSED, 1 FAILED, 10 INFRA_FAILURE, 11 TIMEOUT, 12 CANCELLED,
-13 OUT_OF_MEMORY, 14 HANG_DETECTED; 2 nothing to watch (no job_spec.json or
+13 OUT_OF_MEMORY, 14 HANG_DETECTED, 15 NOT_RUN (no test passed); 2 nothing to watch (no job_spec.json or
 submission.json), 3 a tool failed (sbatch, ssh, Slurm forgot the job)."""
 
 
@@ -163,7 +163,7 @@ def watch(
 
     Streams new log lines (stdout; stderr-file lines marked [stderr]) with a progress line
     (stderr); `hang detected` in the log cancels the job. Ends with the verdict and the lines
-    that decided it (also written to WORK_DIR/verdict.json): PASSED, FAILED, TIMEOUT,
+    that decided it (also written to WORK_DIR/verdict.json): PASSED, FAILED, NOT_RUN, TIMEOUT,
     CANCELLED, OUT_OF_MEMORY, HANG_DETECTED or INFRA_FAILURE. Slurm's state and the exit code
     decide first; only the program's own output is matched against the job_spec patterns.
 
