@@ -24,7 +24,7 @@ CATEGORY_TITLES = {
 # A build only writes job_spec.json, so the classes it fills are plain dataclasses: building
 # pydantic models costs a process more than the rest of a build. Reading a job_spec.json
 # (submit, watch, tests) and its JSON Schema go through the pydantic twins in `_models`, built
-# on first use; tests/test_jobspec_model.py keeps the two in step.
+# on first use from these classes (model/twin.py); tests/test_jobspec_model.py checks them.
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -137,58 +137,22 @@ def _from_model(m: BaseModel) -> JobSpec:
 @lru_cache(maxsize=1)
 def _models() -> tuple[type[BaseModel], type[BaseModel]]:
     """The pydantic twins of SlurmParams and JobSpec: validation on reading, the JSON Schema."""
-    from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+    from typing import Annotated
 
-    class SlurmParams(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    from pydantic import SkipValidation
 
-        partition: str
-        account: str
-        time_limit: str
-        nodes: int
-        ntasks: int
-        ntasks_per_node: int
-        gpus_per_node: int
-        gres: str | None
-        mpi_plugin: str
+    from trtllm_script_builder.model.twin import pydantic_twin
 
-    class JobSpec(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-
-        schema_version: int = SCHEMA_VERSION
-        workflow_type: str
-        category: int = Field(ge=1, le=6)
-        model_name: str
-        execution_scenario: str
-        container_image: str
-        docker_image: str
-        script_path: str
-        script_name: str
-        log_file_pattern: str | None = None
-        error_file_pattern: str | None = None
-        junit_file_pattern: str | None = None
-        log_file: str | None = None
-        docker_cmd: str | None = None
-        success_patterns: list[str]
-        failure_patterns: list[str]
-        extra_files: list[str] = Field(default_factory=list)
-        required_devices: int
-        node_count: int
-        slurm_params: SlurmParams | None = None
-        slurm_env: SkipValidation[dict[str, Any] | None] = None
-        work_dir: str
-        repo_root: str
-        llm_models_root: str | None = None
-        remote_repo_path: str | None = None
-        remote_work_dir: str | None = None
-        remote_script_path: str | None = None
-        ssh_host: str | None = None
-        persistent_mode: bool | None = None
-        container_name: str | None = None
-        container_mounts: str | None = None
-        warnings: list[str] = Field(default_factory=list)
-
-    return SlurmParams, JobSpec
+    slurm = pydantic_twin(SlurmParams, extra="forbid")
+    spec = pydantic_twin(
+        JobSpec,
+        extra="forbid",
+        swap={SlurmParams | None: slurm | None},
+        # Embedded as probed: a batch shares one object across jobs, never copied.
+        annotations={"slurm_env": Annotated[dict[str, Any] | None, SkipValidation()]},
+        constraints={"category": {"ge": 1, "le": 6}},
+    )
+    return slurm, spec
 
 
 _last_env: tuple[Any, str] | None = None

@@ -19,7 +19,7 @@ NO_SLURM_TOOLS = "SLURM client tools not found"
 # than the rest of a build; so a file whose every value already has its field's exact type is
 # taken as is, and anything else (wrong, or needing a conversion) goes through the pydantic
 # twins in `_models`, which also give the error messages and the JSON Schema.
-# tests/test_slurm_env_model.py keeps the two in step.
+# Made from these classes (model/twin.py); tests/test_slurm_env_model.py compares the paths.
 
 
 @dataclass(kw_only=True)
@@ -149,49 +149,19 @@ def _from_model(m: BaseModel) -> SlurmEnv:
 
 @lru_cache(maxsize=1)
 def _models() -> tuple[type[BaseModel], type[BaseModel], type[BaseModel]]:
-    """The pydantic twins of Partition, Pmix and SlurmEnv."""
-    from pydantic import BaseModel, ConfigDict, Field
+    """The pydantic twins of Partition, Pmix and SlurmEnv. A cluster file may carry keys a
+    newer probe adds; they are kept, not refused."""
+    from trtllm_script_builder.model.twin import pydantic_twin
 
-    class Partition(BaseModel):
-        model_config = ConfigDict(extra="allow")
-
-        name: str
-        state: str | None = None
-        time_limit: str | None = None
-        nodes: str | None = None
-        arch: str | None = None
-        gres: str | None = None
-        gpus_per_node: int | None = None
-        requires_gres: bool = False
-
-    class Pmix(BaseModel):
-        model_config = ConfigDict(extra="allow")
-
-        available: list[str] = Field(default_factory=list)
-        preferred: str | None = None
-
-    class SlurmEnv(BaseModel):
-        """The probe's output plus the site fields the case-executor merges in."""
-
-        # A cluster file may carry keys a newer probe adds; they are kept, not refused.
-        model_config = ConfigDict(extra="allow")
-
-        user: str | None = None
-        default_account: str | None = None
-        accounts: list[str] = Field(default_factory=list)
-        default_partition: str | None = None
-        partitions: list[Partition] = Field(default_factory=list)
-        pmix: Pmix = Field(default_factory=Pmix)
-        errors: list[str] = Field(default_factory=list)
-        cluster_name: str | None = None
-        mounts: list[str] | None = None
-        ssh_host: str | None = None
-        slurm_user: str | None = None
-        remote_cwd: str | None = None
-        remote_home: str | None = None
-        mfa_style: bool | None = None
-
-    return Partition, Pmix, SlurmEnv
+    partition = pydantic_twin(Partition, extra="allow")
+    pmix = pydantic_twin(Pmix, extra="allow")
+    env = pydantic_twin(
+        SlurmEnv,
+        extra="allow",
+        swap={list[Partition]: list[partition], Pmix: pmix},  # type: ignore[valid-type]
+        doc=True,
+    )
+    return partition, pmix, env
 
 
 def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
