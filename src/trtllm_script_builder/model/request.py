@@ -468,42 +468,14 @@ def _from_twin(m: "BaseModel") -> Request:
 @lru_cache(maxsize=1)
 def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
     """The pydantic models of EnvCheck and Request, made from the field tables."""
-    from typing import Annotated
+    from pydantic import model_validator
 
-    from pydantic import (
-        AfterValidator,
-        BeforeValidator,
-        ConfigDict,
-        Field,
-        create_model,
-        model_validator,
-    )
+    from trtllm_script_builder.model.twin import pydantic_twin
 
     def twin(cls: Any, swap: dict[Any, Any], **extra: Any) -> "type[BaseModel]":
-        specs: dict[str, Any] = {}
-        for name, info in cls.model_fields.items():
-            annotation = swap.get(info.annotation, info.annotation)
-            # Annotated runs before-validators right to left: the given order, reversed.
-            checks: list[Any] = [
-                BeforeValidator(c) for c in reversed(cls.every_field + info.before)
-            ]
-            checks += [AfterValidator(c) for c in info.after]
-            kwargs: dict[str, Any] = {"description": info.description}
-            if not info.is_required():
-                kwargs["default"] = info.default
-            if info.ge is not None:
-                kwargs["ge"] = info.ge
-            hint = Annotated[tuple([annotation, *checks])] if checks else annotation
-            specs[name] = (hint, Field(**kwargs))
-        model: type[BaseModel] = create_model(
-            cls.__name__,
-            __config__=ConfigDict(extra="forbid"),
-            __doc__=cls.__doc__,
-            __module__=__name__,
-            **extra,
-            **specs,
+        return pydantic_twin(
+            cls, extra="forbid", swap=swap, every_field=cls.every_field, doc=True, **extra
         )
-        return model
 
     def null_is_absent(cls: Any, data: Any) -> Any:
         # JSON null or an empty YAML value means "not given": the field's default applies.
@@ -511,7 +483,7 @@ def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
 
     env_check = twin(EnvCheck, {})
     validators = {"_null_is_absent": model_validator(mode="before")(null_is_absent)}
-    request = twin(Request, {EnvCheck | None: env_check | None}, __validators__=validators)
+    request = twin(Request, {EnvCheck | None: env_check | None}, validators=validators)
     return env_check, request
 
 

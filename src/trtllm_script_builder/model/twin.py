@@ -8,6 +8,7 @@ from the class keeps the two from drifting: one list of fields, types and defaul
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +23,21 @@ def pydantic_twin(
     swap: dict[Any, Any] | None = None,
     annotations: dict[str, Any] | None = None,
     constraints: dict[str, dict[str, Any]] | None = None,
+    every_field: tuple[Callable[[Any], Any], ...] = (),
+    validators: dict[str, Any] | None = None,
     doc: bool = False,
 ) -> type[BaseModel]:
     """The twin of dataclass `cls`: `swap` maps a field type (or a default factory) to the twin
     that stands for it, `annotations` replaces a field's type, `constraints` adds Field
-    arguments (ge, le, ...); `doc` carries the class docstring into the schema."""
-    from pydantic import ConfigDict, Field, create_model
+    arguments (ge, le, ...); `doc` carries the class docstring into the schema.
+
+    A field's metadata may hold its `description`, `ge`, and `before`/`after` checks (plain
+    functions, run by pydantic as before/after validators); `every_field` checks run before
+    each field's own.
+    """
+    from typing import Annotated
+
+    from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, create_model
 
     swap = swap or {}
     hints = typing.get_type_hints(cls)
@@ -35,16 +45,28 @@ def pydantic_twin(
     for f in fields(cls):
         annotation = (annotations or {}).get(f.name) or swap.get(hints[f.name], hints[f.name])
         kwargs = dict((constraints or {}).get(f.name, {}))
+        meta = f.metadata
+        if "description" in meta:
+            kwargs["description"] = meta["description"]
         if f.default is not MISSING:
             kwargs["default"] = f.default
         elif f.default_factory is not MISSING:
             kwargs["default_factory"] = swap.get(f.default_factory, f.default_factory)
-        specs[f.name] = (annotation, Field(**kwargs))
+        if meta.get("ge") is not None:
+            kwargs["ge"] = meta["ge"]
+        # Annotated runs before-validators right to left: the given order, reversed.
+        checks: list[Any] = [
+            BeforeValidator(c) for c in reversed(every_field + meta.get("before", ()))
+        ]
+        checks += [AfterValidator(c) for c in meta.get("after", ())]
+        hint = Annotated[tuple([annotation, *checks])] if checks else annotation
+        specs[f.name] = (hint, Field(**kwargs))
     model: type[BaseModel] = create_model(
         cls.__name__,
         __config__=ConfigDict(extra=extra),  # type: ignore[typeddict-item]
         __doc__=cls.__doc__ if doc else None,
         __module__=cls.__module__,
+        __validators__=validators,
         **specs,
     )
     return model
