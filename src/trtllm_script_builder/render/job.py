@@ -98,7 +98,8 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
     slurm, paths = job.slurm, job.paths
     assert slurm is not None
     script = f"{job.name}.slurm"
-    log_dir = paths.log_dir.replace("%", "%%")  # resolve checked it fits an #SBATCH line
+    # Resolve checked it fits an #SBATCH line; Slurm reads `%` there as a pattern.
+    log_dir = paths.log_dir.replace("%", "%%")
     ctx = {
         "title": _title(job),
         "version": __version__,

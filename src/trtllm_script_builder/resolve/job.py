@@ -204,8 +204,9 @@ def is_perf_sanity(req: Request, wf: str) -> bool:
     return is_perf_sanity_cmd(req.test_cmd or "") or bool(req.perf_config_yaml)
 
 
-def sbatch_value(value: str, field: str) -> str:
-    """A value on an `#SBATCH` line: sbatch splits at white space and knows no shell quoting."""
+def check_sbatch_value(value: str, field: str) -> None:
+    """A value for an `#SBATCH` line: sbatch splits at white space and knows no shell quoting
+    (its `%` is escaped where the line is written)."""
     m = _NOT_SBATCH.search(value)
     if m is not None:
         raise BuildError(
@@ -213,7 +214,6 @@ def sbatch_value(value: str, field: str) -> str:
             f"{value!r} holds {m.group(0)!r}, which an #SBATCH line cannot carry",
             "use a path without white space, quotes or backslashes",
         )
-    return value.replace("%", "%%")
 
 
 # ---------------------------------------------------------------- the entry point
@@ -541,7 +541,7 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     )
     if not req.is_slurm:
         return job
-    sbatch_value(paths.log_dir, "remote_work_dir" if paths.remote else "work_dir")
+    check_sbatch_value(paths.log_dir, _work_dir_field(paths))
     return replace(
         job,
         category=CATEGORY[wf],
