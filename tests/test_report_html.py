@@ -391,3 +391,23 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
     if os.environ.get("UPDATE_DOCS") == "1":
         shutil.copy(shot, ROOT / "docs" / "report-example.png")
+
+
+def test_perf_sanity_cases_show_pass_or_fail_and_their_figures(tmp_path: Path) -> None:
+    from tests.test_perf_sanity_results import _run
+    from trtllm_script_builder.process.handles import read_local
+    from trtllm_script_builder.process.perf_sanity import read_perf_sanity
+
+    work = tmp_path / "perf"
+    work.mkdir()
+    _run(work)
+    group, _, _ = read_perf_sanity(read_local, str(work))
+    (work / "verdict.json").write_text(
+        json.dumps(_verdict(work, "PASSED", results={"perf_sanity": group}))
+    )
+    page = write_report(work).read_text()
+    rows = re.findall(r'<tr class="case (\w+)"><td>perf</td><td><code>([\w-]+)</code>', page)
+    assert rows == [("ok", "aggr-tiny_cfg-tiny_tp2")] * 2 + [("bad", "aggr-tiny_cfg-tiny_tp4")]
+    assert "token_throughput 1,590.41" in page
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    assert svg.count('class="bar bar-0"') == 3 and svg.count('class="bar bar-1"') == 2

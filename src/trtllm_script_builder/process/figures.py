@@ -49,3 +49,24 @@ def figures(lines: Iterable[str]) -> dict[str, Any]:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def result_lines(results: dict[str, Any]) -> list[str]:
+    """`results` for a person: a line per group of figures, a line per perf-sanity case."""
+    lines = []
+    for group, values in results.items():
+        if group == "perf_sanity":
+            for case in values.get("cases", []):
+                lines.append(f"results: perf_sanity: {case['case']}: {case['outcome']}")
+                for c in case.get("clients", []):
+                    shown = _shown(
+                        {k: v for k, v in c.items() if k not in ("server", "client", "log")}
+                    )
+                    lines.append(f"  client {c['server']}.{c['client']}: {shown or 'no figures'}")
+            continue
+        lines.append(f"results: {group}: {_shown(values)}")
+    return lines
+
+
+def _shown(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in values.items() if isinstance(v, (int, float)))

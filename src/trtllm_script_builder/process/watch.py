@@ -19,7 +19,9 @@ from typing import Any, TextIO
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.figures import result_lines
 from trtllm_script_builder.process.handles import JobHandle, LocalProcess, SlurmJob, read_local
+from trtllm_script_builder.process.perf_sanity import add_perf_sanity
 from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
@@ -235,6 +237,7 @@ def watch(
     poll = max(poll, 0.05)
     handle = _handle(spec, sub, poll, ssh_host)
     done = watch_job(handle, spec, console, timeout=timeout, keep_running=keep_running, poll=poll)
+    add_perf_sanity(done.decision, spec, getattr(handle, "read", read_local))
     result = WatchResult(
         done.decision,
         sub.scenario,
@@ -289,9 +292,7 @@ def render_verdict(result: WatchResult) -> str:
             f"tests: {t.passed} passed, {t.failed} failed, {t.errors} errors, {t.skipped} skipped"
             f" ({t.source})"
         )
-    for group, values in d.results.items():
-        shown = ", ".join(f"{k} {v:g}" for k, v in values.items())
-        lines.append(f"results: {group}: {shown}")
+    lines += result_lines(d.results)
     return "\n".join(lines) + "\n"
 
 
