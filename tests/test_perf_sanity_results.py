@@ -99,8 +99,8 @@ def test_a_run_without_a_report_adds_nothing_and_a_dtd_is_refused(tmp_path: Path
     assert (group, report) == (None, None) and note.startswith("perf-sanity report ")
 
 
-def _spec(work: Path, workflow: str = "perf_sanity") -> Any:
-    return SimpleNamespace(workflow_type=workflow, work_dir=str(work), remote_work_dir=None)
+def _spec(work: Path, category: int = 4) -> Any:
+    return SimpleNamespace(category=category, work_dir=str(work), remote_work_dir=None)
 
 
 def test_the_verdict_keeps_its_word_and_gains_the_cases(tmp_path: Path) -> None:
@@ -113,5 +113,5 @@ def test_the_verdict_keeps_its_word_and_gains_the_cases(tmp_path: Path) -> None:
     assert lines[1].startswith("  client 0.0: seq_throughput 1.55, token_throughput 1590.41")
     assert "results: perf_sanity: aggr-tiny_cfg-tiny_tp4: failed" in lines
     other = Decision(Verdict.PASSED, "exit code 0")
-    add_perf_sanity(other, _spec(tmp_path, "bench"), read_local)
+    add_perf_sanity(other, _spec(tmp_path, 6), read_local)
     assert other.results == {} and other.tests is None

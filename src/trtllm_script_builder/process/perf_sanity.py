@@ -150,8 +150,10 @@ def read_perf_sanity(
 
 def add_perf_sanity(decision: Decision, spec: JobSpec, read: Reader) -> None:
     """A perf-sanity job's cases and figures into `decision` (results, and tests when the
-    verdict has none); it does not change the verdict."""
-    if spec.workflow_type != "perf_sanity":
+    verdict has none); it does not change the verdict. Every category 4 job runs
+    test_perf_sanity.py through submit.py's launch script, whatever its workflow_type (`pytest`
+    for a perf-sanity test id, `perf_sanity` for a config named by perf_config_yaml)."""
+    if spec.category != 4:
         return
     group, report, note = read_perf_sanity(read, spec.remote_work_dir or spec.work_dir)
     if group is not None:
