@@ -106,6 +106,8 @@ def make_batch(root: Path) -> Path:
             {
                 "verdict": "NOT_RUN",
                 "job_id": "4244",
+                "exit_code": 0,
+                "state": "COMPLETED",
                 "reason": "no test passed (1 skipped; junit.xml)",
                 "evidence": [
                     "Slurm state COMPLETED, exit code 0",
@@ -133,6 +135,9 @@ def make_batch(root: Path) -> Path:
             {
                 "verdict": "TIMEOUT",
                 "job_id": "4245",
+                "exit_code": 0,
+                "state": "TIMEOUT",
+                "elapsed_seconds": 3601.0,
                 "reason": "Slurm state TIMEOUT",
                 "evidence": [
                     "Slurm state TIMEOUT, exit code 0",
@@ -376,7 +381,7 @@ def _browse(chromium: str, page: Path, tmp: Path, *args: str) -> subprocess.Comp
 def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     chromium = _chromium()
     assert chromium
-    root = make_batch(tmp_path / "batch")
+    root = make_batch(tmp_path / "nightly_sanity")
     page = write_report(root)
     dom = _browse(chromium, page, tmp_path, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -385,7 +390,7 @@ def test_the_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert '<svg id="bench-chart"' in text and text.count('class="bar bar-') == 4
     assert 'class="pill v-FAILED"' in text
     shot = tmp_path / "shot.png"
-    res = _browse(chromium, page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2000")
+    res = _browse(chromium, page, tmp_path, f"--screenshot={shot}", "--window-size=1280,2250")
     assert res.returncode == 0, res.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000

@@ -5,7 +5,7 @@ each built row's folder read for its own `verdict.json`; a row not yet watched s
 NOT_WATCHED, a row that did not build as BUILD_ERROR). The page has no script and loads
 nothing: styles inline, the bench chart an SVG drawn here. Every value from the files goes
 through Jinja2's autoescape (test ids and messages are the job's words, not ours), and the
-same files give the same bytes (no clock, no dict order from the disk).
+same files give the same bytes (no clock, no dict order from the disk). Decision 55.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ block misses one. Here: the JUnit report gives pass/fail per case, the benchmark
 figures, named as the test names them (`seq_throughput`, `token_throughput`, `mean_ttft`, ...).
 
 Files are read through a `Reader` (the local disk, or ssh for a remote job), each at most
-once, and only where the report names a case.
+once, and only where the report names a case. Decision 56.
 """
 
 from __future__ import annotations
