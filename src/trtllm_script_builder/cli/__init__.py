@@ -29,6 +29,7 @@ LAZY_COMMANDS = {
     "release": "trtllm_script_builder.cli.run",
     "schema": "trtllm_script_builder.cli.schema",
     "completion": "trtllm_script_builder.cli.completion",
+    "sync": "trtllm_script_builder.cli.sync",
 }
 
 
