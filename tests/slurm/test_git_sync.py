@@ -138,6 +138,9 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         "StrictModes no\n"
+        # the test's submodules are local folders, which git fetches only when allowed
+        "SetEnv GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=protocol.file.allow "
+        "GIT_CONFIG_VALUE_0=always\n"
     )
     Path("/run/sshd").mkdir(exist_ok=True)
     server = subprocess.Popen(
@@ -365,6 +368,60 @@ def test_a_refused_push_falls_back_to_a_bundle(world: World) -> None:
     assert fingerprint(world.work) == before
     check_synced(world, res.commit)
     no_leftovers(world)
+
+
+def test_submodules_follow_the_snapshot(
+    sshd: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster's submodule sits at the commit the local checkout has (a new one, pushed to
+    the submodule's origin); uncommitted changes inside it stay here and get a note."""
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.file.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+    sub_origin = tmp_path / "lib.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(sub_origin))
+    lib = tmp_path / "lib"
+    git(tmp_path, "clone", "-q", str(sub_origin), str(lib))
+    (lib / "lib.h").write_text("// v1\n")
+    git(lib, "add", "-A")
+    git(lib, "commit", "-qm", "v1")
+    git(lib, "push", "-q", "origin", "HEAD:main")
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    first = tmp_path / "first"
+    git(tmp_path, "init", "-q", "-b", "main", str(first))
+    (first / "README").write_text("top\n")
+    git(first, "submodule", "-q", "add", str(sub_origin), "3rdparty/lib")
+    git(first, "add", "-A")
+    git(first, "commit", "-qm", "with lib")
+    git(first, "push", "-q", str(origin), "main")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", "--recurse-submodules", str(origin), str(work))
+    # the submodule moves to a new, pushed commit; one file in it is edited and not committed
+    (lib / "lib.h").write_text("// v2\n")
+    git(lib, "commit", "-qam", "v2")
+    git(lib, "push", "-q", "origin", "HEAD:main")
+    inner = work / "3rdparty" / "lib"
+    git(inner, "pull", "-q", "origin", "main")
+    (inner / "extra.h").write_text("// not committed\n")
+    before = fingerprint(work)
+    remote = tmp_path / "cluster" / "TensorRT-LLM"
+    res = sync_checkout(SshTarget(HOST), work, str(remote))
+    assert fingerprint(work) == before
+    assert any("submodule 3rdparty/lib has uncommitted changes" in n for n in res.notes)
+    there = remote / "3rdparty" / "lib"
+    assert git(there, "rev-parse", "HEAD") == git(inner, "rev-parse", "HEAD")
+    assert (there / "lib.h").read_text() == "// v2\n" and not (there / "extra.h").exists()
+    assert git(remote, "status", "--porcelain") == ""
+
+    # --no-submodules leaves the cluster's submodule checkout where it is
+    (lib / "lib.h").write_text("// v3\n")
+    git(lib, "commit", "-qam", "v3")
+    git(lib, "push", "-q", "origin", "HEAD:main")
+    git(inner, "pull", "-q", "origin", "main")
+    kept = sync_checkout(SshTarget(HOST), work, str(remote), submodules=False)
+    assert git(remote, "rev-parse", "HEAD").strip() == kept.commit
+    assert (there / "lib.h").read_text() == "// v2\n"
 
 
 # ---------------------------------------------------------------- refusals and failures
