@@ -30,6 +30,7 @@ LAZY_COMMANDS = {
     "report": "trtllm_script_builder.cli.report",
     "schema": "trtllm_script_builder.cli.schema",
     "completion": "trtllm_script_builder.cli.completion",
+    "sync": "trtllm_script_builder.cli.sync",
 }
 
 
