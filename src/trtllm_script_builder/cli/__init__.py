@@ -108,13 +108,14 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
     """
     from trtllm_script_builder.build import build as run_build
     from trtllm_script_builder.build import finish
-    from trtllm_script_builder.cli.prompt import prompter_for
+    from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
 
     try:
         req = request_from_cli(request, fields)
-        result = run_build(req, load_site_config(), prompter_for(request))
+        prompter = prompter_for(request)
+        result = run_build(req, load_site_config(), prompter)
         written = [] if dry_run else finish(result, force)
     except BuildError as err:
         _fail(err)
@@ -141,3 +142,4 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
         extra = [x.rsplit("/", 1)[-1] for x in result.spec.extra_files]
         names = list(dict.fromkeys([p.name for p in written] + extra))
         print_report(result.spec, names, result.work_dir)
+    offer_to_save(prompter)
