@@ -13,6 +13,10 @@ from trtllm_script_builder.errors import BuildError
 
 
 def _fail(err: BuildError) -> None:
+    if err.field == "workflow_type":  # a misspelt workflow: name the nearest
+        from trtllm_script_builder.resolve.workflows import with_workflow_hint
+
+        err = with_workflow_hint(err)
     click.echo(err.line(), err=True)
     sys.exit(err.exit_code)
 
@@ -30,6 +34,17 @@ LAZY_COMMANDS = {
     "schema": "trtllm_script_builder.cli.schema",
     "completion": "trtllm_script_builder.cli.completion",
 }
+
+
+def _workflow_hint(message: str) -> str:
+    """`did you mean X? ` for click's "'pytst' is not one of ..." of --workflow-type."""
+    import re
+
+    from trtllm_script_builder.resolve.workflows import nearest_workflow
+
+    given = re.match(r"'(.*)' is not one of ", message)
+    near = nearest_workflow(given.group(1)) if given else None
+    return f"did you mean {near}? " if near else ""
 
 
 class LazyGroup(click.Group):
@@ -50,7 +65,8 @@ class LazyGroup(click.Group):
             )
             text = exc.message if bad_value else exc.format_message()
             message = text.rstrip(".")
-            click.echo(f"error: {field}: {message}; see {where} --help", err=True)
+            hint = _workflow_hint(message) if field == "workflow_type" else ""
+            click.echo(f"error: {field}: {message}; {hint}see {where} --help", err=True)
             sys.exit(2)
         except click.Abort as exc:
             if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):

@@ -272,7 +272,9 @@ def run(
         )
         _say(_submitted_line(sub))
     except BuildError as err:
-        _fail(err)
+        from trtllm_script_builder.resolve.workflows import with_workflow_hint
+
+        _fail(with_workflow_hint(err))
         return
     _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
 
