@@ -564,3 +564,20 @@ def test_json_ends_stdout_with_the_summary_and_the_rows(env: Env, cli, tmp_path:
     assert (last["would_build"], last["failed"], last["index"]) == (2, 1, None)
     assert [row["status"] for row in last["jobs"]] == ["would build", "error", "would build"]
     assert not (tmp_path / "d").exists()
+
+
+def test_names_are_unique_deterministic_and_cheap() -> None:
+    from trtllm_script_builder.batch import Names, test_job_name
+
+    names = Names()
+    got = [names.unique(n) for n in ["a", "a_2", "a", "a", "a_2", "b"]]
+    assert got == ["a", "a_2", "a_3", "a_4", "a_2_2", "b"]
+    many = Names()
+    assert [many.unique("x") for _ in range(20_000)][-1] == "x_20000"  # no rescans: fast
+    assert test_job_name("accuracy/test_x.py::TestLlama3_1_8BInstruct::test_fp8[tp2]") == (
+        "llama3_1_8binstruct_fp8_tp2"
+    )
+    assert test_job_name("unittest/test_foo.py::test_bar[a/b c]") == "foo_bar_a_b_c"
+    assert test_job_name("unittest/test_foo.py") == "foo"
+    weird = test_job_name("t.py::TestX::test_y[" + "../" * 50 + "]")
+    assert len(weird) <= 80 and "/" not in weird and "." not in weird

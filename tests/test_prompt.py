@@ -296,3 +296,10 @@ def test_nothing_typed_nothing_offered(env: Env, tmp_path: Path, terminal: None)
     r = CliRunner().invoke(main, ["build", str(f)], input="y\n")
     assert r.exit_code == 0, r.output
     assert "Save" not in r.stderr and not (env.home / ".config").exists()
+
+
+def test_a_dry_run_offers_no_save(env: Env, tmp_path: Path, terminal: None) -> None:
+    f = _request_without_models_root(env, tmp_path)
+    r = CliRunner().invoke(main, ["build", str(f), "--dry-run"], input="/asked/models\ny\n")
+    assert r.exit_code == 0, r.output
+    assert "Save" not in r.stderr and not (env.home / ".config").exists()

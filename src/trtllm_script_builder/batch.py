@@ -170,15 +170,24 @@ def _join(model: str | None, suffix: str) -> str:
     return f"{model}_{suffix}" if model else suffix
 
 
-def unique_name(name: str, taken: set[str]) -> str:
-    """`name`, or `name_2`, `name_3`, ... when an earlier entry has it: the same list gives
-    the same folders every time."""
-    found, n = name, 1
-    while found in taken:
-        n += 1
-        found = f"{name}_{n}"
-    taken.add(found)
-    return found
+class Names:
+    """The folder names given so far: `name`, or `name_2`, `name_3`, ... when an earlier
+    entry has it, so the same list gives the same folders every time."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+        self.last: dict[str, int] = {}  # a name -> the last suffix it got (no rescans)
+
+    def unique(self, name: str) -> str:
+        found, n = name, self.last.get(name, 1)
+        if n > 1:
+            found = f"{name}_{n}"
+        while found in self.taken:
+            n += 1
+            found = f"{name}_{n}"
+        self.last[name] = n
+        self.taken.add(found)
+        return found
 
 
 def read_entries(path: Path) -> Iterable[Entry | Bad]:
@@ -375,7 +384,7 @@ def _root(
     return root
 
 
-def _job_dir(e: Entry, root: Path, used: dict[str, int], taken: set[str]) -> str:
+def _job_dir(e: Entry, root: Path, used: dict[str, int], names: Names) -> str:
     """The entry's own work_dir (a request's) or its folder under the list's, named after
     its test or model, with a suffix when an earlier entry has the name."""
     own = e.fields.get("work_dir")
@@ -384,9 +393,9 @@ def _job_dir(e: Entry, root: Path, used: dict[str, int], taken: set[str]) -> str
     if own:
         job_dir = os.path.normpath(own)
     else:
-        name = unique_name(e.name, taken)
+        name = names.unique(e.name)
         while str(root / name) in used:  # an earlier request's own work_dir
-            name = unique_name(e.name, taken)
+            name = names.unique(e.name)
         job_dir = str(root / name)
     if job_dir == str(root):
         raise BuildError(
@@ -467,10 +476,10 @@ def build_many(
             ) from None
     ok = failed = warned = 0
     devices: Counter[int] = Counter()
-    # Every job folder -> its line, so no two entries share one, and the names given so far
-    # (a string per job: a list of 10,000 ids keeps well under a megabyte).
+    # A request list's job folders -> their lines, so no two share one; a test list's folders
+    # are all named here: only their names are kept (a list of 10,000 ids: under a megabyte).
     used: dict[str, int] = {}
-    taken: set[str] = set()
+    names = Names()
     rows: list[dict[str, Any]] = []  # kept for --json only
     with stack:
         if index is not None:
@@ -481,8 +490,7 @@ def build_many(
                 if e.lines:
                     row["lines"] = list(e.lines)
                 try:
-                    job_dir = _job_dir(e, root, used, taken)
-                    used[job_dir] = e.line
+                    job_dir = _job_dir(e, root, used, names)
                     fields = {**e.fields, "work_dir": job_dir}
                     if base_req is not None:
                         time_limit = _time_for(e, base_req.time_limit)
@@ -496,6 +504,8 @@ def build_many(
                     result = build(req, site)
                     if not dry_run:
                         finish(result, force)
+                    if requests:
+                        used[job_dir] = e.line
                     s = result.spec
                     row.update(
                         work_dir=s.work_dir,

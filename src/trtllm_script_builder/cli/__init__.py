@@ -158,4 +158,5 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
         extra = [x.rsplit("/", 1)[-1] for x in result.spec.extra_files]
         names = list(dict.fromkeys([p.name for p in written] + extra))
         print_report(result.spec, names, result.work_dir)
-    offer_to_save(prompter)
+    if not dry_run:  # a dry run writes nothing, the site config neither
+        offer_to_save(prompter)
