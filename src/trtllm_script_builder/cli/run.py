@@ -242,7 +242,7 @@ def run(
 
     from trtllm_script_builder.build import build as run_build
     from trtllm_script_builder.build import finish
-    from trtllm_script_builder.cli.prompt import prompter_for
+    from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
     from trtllm_script_builder.process.submit import SUBMISSION
@@ -257,9 +257,11 @@ def run(
                 f"{work_dir} holds a job that was already submitted",
                 "use another work_dir, or pass --force to build and submit again",
             )
-        result = run_build(req, load_site_config(), prompter_for(request))
+        prompter = prompter_for(request)
+        result = run_build(req, load_site_config(), prompter)
         finish(result)
         _say(f"built {result.spec.script_path}")
+        offer_to_save(prompter)
         sub = do_submit(
             work_dir,
             force=force,
@@ -270,7 +272,9 @@ def run(
         )
         _say(_submitted_line(sub))
     except BuildError as err:
-        _fail(err)
+        from trtllm_script_builder.resolve.workflows import with_workflow_hint
+
+        _fail(with_workflow_hint(err))
         return
     _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
 
