@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from trtllm_script_builder.atomic import signals_as_exceptions, sweep
 from trtllm_script_builder.errors import BuildError
 
 # A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
@@ -272,6 +273,7 @@ def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bo
             "pass --work-dir",
         )
     try:
+        sweep(root)  # what a killed run left (decision 55) does not make the folder "not empty"
         if not force and root.is_dir() and any(root.iterdir()):
             # An earlier run's job folders may hold logs of submitted jobs: never overwrite them.
             raise BuildError(
@@ -308,6 +310,7 @@ def _job_dir(e: Entry, root: Path, used: dict[str, int]) -> str:
     return job_dir
 
 
+@signals_as_exceptions()  # a kill removes the index's temporary file (decision 55)
 def build_many(
     list_path: Path,
     base: dict[str, Any],
