@@ -26,7 +26,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -102,10 +102,12 @@ def sweep_once(folder: Path | str) -> None:
         sweep(key)
 
 
-def _move_entries(src: str, dst: str) -> None:
+def _move_entries(src: str, dst: str, pause: bool = False) -> None:
     """Every entry of src replaces its namesake in dst; job_spec.json last (it names the rest)."""
     names = sorted(os.listdir(src), key=lambda n: (n == "job_spec.json", n))
-    for name in names:
+    for i, name in enumerate(names):
+        if pause and i == 1:
+            checkpoint("commit")
         s, d = os.path.join(src, name), os.path.join(dst, name)
         if _real_dir(s) and _real_dir(d):
             _move_entries(s, d)  # a folder the set holds, over one that is there: merged
@@ -135,8 +137,7 @@ def commit_set(stage: str, folder: str) -> None:
     committing = os.path.join(folder, name[: -len(".tmp")] + ".commit")
     with signals_held():
         os.rename(stage, committing)
-        checkpoint("commit")
-        _move_entries(committing, folder)
+        _move_entries(committing, folder, pause=True)
         os.rmdir(committing)
 
 
@@ -232,14 +233,32 @@ def signals_held() -> Iterator[None]:
         raise Interrupted(signum)
 
 
+def cleanly(cleanup: Callable[[], None]) -> None:
+    """Run a cleanup to its end even when a signal's exception lands in it (then raised after).
+
+    The handler raises once per `signals_as_exceptions`, so this runs `cleanup` at most twice;
+    cleanups are written to be run again.
+    """
+    pending: Interrupted | None = None
+    while True:
+        try:
+            with signals_held():
+                cleanup()
+            break
+        except Interrupted as exc:
+            pending = exc
+    if pending is not None:
+        raise pending
+
+
 def checkpoint(point: str) -> None:
     """A test-only pause, inert unless TSB_TEST_PAUSE_AT names this point.
 
     Tests set TSB_TEST_PAUSE_AT=<point> to stop a build there and send it a signal: it prints
     `tsb-pause <point>` on stderr and sleeps TSB_TEST_PAUSE_SECONDS (default 2; signals that
     are held back at the point arrive after it). Points: `staged` (a set written in its
-    temporary folder, nothing moved yet), `commit` (the set renamed to `.commit`, nothing
-    moved yet, signals held).
+    temporary folder, nothing moved yet), `commit` (the set renamed to `.commit` and its first
+    entry moved, signals held).
     """
     if os.environ.get("TSB_TEST_PAUSE_AT") != point:
         return
@@ -275,6 +294,5 @@ def open_atomically(path: Path, mode: int = 0o644, binary: bool = False) -> Iter
             yield fh
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        cleanly(lambda: _remove(tmp))
         raise

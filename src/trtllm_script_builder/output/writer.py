@@ -11,6 +11,7 @@ from pathlib import Path
 from trtllm_script_builder.atomic import (
     SET_NAME,
     checkpoint,
+    cleanly,
     commit_set,
     open_atomically,
     sweep_once,
@@ -69,10 +70,14 @@ def staged_set(work_dir: Path) -> Iterator[Path]:
         else:
             commit_set(stage, str(work_dir))
     except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        for leftover in made:
-            with contextlib.suppress(OSError):
-                os.rmdir(leftover)
+
+        def discard() -> None:
+            shutil.rmtree(stage, ignore_errors=True)
+            for leftover in made:
+                with contextlib.suppress(OSError):
+                    os.rmdir(leftover)
+
+        cleanly(discard)
         raise
 
 
