@@ -231,10 +231,20 @@ def test_build_many_killed_leaves_whole_jobs_and_no_index_temporary(env: Env, pl
     trees = {NEW: tree(place)}
     run([*reqs[OLD], "--force"])
     trees[OLD] = tree(place)
+    first = root / "00001_tiny" / "job_spec.json"
     rng = random.Random(7)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGTERM):
-        want = rng.choice((OLD, NEW))
-        kill_after([*reqs[want], "--force"], rng.uniform(0.3, 0.9), sig)
+    mixed = 0
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGHUP):
+        want = NEW if set_time(first.parent) == OLD else OLD
+        # Killed once the first job folder was replaced, at a random moment in the rest.
+        ino = first.stat().st_ino
+        p = start([*reqs[want], "--force"])
+        deadline = time.monotonic() + 30
+        while first.stat().st_ino == ino and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.25))
+        p.send_signal(sig)
+        p.communicate(timeout=60)
         after = tree(place)
         if sig != signal.SIGKILL:
             assert not temps(after), temps(after)
@@ -246,9 +256,9 @@ def test_build_many_killed_leaves_whole_jobs_and_no_index_temporary(env: Env, pl
         assert after.keys() == trees[OLD].keys()
         for path, entry in after.items():  # every file is the old one or the new one
             assert entry in (trees[OLD][path], trees[NEW][path]), path
-        for job in root.iterdir():
-            if job.is_dir():
-                set_time(job)
+        times = {set_time(job) for job in root.iterdir() if job.is_dir()}
+        mixed += len(times) == 2
+    assert mixed  # the kills did land while job folders were being written
     run([*reqs[NEW], "--force"])
     assert tree(place) == trees[NEW]
 
