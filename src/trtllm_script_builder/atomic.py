@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "host"
+_HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename) or "host"
 # `.<name>.tsb-<host>-<pid>.tmp` (or `.commit`): the pid is the digits before the suffix.
 _TEMP = re.compile(
     r"\.(?P<name>.*)\.tsb-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[0-9]+)\.(?P<kind>tmp|commit)"

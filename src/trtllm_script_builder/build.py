@@ -75,7 +75,8 @@ def _guard(result: BuildResult) -> str | None:
 
 
 def finish(result: BuildResult, force: bool = False) -> list[Path]:
-    """Write the result; Category 4 runs submit.py first and undoes everything on failure.
+    """Write the result as one set, or leave work_dir as it was (decision 55); Category 4 runs
+    submit.py first, in a private folder.
 
     A folder holding another job, or a submitted one, is refused unless `force`: its old
     script beside the new job_spec.json would mislead whoever opens the folder.
