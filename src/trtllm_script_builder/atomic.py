@@ -19,6 +19,7 @@ records) writes it the same way; a build's folder of files is `output.writer`'s 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -81,9 +82,8 @@ def sweep(folder: Path | str) -> list[str]:
         if m is None or m["host"] != _HOST or _alive(int(m["pid"])):
             continue
         if m["kind"] == "commit" and e.is_dir(follow_symlinks=False):
-            _move_entries(e.path, str(folder))  # the set was whole: finish moving it
-            with contextlib.suppress(OSError):
-                os.rmdir(e.path)
+            with contextlib.suppress(OSError):  # the set was whole: finish moving it
+                _move_entries(e.path, str(folder))
         _remove(e.path)
         handled.append(e.name)
     return handled
@@ -102,20 +102,37 @@ def sweep_once(folder: Path | str) -> None:
 
 
 def _move_entries(src: str, dst: str, pause: bool = False) -> None:
-    """Every entry of src replaces its namesake in dst; job_spec.json last (it names the rest)."""
-    names = sorted(os.listdir(src), key=lambda n: (n == "job_spec.json", n))
-    for i, name in enumerate(names):
+    """Every entry of src replaces its namesake in dst; job_spec.json last (it names the rest).
+
+    A folder of the set is merged into the folder of its name; a folder is never replaced by
+    a file or a file by a folder (`clash` refuses that before anything is moved).
+    """
+    entries = sorted(os.scandir(src), key=lambda e: (e.name == "job_spec.json", e.name))
+    for i, e in enumerate(entries):
         if pause and i == 1:
             checkpoint("commit")
-        s, d = os.path.join(src, name), os.path.join(dst, name)
-        if _real_dir(s) and _real_dir(d):
-            _move_entries(s, d)  # a folder the set holds, over one that is there: merged
-            with contextlib.suppress(OSError):
-                os.rmdir(s)
+        d = os.path.join(dst, e.name)
+        if e.is_dir(follow_symlinks=False) and _real_dir(d):
+            _move_entries(e.path, d)
+            os.rmdir(e.path)
         else:
-            if _real_dir(d):
-                shutil.rmtree(d)
-            os.replace(s, d)
+            os.replace(e.path, d)
+
+
+def clash(src: str, dst: str) -> str | None:
+    """A path in dst that moving src's entries over it would turn from a folder into something
+    else or back, or None."""
+    for e in os.scandir(src):
+        d = os.path.join(dst, e.name)
+        if not os.path.lexists(d):
+            continue
+        if e.is_dir(follow_symlinks=False) != _real_dir(d):
+            return d
+        if _real_dir(d):
+            found = clash(e.path, d)
+            if found:
+                return found
+    return None
 
 
 def _real_dir(path: str) -> bool:
@@ -134,6 +151,9 @@ def commit_set(stage: str, folder: str) -> None:
     m = _TEMP.fullmatch(name)
     assert m is not None and m["kind"] == "tmp", name
     committing = os.path.join(folder, name[: -len(".tmp")] + ".commit")
+    found = clash(stage, folder)
+    if found:  # refused before anything moves: the folder is left as it was
+        raise FileExistsError(errno.EEXIST, f"{found} is in the way of a file or folder", found)
     with signals_held():
         os.rename(stage, committing)
         _move_entries(committing, folder, pause=True)
