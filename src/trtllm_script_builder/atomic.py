@@ -197,7 +197,7 @@ def signals_as_exceptions() -> Iterator[None]:
     sender meant, after every cleanup ran; SIGINT with Python's own handler stays a
     KeyboardInterrupt. Only the main thread can install handlers: elsewhere this does nothing.
     """
-    global _depth, _raised
+    global _depth, _raised, _pending
     import threading
 
     if _depth or threading.current_thread() is not threading.main_thread():
@@ -227,7 +227,7 @@ def signals_as_exceptions() -> Iterator[None]:
     finally:
         _depth = 0
         _restore(old)
-        _raised = False
+        _raised, _pending = False, None
 
 
 def _restore(old: dict[int, Any]) -> None:
