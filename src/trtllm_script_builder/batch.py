@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO
 
+from trtllm_script_builder.atomic import signals_as_exceptions, sweep
 from trtllm_script_builder.errors import BuildError
 
 # A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
@@ -368,6 +369,7 @@ def _root(
             "pass --work-dir",
         )
     try:
+        sweep(root)  # what a killed run left (decision 63) does not make the folder "not empty"
         if not force and root.is_dir() and any(root.iterdir()):
             # An earlier run's job folders may hold logs of submitted jobs: never overwrite them.
             raise BuildError(
@@ -412,6 +414,7 @@ def _job_dir(e: Entry, root: Path, used: dict[str, int], names: Names) -> str:
     return job_dir
 
 
+@signals_as_exceptions()  # a kill removes the index's temporary file (decision 63)
 def build_many(
     list_path: Path,
     base: dict[str, Any],
