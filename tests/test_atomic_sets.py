@@ -233,7 +233,7 @@ def test_build_many_killed_leaves_whole_jobs_and_no_index_temporary(env: Env, pl
     trees = {NEW: tree(place)}
     run([*reqs[OLD], "--force"])
     trees[OLD] = tree(place)
-    first = root / "00001_tiny" / "job_spec.json"
+    first = Path(json.loads((root / "jobs.json").read_text())[0]["work_dir"]) / "job_spec.json"
     rng = random.Random(7)
     mixed = 0
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGHUP):
@@ -278,7 +278,8 @@ def test_a_sigkill_leftover_does_not_make_build_many_refuse_its_folder(
     base = env.root / "base.json"
     base.write_text(json.dumps({k: v for k, v in env.request().items() if k != "work_dir"}))
     run(["build-many", str(listing), "--base", str(base), "--work-dir", str(root)])
-    assert sorted(p.name for p in root.iterdir()) == ["00001_tiny", "jobs.json"]
+    (row,) = json.loads((root / "jobs.json").read_text())
+    assert sorted(root.iterdir()) == sorted([root / "jobs.json", Path(row["work_dir"])])
 
 
 # ---------------------------------------------------------------- perf-sanity (submit.py)
