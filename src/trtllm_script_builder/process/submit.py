@@ -10,8 +10,14 @@ from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.chain import (
+    ChainJob,
+    dependency_args,
+    sbatch_with,
+    submit_prerequisites,
+)
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import run, spawn_detached, start_time
+from trtllm_script_builder.process.proc import Runner, run, spawn_detached, start_time
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
@@ -90,6 +96,12 @@ def submit(
         raise BuildError(
             "persistent", f"persistent mode is for local_slurm, not {scenario}", "drop --persistent"
         )
+    if persistent and spec.prerequisites:
+        raise BuildError(
+            "persistent",
+            "this job waits for a compile or image import job, which a held allocation cannot run first",
+            "drop --persistent",
+        )
     if scenario == "local_docker":
         sub = _submit_docker(spec, work_dir)
     elif scenario == "remote_slurm":
@@ -115,7 +127,10 @@ def _script(spec: JobSpec) -> Path:
 
 def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
     script = _script(spec)
-    res = run(["sbatch", "--parsable", str(script)], cwd=work_dir)
+    # Where the script's #SBATCH lines write: the folder the build wrote them for.
+    base = spec.work_dir or str(work_dir)
+    chain = _submit_chain(spec, run, work_dir, base, remote=False)
+    res = run(["sbatch", "--parsable", *dependency_args(chain), str(script)], cwd=work_dir)
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
         raise ToolFailed(
@@ -123,10 +138,9 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
             f"{first_line(res)}",
             f"check the job against the cluster: trtllm-script-builder check {work_dir}",
         )
-    # Where the script's #SBATCH lines write: the folder the build wrote them for.
-    base = spec.work_dir or str(work_dir)
     out = log_path(spec.log_file_pattern, job, base)
     return Submission(
+        prerequisites=[c.to_json() for c in chain] or None,
         scenario="local_slurm",
         work_dir=str(work_dir),
         submitted_at=_now(),
@@ -157,7 +171,8 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
                 "extra_files", f"{p} does not exist", "build the job again into this work_dir"
             )
         files.append(p)
-    runner = SshRunner(SshTarget(host))
+    target = SshTarget(host)
+    runner = SshRunner(target)
     hello = runner.check()
     if hello.rc != 0:
         raise ToolFailed(
@@ -166,6 +181,8 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
             "check the host name and that `ssh HOST true` works without a prompt "
             "(open a ControlMaster first for MFA hosts)",
         )
+    if any(p["kind"] == "compile" for p in spec.prerequisites or []):
+        _sync_for_compile(spec, target, say)
     if spec.remote_repo_path:
         repo = runner(["test", "-d", spec.remote_repo_path])
         if repo.rc != 0:
@@ -181,7 +198,12 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
             "check that the folder can be written",
         )
     say(f"copied {len(files)} file(s) to {host}:{remote_dir}")
-    res = runner(["sbatch", "--parsable", remote_script], cwd=Path(remote_dir))
+    chain = _submit_chain(
+        spec, runner, Path(remote_dir), remote_dir, remote=True, where=f"on {host}: "
+    )
+    res = runner(
+        ["sbatch", "--parsable", *dependency_args(chain), remote_script], cwd=Path(remote_dir)
+    )
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
         raise ToolFailed(
@@ -189,6 +211,7 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
         )
     out = log_path(spec.log_file_pattern, job, remote_dir)
     return Submission(
+        prerequisites=[c.to_json() for c in chain] or None,
         scenario="remote_slurm",
         work_dir=str(work_dir),
         submitted_at=_now(),
@@ -200,6 +223,35 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
         log_file=out,
         err_file=log_path(spec.error_file_pattern, job, remote_dir) or err_path(out),
     )
+
+
+def _submit_chain(
+    spec: JobSpec, runner: Runner, cwd: Path, log_base: str, *, remote: bool, where: str = ""
+) -> list[ChainJob]:
+    """The job's prerequisites (decision 56), submitted before it; none for most jobs."""
+    if not spec.prerequisites:
+        return []
+    sbatch = sbatch_with(runner, cwd, where)
+    return submit_prerequisites(spec, sbatch, log_base, remote=remote)
+
+
+def _sync_for_compile(spec: JobSpec, target: SshTarget, say: Say) -> None:
+    """MERGE POINT (remote compile chains): the compile job builds remote_repo_path, so the
+    local checkout's full state is pushed there first by process/gitsync.py's sync_checkout.
+    Until that module is in this branch, a remote compile is refused here, before anything is
+    copied or submitted."""
+    try:
+        from trtllm_script_builder.process import gitsync  # type: ignore[attr-defined]
+    except ImportError:
+        raise BuildError(
+            "compile",
+            "a remote_slurm compile needs the checkout synced to remote_repo_path, which this "
+            "version cannot do yet",
+            "build without --compile (sync the checkout and pass --wheel), or compile on local_slurm",
+        ) from None
+    assert spec.remote_repo_path is not None
+    result = gitsync.sync_checkout(target, Path(spec.repo_root), spec.remote_repo_path)
+    say(f"synced {spec.repo_root} to {target.host}:{spec.remote_repo_path} ({result})")
 
 
 def _submit_docker(spec: JobSpec, work_dir: Path) -> Submission:

@@ -43,6 +43,7 @@ class Verdict(str, Enum):
     HANG_DETECTED = "HANG_DETECTED"
     INFRA_FAILURE = "INFRA_FAILURE"
     NOT_RUN = "NOT_RUN"
+    COMPILE_FAILED = "COMPILE_FAILED"
 
     @property
     def exit_code(self) -> int:
@@ -59,6 +60,7 @@ VERDICT_EXIT: dict[Verdict, int] = {
     Verdict.OUT_OF_MEMORY: 13,
     Verdict.HANG_DETECTED: 14,
     Verdict.NOT_RUN: 15,
+    Verdict.COMPILE_FAILED: 16,  # the chain's compile job failed; the test job never ran
 }
 
 HANG_TEXT = "hang detected"

@@ -23,7 +23,6 @@ from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
-from trtllm_script_builder.resolve.compile import plan_chain, refuse_for_submit_py
 from trtllm_script_builder.resolve.commands import (
     add_bench_model_path,
     bench_models_without_path,
@@ -35,6 +34,7 @@ from trtllm_script_builder.resolve.commands import (
     replace_option,
     split_and,
 )
+from trtllm_script_builder.resolve.compile import plan_chain, refuse_for_submit_py
 from trtllm_script_builder.resolve.resolved import (
     Cluster,
     Paths,

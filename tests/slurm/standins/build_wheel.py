@@ -49,7 +49,9 @@ OBJECTS = [
 
 def parser() -> ArgumentParser:
     p = ArgumentParser()
-    p.add_argument("--build_type", "-b", default="Release", choices=["Release", "RelWithDebInfo", "Debug"])
+    p.add_argument(
+        "--build_type", "-b", default="Release", choices=["Release", "RelWithDebInfo", "Debug"]
+    )
     p.add_argument("--generator", "-G", default="")
     p.add_argument("--cuda_architectures", "-a")
     p.add_argument("--install", "-i", action="store_true")
@@ -94,9 +96,9 @@ def failure() -> str | None:
     marker = PROJECT / "cpp" / "STANDIN_COMPILE_ERROR"
     if marker.is_file():
         first = marker.read_text().strip().splitlines()
-        return first[0] if first else "identifier \"undefinedSymbol\" is undefined"
+        return first[0] if first else 'identifier "undefinedSymbol" is undefined'
     if os.environ.get("STANDIN_BUILD_WHEEL_FAIL") == "1":
-        return "identifier \"undefinedSymbol\" is undefined"
+        return 'identifier "undefinedSymbol" is undefined'
     return None
 
 
@@ -108,8 +110,13 @@ def write_wheel(dist_dir: Path) -> Path:
     info = f"tensorrt_llm-{ver}.dist-info"
     with zipfile.ZipFile(dist_dir / name, "w") as z:
         z.writestr("tensorrt_llm/__init__.py", f'__version__ = "{ver}"\n')
-        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: tensorrt_llm\nVersion: {ver}\n")
-        z.writestr(f"{info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_{platform.machine()}\n")
+        z.writestr(
+            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: tensorrt_llm\nVersion: {ver}\n"
+        )
+        z.writestr(
+            f"{info}/WHEEL",
+            f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_{platform.machine()}\n",
+        )
         z.writestr(f"{info}/RECORD", "")
     return dist_dir / name
 
@@ -140,15 +147,22 @@ def main() -> int:
         print(f"[{pct:3d}%] Building CXX object {obj}", flush=True)
         time.sleep(step)
         if broken is not None and i == 2:
-            source = PROJECT / "cpp" / obj.split("/CMakeFiles/")[0] / obj.rsplit("/", 1)[1][: -len(".o")]
+            source = (
+                PROJECT / "cpp" / obj.split("/CMakeFiles/")[0] / obj.rsplit("/", 1)[1][: -len(".o")]
+            )
             print(f"{source}(42): error: {broken}", flush=True)
-            print("1 error detected in the compilation of \"" + str(source) + "\".", flush=True)
-            print(f"gmake[2]: *** [{obj.rsplit('/', 1)[0]}/build.make:76: {obj}] Error 2", flush=True)
+            print('1 error detected in the compilation of "' + str(source) + '".', flush=True)
+            print(
+                f"gmake[2]: *** [{obj.rsplit('/', 1)[0]}/build.make:76: {obj}] Error 2", flush=True
+            )
             print(f"FAILED: {obj}", flush=True)
             print("gmake: *** [Makefile:146: all] Error 2", flush=True)
             cmd = "cmake --build . --config Release --parallel 8 --target build_wheel_targets"
             print("Traceback (most recent call last):", file=sys.stderr, flush=True)
-            print(f'  File "{PROJECT / "scripts" / "build_wheel.py"}", line 1, in <module>', file=sys.stderr)
+            print(
+                f'  File "{PROJECT / "scripts" / "build_wheel.py"}", line 1, in <module>',
+                file=sys.stderr,
+            )
             print(
                 f"subprocess.CalledProcessError: Command '{cmd}' returned non-zero exit status 2.",
                 file=sys.stderr,
