@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import socket
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -155,6 +156,8 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
 def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say) -> Submission:
     host = resolve_ssh_host(spec, override)
     script = _script(spec)
+    compiles = any(p["kind"] == "compile" for p in spec.prerequisites or [])
+    sync = _sync_for_compile(spec, say) if compiles else None
     remote_dir = spec.remote_work_dir
     remote_script = spec.remote_script_path
     if not remote_dir or not remote_script:
@@ -181,8 +184,8 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
             "check the host name and that `ssh HOST true` works without a prompt "
             "(open a ControlMaster first for MFA hosts)",
         )
-    if any(p["kind"] == "compile" for p in spec.prerequisites or []):
-        _sync_for_compile(spec, target, say)
+    if sync is not None:
+        sync(target)
     if spec.remote_repo_path:
         repo = runner(["test", "-d", spec.remote_repo_path])
         if repo.rc != 0:
@@ -235,11 +238,11 @@ def _submit_chain(
     return submit_prerequisites(spec, sbatch, log_base, remote=remote)
 
 
-def _sync_for_compile(spec: JobSpec, target: SshTarget, say: Say) -> None:
+def _sync_for_compile(spec: JobSpec, say: Say) -> Callable[[SshTarget], None]:
     """MERGE POINT (remote compile chains): the compile job builds remote_repo_path, so the
-    local checkout's full state is pushed there first by process/gitsync.py's sync_checkout.
-    Until that module is in this branch, a remote compile is refused here, before anything is
-    copied or submitted."""
+    local checkout's full state is pushed there first by process/gitsync.py's sync_checkout;
+    returns that step. Until the module is in this branch, a remote compile is refused here,
+    before anything is copied or submitted."""
     try:
         from trtllm_script_builder.process import gitsync  # type: ignore[attr-defined]
     except ImportError:
@@ -250,8 +253,13 @@ def _sync_for_compile(spec: JobSpec, target: SshTarget, say: Say) -> None:
             "build without --compile (sync the checkout and pass --wheel), or compile on local_slurm",
         ) from None
     assert spec.remote_repo_path is not None
-    result = gitsync.sync_checkout(target, Path(spec.repo_root), spec.remote_repo_path)
-    say(f"synced {spec.repo_root} to {target.host}:{spec.remote_repo_path} ({result})")
+    remote_repo = spec.remote_repo_path
+
+    def sync(target: SshTarget) -> None:
+        result = gitsync.sync_checkout(target, Path(spec.repo_root), remote_repo)
+        say(f"synced {spec.repo_root} to {target.host}:{remote_repo} ({result})")
+
+    return sync
 
 
 def _submit_docker(spec: JobSpec, work_dir: Path) -> Submission:

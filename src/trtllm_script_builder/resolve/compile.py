@@ -204,8 +204,8 @@ def _compile_step(
         args.append(option)
     wheel = mnt.Mount(wheel_dir, wheel_dir, "wheel_dir")
     mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, [], [wheel]))
-    key_text = "\n".join([project.host, run_image, *args])
-    key = "compile:" + hashlib.sha256(key_text.encode()).hexdigest()[:16]
+    # What makes two compiles the same build: the checkout, the image and the options.
+    key = "compile:" + " ".join([project.host, run_image, *args])
     return CompileStep(
         f"{model_name}_compile", tuple(args), arch, wheel_dir, run_image, mounts_text, key
     )
