@@ -330,3 +330,22 @@ def test_a_compile_out_of_time_is_a_timeout_and_a_failed_import_is_infra() -> No
         "import", "6", "FAILED", 1, _lines("[ERROR] URL https://r/v2/x returned error code: 503")
     )
     assert d.verdict is Verdict.INFRA_FAILURE and "import job 6" in d.reason
+
+
+def test_a_refused_test_job_takes_its_prerequisites_back(
+    env: Env, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _build(cli, env, compile=True, device_type="H100", sqsh_cache_dir="/c").code == 0
+    argvs: list[list[str]] = []
+
+    def slurm(argv: Sequence[str], cwd: Path | None = None, **_: object) -> CmdResult:
+        argvs.append(list(argv))
+        if argv[0] == "sbatch" and str(argv[-1]).endswith("tiny_auto_test.slurm"):
+            return CmdResult(1, "", "sbatch: error: Batch job submission failed: Invalid account")
+        return CmdResult(0, f"{50 + len(argvs)}\n")
+
+    monkeypatch.setattr(submit_mod, "run", slurm)
+    r = cli(["submit", str(env.work)])
+    assert r.code == 3 and r.stderr.startswith("error: sbatch: "), r.stderr
+    assert argvs[-1] == ["scancel", "51", "52"]
+    assert not (env.work / "submission.json").exists()

@@ -91,6 +91,13 @@ def submit_prerequisites(
     return done
 
 
+def cancel_own(runner: Runner, jobs: list[ChainJob]) -> None:
+    """The test job could not be submitted: cancel the prerequisites submitted for it alone."""
+    own = [j.job_id for j in jobs if not j.shared]
+    if own:
+        runner(["scancel", *own])
+
+
 def _join(base: str, pattern: str | None, job_id: str) -> str | None:
     import posixpath
 

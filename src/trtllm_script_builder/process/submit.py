@@ -13,6 +13,7 @@ from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.chain import (
     ChainJob,
+    cancel_own,
     dependency_args,
     sbatch_with,
     submit_prerequisites,
@@ -134,6 +135,7 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
     res = run(["sbatch", "--parsable", *dependency_args(chain), str(script)], cwd=work_dir)
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
+        cancel_own(run, chain)
         raise ToolFailed(
             "sbatch",
             f"{first_line(res)}",
@@ -209,6 +211,7 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
     )
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
+        cancel_own(runner, chain)
         raise ToolFailed(
             "sbatch", f"on {host}: {first_line(res)}", "check the job against that cluster"
         )

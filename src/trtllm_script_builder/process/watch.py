@@ -248,15 +248,10 @@ def watch(
         done = Followed(chain.decision, chain.cancelled, chain.timed_out, chain.elapsed)
         fields = chain.handle.result_fields()
     else:
-        left = timeout - chain.elapsed if timeout and chain else timeout
-        done = watch_job(
-            handle,
-            spec,
-            console,
-            timeout=left and max(left, 0.001),
-            keep_running=keep_running,
-            poll=poll,
-        )
+        left = timeout  # what the chain left of it
+        if chain is not None and timeout is not None:
+            left = max(timeout - chain.elapsed, 0.001)
+        done = watch_job(handle, spec, console, timeout=left, keep_running=keep_running, poll=poll)
         fields = handle.result_fields()
     result = WatchResult(
         done.decision,
