@@ -349,3 +349,46 @@ def test_a_refused_test_job_takes_its_prerequisites_back(
     assert r.code == 3 and r.stderr.startswith("error: sbatch: "), r.stderr
     assert argvs[-1] == ["scancel", "51", "52"]
     assert not (env.work / "submission.json").exists()
+
+
+def test_a_remote_import_chain_is_copied_and_submitted_there(
+    env: Env, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _build(cli, env, "remote_slurm", sqsh_cache_dir="/lustre/sqsh").code == 0
+    seen: dict[str, list[Any]] = {"copied": [], "argv": []}
+
+    class FakeSsh:
+        def __init__(self, target: object) -> None:
+            pass
+
+        def check(self) -> CmdResult:
+            return CmdResult(0)
+
+        def copy(self, files: Sequence[Path], remote_dir: str) -> CmdResult:
+            seen["copied"] += [Path(f).name for f in files]
+            return CmdResult(0)
+
+        def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+            seen["argv"].append(list(argv))
+            return (
+                CmdResult(0, f"{70 + len(seen['argv'])}\n") if argv[0] == "sbatch" else CmdResult(0)
+            )
+
+    monkeypatch.setattr(submit_mod, "SshRunner", FakeSsh)
+    sub = submit_mod.submit(env.work)
+    remote = "/lustre/rtester/TensorRT-LLM/work_dirs/work"
+    assert "import.slurm" in seen["copied"] and "tiny_auto_test.slurm" in seen["copied"]
+    sbatches = [a for a in seen["argv"] if a[0] == "sbatch"]
+    assert sbatches == [
+        ["sbatch", "--parsable", f"{remote}/import.slurm"],
+        [
+            "sbatch",
+            "--parsable",
+            f"--dependency=afterok:{70 + seen['argv'].index(sbatches[0]) + 1}",
+            "--kill-on-invalid-dep=yes",
+            f"{remote}/tiny_auto_test.slurm",
+        ],
+    ]
+    assert sub.prerequisites and sub.prerequisites[0]["log_file"].startswith(
+        f"{remote}/tiny_import_"
+    )

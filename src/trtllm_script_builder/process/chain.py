@@ -174,7 +174,6 @@ class _Patterns:
 
 _COMPILE = _Patterns(("Built wheel",), ("FAILED:", "error:"))
 _IMPORT = _Patterns(("Image already imported", "Importing"), ("[ERROR]",))
-_ERROR = re.compile(r"\berror:|\bError [0-9]+\b|^FAILED: ")
 
 
 def decide_prerequisite(

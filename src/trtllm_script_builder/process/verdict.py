@@ -14,6 +14,9 @@
    pytest's summary line without one) at exit 0 or 5, or exit 5 alone -> NOT_RUN; failing tests
    in the JUnit report -> FAILED, naming them (decision 49).
 
+A job with a compile or image import chain is judged by process/chain.py first: a failed
+compile is COMPILE_FAILED (decision 56), and the test job's own verdict is never reached.
+
 Lines are classified first, so only what the job's programs printed can decide a pattern:
 `set -x` traces (`+ ...`), the builder's own echo lines ("Job N started on", "Job N finished
 with exit code", "[node N] installing/install done", the run script's trap and "RankN Custom
