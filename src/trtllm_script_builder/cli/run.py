@@ -15,7 +15,8 @@ WORK_DIR = click.Path(file_okay=False, path_type=Path)
 
 VERDICT_HELP = """\b
 Exit status: 0 PASSED, 1 FAILED, 10 INFRA_FAILURE, 11 TIMEOUT, 12 CANCELLED,
-13 OUT_OF_MEMORY, 14 HANG_DETECTED, 15 NOT_RUN (no test passed); 2 nothing to watch (no job_spec.json or
+13 OUT_OF_MEMORY, 14 HANG_DETECTED, 15 NOT_RUN (no test passed), 16 COMPILE_FAILED (the compile
+job failed, the test job never started); 2 nothing to watch (no job_spec.json or
 submission.json), 3 a tool failed (sbatch, ssh, Slurm forgot the job)."""
 
 
@@ -95,7 +96,9 @@ def submit(
     """Start the job built in WORK_DIR and record it in WORK_DIR/submission.json.
 
     \b
-    local_slurm   sbatch --parsable <script>
+    local_slurm   sbatch --parsable <script>; a job built with compile or sqsh_cache_dir
+                  first submits import.slurm and compile.slurm, then the script with
+                  --dependency=afterok:<their ids> --kill-on-invalid-dep=yes
                   --persistent: bash <script> inside a held allocation (see below)
     remote_slurm  copy the script and extra_files to remote_work_dir over ssh
                   (ControlMaster; ssh_host from job_spec, --ssh-host wins), sbatch there
@@ -140,6 +143,8 @@ def _submitted_line(sub: Any) -> str:
     if sub.persistent:
         what = f"pid {sub.pid} in allocation {sub.alloc_job_id}"
     where = f" on {sub.ssh_host}" if sub.ssh_host else ""
+    if sub.prerequisites:  # the compile and import jobs it waits for (decision 65)
+        what += " after " + ", ".join(f"{p['kind']} job {p['job_id']}" for p in sub.prerequisites)
     return (
         f"submitted {what}{where} ({sub.scenario}); log {sub.log_file}\n"
         f"follow it: trtllm-script-builder watch {sub.work_dir}"
@@ -164,7 +169,8 @@ def watch(
     Streams new log lines (stdout; stderr-file lines marked [stderr]) with a progress line
     (stderr); `hang detected` in the log cancels the job. Ends with the verdict and the lines
     that decided it (also written to WORK_DIR/verdict.json): PASSED, FAILED, NOT_RUN, TIMEOUT,
-    CANCELLED, OUT_OF_MEMORY, HANG_DETECTED or INFRA_FAILURE. Slurm's state and the exit code
+    CANCELLED, OUT_OF_MEMORY, HANG_DETECTED, INFRA_FAILURE or COMPILE_FAILED. A job with a
+    compile or image import job follows those first (their lines marked [compile], [import]). Slurm's state and the exit code
     decide first; only the program's own output is matched against the job_spec patterns.
 
     \b

@@ -41,7 +41,7 @@ def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[s
     rows += [("Warning", w) for w in s.warnings]
     if s.category == 1:
         run = f"bash {s.script_path}"
-    elif s.remote_script_path:  # the files must reach the cluster first: submit copies them
+    elif s.remote_script_path or s.prerequisites:  # submit copies the files / chains the jobs
         run = f"trtllm-script-builder submit {work_dir}"
     else:
         run = f"sbatch {s.script_path}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -38,6 +39,8 @@ class Submission(BaseModel):
     alloc_job_id: str | None = None
     alloc_state_file: str | None = None
     container_name: str | None = None
+    # The chain's jobs submitted first (process/chain.py ChainJob.to_json), in order.
+    prerequisites: list[dict[str, Any]] | None = None
 
 
 def load_submission(work_dir: Path) -> Submission | None:

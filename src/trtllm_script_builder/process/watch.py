@@ -105,6 +105,7 @@ class WatchResult:
     cancelled: str | None = None  # "hang" / "timeout" when watch cancelled the job
     timed_out: bool = False
     elapsed: float = 0.0
+    chain: list[dict[str, Any]] | None = None  # the compile/import jobs followed first
 
     @property
     def verdict(self) -> Verdict:
@@ -135,6 +136,7 @@ class WatchResult:
             "timed_out": self.timed_out,
             "elapsed_seconds": round(self.elapsed, 1),
             "work_dir": self.work_dir,
+            **({"chain": self.chain} if self.chain is not None else {}),
         }
 
 
@@ -236,16 +238,33 @@ def watch(
         )
     poll = max(poll, 0.05)
     handle = _handle(spec, sub, poll, ssh_host)
-    done = watch_job(handle, spec, console, timeout=timeout, keep_running=keep_running, poll=poll)
-    add_perf_sanity(done.decision, spec, getattr(handle, "read", read_local))
+    chain = None
+    if sub.prerequisites and isinstance(handle, SlurmJob):  # the compile/import first (decision 65)
+        from trtllm_script_builder.process.chain import follow_chain
+
+        chain = follow_chain(
+            sub, handle, spec, console,
+            follow=watch_job, timeout=timeout, keep_running=keep_running, poll=poll,
+        )  # fmt: skip
+    if chain is not None and chain.decision is not None and chain.handle is not None:
+        done = Followed(chain.decision, chain.cancelled, chain.timed_out, chain.elapsed)
+        fields = chain.handle.result_fields()
+    else:
+        left = timeout  # what the chain left of it
+        if chain is not None and timeout is not None:
+            left = max(timeout - chain.elapsed, 0.001)
+        done = watch_job(handle, spec, console, timeout=left, keep_running=keep_running, poll=poll)
+        fields = handle.result_fields()
+        add_perf_sanity(done.decision, spec, getattr(handle, "read", read_local))
     result = WatchResult(
         done.decision,
         sub.scenario,
         sub.work_dir,
         cancelled=done.cancelled,
         timed_out=done.timed_out,
-        elapsed=done.elapsed,
-        **handle.result_fields(),
+        elapsed=done.elapsed + (chain.elapsed if chain and chain.decision is None else 0),
+        chain=chain.states if chain else None,
+        **fields,
     )
     write_json(work_dir / VERDICT_FILE, result.to_json())
     return result
