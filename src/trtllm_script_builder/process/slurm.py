@@ -40,6 +40,9 @@ class JobStatus:
     stdout: str | None = None
     stderr: str | None = None
     source: str = ""
+    # The job's own numeric id when `job_id` names an array task (`100_3`) that has started:
+    # the id its logs' %j and its SLURM_JOB_ID carry. None while the task is pending.
+    raw_id: str | None = None
 
     @property
     def known(self) -> bool:
@@ -85,25 +88,47 @@ def status_from_scontrol(job_id: str, text: str) -> JobStatus:
         stdout=f.get("StdOut"),
         stderr=f.get("StdErr"),
         source="scontrol",
+        raw_id=_started_id(f["JobState"], f.get("JobId")),
     )
 
 
+def _started_id(state: str | None, raw: str | None) -> str | None:
+    """A pending array task is shown from its array's record (whose JobId is the array's);
+    a started one has its own record and id."""
+    if not raw or not raw.isdigit() or (state or "").split()[0] == "PENDING":
+        return None
+    return raw
+
+
 def status_from_sacct(job_id: str, text: str) -> JobStatus:
-    """`sacct -X -n -P -j ID -o JobID,State,ExitCode,Elapsed,NodeList`: the allocation's row."""
+    """`sacct -X -n -P -j ID -o JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw`: the
+    allocation's row (an array task's JobID is `ARRAY_TASK`)."""
+    return sacct_rows(text).get(job_id) or JobStatus(job_id, source="sacct")
+
+
+SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw"
+
+
+def sacct_rows(text: str) -> dict[str, JobStatus]:
+    """Every row of `sacct -X -n -P -o SACCT_FIELDS`, by JobID."""
+    rows: dict[str, JobStatus] = {}
     for line in text.splitlines():
         parts = line.split("|")
-        if len(parts) >= 3 and parts[0] == job_id:
-            code, sig = parse_exit_code(parts[2])
-            return JobStatus(
-                job_id,
-                state=parts[1].split()[0] if parts[1] else None,
-                exit_code=code,
-                signal=sig,
-                run_time=parts[3] if len(parts) > 3 else None,
-                nodelist=parts[4] if len(parts) > 4 else None,
-                source="sacct",
-            )
-    return JobStatus(job_id, source="sacct")
+        if len(parts) < 3 or not parts[0]:
+            continue
+        code, sig = parse_exit_code(parts[2])
+        state = parts[1].split()[0] if parts[1] else None
+        rows[parts[0]] = JobStatus(
+            parts[0],
+            state=state,
+            exit_code=code,
+            signal=sig,
+            run_time=parts[3] if len(parts) > 3 else None,
+            nodelist=parts[4] if len(parts) > 4 else None,
+            source="sacct",
+            raw_id=_started_id(state, parts[5] if len(parts) > 5 else None),
+        )
+    return rows
 
 
 def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
@@ -118,6 +143,7 @@ def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
         if acct.known and (acct.terminal or not st.known):
             acct.stdout, acct.stderr = st.stdout, st.stderr
             acct.reason = st.reason
+            acct.raw_id = acct.raw_id or st.raw_id
             if not acct.terminal and st.terminal:
                 return st
             return acct
@@ -125,10 +151,64 @@ def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
 
 
 def sacct(runner: Runner, job_id: str) -> JobStatus:
-    res = runner(
-        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,ExitCode,Elapsed,NodeList"]
-    )
+    res = runner(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", SACCT_FIELDS])
     return status_from_sacct(job_id, res.out) if res.rc == 0 else JobStatus(job_id)
+
+
+# squeue -r lists every array task on its own line: `ARRAY_TASK` (%i), its own job id (%A;
+# the array's while pending), state, reason, time used, time left, nodes.
+SQUEUE_FORMAT = "%i|%A|%T|%r|%M|%L|%N"
+
+
+def squeue_rows(text: str) -> dict[str, JobStatus]:
+    rows: dict[str, JobStatus] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 7 or not parts[0]:
+            continue
+        rows[parts[0]] = JobStatus(
+            parts[0],
+            state=parts[2] or None,
+            reason=parts[3] or None,
+            run_time=parts[4] or None,
+            time_left=parts[5] or None,
+            nodelist=parts[6] or None,
+            source="squeue",
+            raw_id=_started_id(parts[2], parts[1]),
+        )
+    return rows
+
+
+def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str, JobStatus]:
+    """The status of many jobs (plain ids and array tasks `ARRAY_TASK`) in one squeue call,
+    plus one sacct call for those squeue no longer lists (ended); without accounting, those
+    are asked of scontrol one by one. An id no tool knows maps to an unknown JobStatus."""
+    out: dict[str, JobStatus] = {}
+    if not job_ids:
+        return out
+    res = runner(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT])
+    queued = squeue_rows(res.out) if res.rc == 0 else {}
+    gone = []
+    for job in job_ids:
+        st = queued.get(job)
+        if st is not None and not st.terminal and st.state != "COMPLETING":
+            out[job] = st
+        else:
+            gone.append(job)
+    if gone and accounting:
+        acct = runner(["sacct", "-X", "-n", "-P", "-j", ",".join(gone), "-o", SACCT_FIELDS])
+        rows = sacct_rows(acct.out) if acct.rc == 0 else {}
+        for job in gone:
+            st = rows.get(job)
+            if st is not None and (st.terminal or job not in queued):
+                out[job] = st
+            else:  # sacct lags behind slurmctld for a moment: squeue's word stands
+                out[job] = queued.get(job) or JobStatus(job)
+    elif gone:
+        for job in gone:
+            show = runner(["scontrol", "show", "job", "-o", job])
+            out[job] = status_from_scontrol(job, show.out) if show.rc == 0 else JobStatus(job)
+    return out
 
 
 def accounting_on(runner: Runner) -> bool:
