@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
 from test_e2e_build import make_repo, tsb, user_env
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
@@ -176,7 +175,7 @@ def test_mixed_batch_throttled_to_one_gives_one_verdict_per_job(
     out, err = watcher.communicate()
     assert most_running <= 1
     assert seen_limit
-    assert watcher.returncode == 1, err  # verdicts differ: 1 (decision 71)
+    assert watcher.returncode == 1, err  # verdicts differ: 1 (decision 56)
     # off a terminal: plain progress lines, and one line per job as it ends
     assert "[watch] FAILED: accuracy/test_batch.py::test_fails (job " in err
     assert " pending, " in err and "\r" not in err

@@ -172,9 +172,7 @@ def _submit_batch(
                 "persistent", "a build-many folder is not run in a held allocation", "drop it"
             )
         if ssh_host:
-            raise BuildError(
-                "ssh_host", "a batch is submitted on local_slurm only", "drop --ssh-host"
-            )
+            raise BuildError("ssh_host", "a batch runs on local_slurm only", "drop --ssh-host")
         batch = submit_batch(folder, max_running=max_running, force=force, say=_say)
     except BuildError as err:
         _fail(err)
@@ -300,9 +298,7 @@ def _watch_batch(
 
     try:
         if ssh_host:
-            raise BuildError(
-                "ssh_host", "a batch is watched on local_slurm only", "drop --ssh-host"
-            )
+            raise BuildError("ssh_host", "a batch runs on local_slurm only", "drop --ssh-host")
         result = watch_batch(
             folder,
             timeout=timeout,

@@ -1,5 +1,5 @@
 """`submit DIR` on a build-many folder: every built job of its `jobs.json`, jobs of one shape as
-one Slurm job array (decision 70).
+one Slurm job array (decision 55).
 
 Two jobs have the same shape when their scripts' `#SBATCH` lines are the same apart from the
 job name and the log file names, and they run in the same scenario. A shape of two jobs or
@@ -190,6 +190,8 @@ def render_driver(
         "# Slurm job array written by trtllm-script-builder submit for a build-many folder:",
         "# task i goes into job i's folder, writes the logs its job_spec names (%j: the task's",
         "# own job id) and runs that job's own script. Submit the folder again, not this file.",
+        "# The paths are single-quoted on purpose: nothing in them expands.",
+        "# shellcheck disable=SC2016",
         "set -euo pipefail",
         "",
     ]
@@ -265,7 +267,7 @@ def _job_name(lines: list[str]) -> str:
     return "batch"
 
 
-def _sbatch(argv: list[str], cwd: Path, started: list[str]) -> str:
+def _sbatch(argv: list[str], cwd: Path, started: list[str], job_dir: Path) -> str:
     res = run(["sbatch", "--parsable", *argv], cwd=cwd)
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
@@ -275,7 +277,7 @@ def _sbatch(argv: list[str], cwd: Path, started: list[str]) -> str:
         raise ToolFailed(
             "sbatch",
             f"{first_line(res)}{undone}",
-            f"check the job against the cluster: trtllm-script-builder check {cwd}",
+            f"check the job against the cluster: trtllm-script-builder check {job_dir}",
         )
     started.append(job)
     return job
@@ -318,7 +320,7 @@ def submit_batch(
         if len(g) == 1:
             j = jobs[g[0]]
             work = j.member.work_dir
-            job = _sbatch([str(j.script)], work, started)
+            job = _sbatch([str(j.script)], work, started, work)
             base = j.spec.work_dir or str(work)
             out = log_path(j.spec.log_file_pattern, job, base)
             subs[g[0]] = Submission(
@@ -355,7 +357,7 @@ def submit_batch(
         from trtllm_script_builder.atomic import write_file
 
         write_file(driver, text)
-        array = _sbatch([str(driver)], folder, started)
+        array = _sbatch([str(driver)], folder, started, first.member.work_dir)
         arrays.append(
             BatchArray(job_id=array, driver=str(driver), size=len(g), max_running=max_running)
         )

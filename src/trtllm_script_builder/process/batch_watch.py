@@ -55,7 +55,7 @@ SETTLE = 0.5  # seconds for the last log lines of a job that just ended
 
 def batch_exit_status(verdicts: list[Verdict]) -> int:
     """0 when every job PASSED; when every job that did not pass has one verdict, that
-    verdict's status; 1 when they differ (decision 71)."""
+    verdict's status; 1 when they differ (decision 56)."""
     bad = {v for v in verdicts if v is not Verdict.PASSED}
     if not bad:
         return 0
