@@ -199,6 +199,8 @@ class FakeSlurm:
             ids = argv[argv.index("-j") + 1].split(",")
             rows = []
             for job in ids:
+                if job not in self.states:  # an array's own record: none in this script
+                    continue
                 st = self.state(job)
                 code = {"COMPLETED": "0:0", "FAILED": "1:0"}.get(st, "0:15")
                 rows.append(f"{job}|{st}|{code}|00:00:05|n1|{self.raw[job]}")
@@ -216,7 +218,7 @@ def test_query_many_asks_squeue_once_and_sacct_once_for_the_ended() -> None:
     )
     got = slurm.query_many(fake, ["7_0", "7_1", "7_2", "9"], accounting=True)
     assert [c[0] for c in fake.calls] == ["squeue", "sacct"]
-    assert fake.calls[1][fake.calls[1].index("-j") + 1] == "7_0,9"
+    assert fake.calls[1][fake.calls[1].index("-j") + 1] == "7_0,9,7"  # and 7_0's array
     assert (got["7_0"].state, got["7_0"].exit_code, got["7_0"].raw_id) == ("COMPLETED", 0, "8")
     assert (got["7_1"].state, got["7_1"].raw_id) == ("RUNNING", "10")
     # a pending task shows its array's id, which is not its own
@@ -226,6 +228,31 @@ def test_query_many_asks_squeue_once_and_sacct_once_for_the_ended() -> None:
         None,
     )
     assert (got["9"].state, got["9"].exit_code) == ("FAILED", 1)
+
+
+def test_a_task_cancelled_before_it_started_takes_its_arrays_record() -> None:
+    """sacct has no row of a task that never started: the array's own row (`101` once its
+    unstarted tasks ended, `101_[1-3%1]` while they wait) answers for it."""
+    ended = (
+        "101_0|CANCELLED by 0|0:0|00:00:01|cpunode|102\n"
+        "101|CANCELLED by 0|0:0|00:00:00|None assigned|101\n"
+    )
+    st = slurm.status_from_sacct("101_2", ended)
+    assert (st.state, st.exit_code, st.raw_id, st.terminal) == ("CANCELLED", None, None, True)
+    assert slurm.status_from_sacct("101_0", ended).raw_id == "102"
+    assert slurm.status_from_sacct("102_2", ended).state is None
+    waiting = "101_0|RUNNING|0:0|00:00:01|cpunode|102\n101_[1-3%1]|PENDING|0:0|00:00:00||101\n"
+    assert slurm.status_from_sacct("101_3", waiting).state == "PENDING"
+    assert slurm.status_from_sacct("101_4", waiting).state is None
+    calls: list[list[str]] = []
+
+    def runner(argv: Any, cwd: Any = None) -> CmdResult:
+        calls.append(list(argv))
+        return CmdResult(0, "" if argv[0] == "squeue" else ended)
+
+    got = slurm.query_many(runner, ["101_0", "101_2"], accounting=True)
+    assert calls[1][calls[1].index("-j") + 1] == "101_0,101_2,101"
+    assert (got["101_0"].state, got["101_2"].state) == ("CANCELLED", "CANCELLED")
 
 
 def test_scontrol_takes_a_task_id_only_once_it_started() -> None:

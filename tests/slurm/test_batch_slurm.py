@@ -226,17 +226,27 @@ def test_watch_timeout_cancels_the_whole_batch(site: BatchSite, cleanup: list[Pa
         site, "sleepers", "accuracy/test_batch.py::test_sleeps\n" * 3 + "accuracy/test_tiny.py\n"
     )
     cleanup.append(folder)
-    res = tsb(site.env, "submit", str(folder), "--max-running", "2")
+    res = tsb(site.env, "submit", str(folder), "--max-running", "1")
     assert res.returncode == 0, res.stderr
     ids = ids_of(folder)
     assert len(ids) == 2  # the array of three, and the 8-GPU job
+    started = time.monotonic()
     watcher = watch(site, folder, "--timeout", "4", "--json")
     out, err = watcher.communicate(timeout=120)
+    # the tasks cancelled while they waited have no sacct row of their own: their array's
+    # record answers for them at once (no wait for Slurm to "know" them)
+    assert time.monotonic() - started < 25, err
     assert watcher.returncode == 11, err  # every job TIMEOUT
     results = json.loads(out.strip().splitlines()[-1])
     assert results["summary"]["verdicts"] == {"TIMEOUT": 4}
     assert results["cancelled_by_watch"] == "timeout"
+    never = [r for r in results["jobs"] if r["array_task"] and r["job_id"] == r["array_task"]]
+    assert len(never) >= 2  # throttled to one: at least two tasks never started
     assert squeue("-j", ",".join(ids), "-o", "%i,%T") == []
+    assert squeue("-j", ",".join(ids), "-t", "all", "-o", "%i,%T") == [] or all(
+        t[1] in ("CANCELLED", "COMPLETED", "FAILED")
+        for t in squeue("-j", ",".join(ids), "-t", "all", "-o", "%i,%T")
+    )
 
 
 def test_interrupt_off_a_terminal_cancels_the_batch(site: BatchSite, cleanup: list[Path]) -> None:
@@ -250,6 +260,9 @@ def test_interrupt_off_a_terminal_cancels_the_batch(site: BatchSite, cleanup: li
     while not squeue("-j", ",".join(ids), "-t", "RUNNING", "-o", "%i,%T"):
         assert time.monotonic() < deadline, "the jobs did not start"
         time.sleep(0.2)
+    assert watcher.stderr is not None
+    first = watcher.stderr.readline()  # the loop runs: its first progress line
+    assert first.startswith("[watch] 0/2 done"), first
     watcher.send_signal(signal.SIGINT)
     out, err = watcher.communicate(timeout=90)
     assert "cancelling 2 job(s)" in err

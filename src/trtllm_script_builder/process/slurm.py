@@ -103,7 +103,43 @@ def _started_id(state: str | None, raw: str | None) -> str | None:
 def status_from_sacct(job_id: str, text: str) -> JobStatus:
     """`sacct -X -n -P -j ID -o JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw`: the
     allocation's row (an array task's JobID is `ARRAY_TASK`)."""
-    return sacct_rows(text).get(job_id) or JobStatus(job_id, source="sacct")
+    rows = sacct_rows(text)
+    return rows.get(job_id) or array_record(rows, job_id) or JobStatus(job_id, source="sacct")
+
+
+_TASK = re.compile(r"(\d+)_(\d+)")
+_ARRAY_ROW = re.compile(r"(\d+)(?:_\[([\d,-]+)(?:%\d+)?\])?")
+
+
+def _in_ranges(task: int, ranges: str) -> bool:
+    for part in ranges.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and int(lo) <= task <= int(hi or lo):
+            return True
+    return False
+
+
+def array_record(rows: dict[str, JobStatus], job_id: str) -> JobStatus | None:
+    """An array task that never started has no row of its own: the array's record of its
+    unstarted tasks (`ARRAY` once they ended, `ARRAY_[1-3]` while pending) speaks for it,
+    without an exit code or an own job id."""
+    m = _TASK.fullmatch(job_id)
+    if m is None:
+        return None
+    array, task = m.group(1), int(m.group(2))
+    for key, st in rows.items():
+        row = _ARRAY_ROW.fullmatch(key)
+        if row is None or row.group(1) != array:
+            continue
+        if row.group(2) is None or _in_ranges(task, row.group(2)):
+            return JobStatus(job_id, state=st.state, source="sacct")
+    return None
+
+
+def _with_arrays(job_ids: list[str]) -> str:
+    """The ids for `sacct -j`: each array task's array too, for array_record."""
+    arrays = [m.group(1) for j in job_ids if (m := _TASK.fullmatch(j))]
+    return ",".join(dict.fromkeys([*job_ids, *arrays]))
 
 
 SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw"
@@ -151,7 +187,7 @@ def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
 
 
 def sacct(runner: Runner, job_id: str) -> JobStatus:
-    res = runner(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", SACCT_FIELDS])
+    res = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays([job_id]), "-o", SACCT_FIELDS])
     return status_from_sacct(job_id, res.out) if res.rc == 0 else JobStatus(job_id)
 
 
@@ -196,10 +232,10 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
         else:
             gone.append(job)
     if gone and accounting:
-        acct = runner(["sacct", "-X", "-n", "-P", "-j", ",".join(gone), "-o", SACCT_FIELDS])
+        acct = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays(gone), "-o", SACCT_FIELDS])
         rows = sacct_rows(acct.out) if acct.rc == 0 else {}
         for job in gone:
-            st = rows.get(job)
+            st = rows.get(job) or array_record(rows, job)
             if st is not None and (st.terminal or job not in queued):
                 out[job] = st
             else:  # sacct lags behind slurmctld for a moment: squeue's word stands
