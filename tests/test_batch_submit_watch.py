@@ -478,3 +478,20 @@ def test_an_interrupt_answered_no_leaves_the_jobs(
         )
     assert not [c for c in fake.calls if c[0] == "scancel"]
     assert not (folder / "results.json").exists()
+
+
+def test_hang_in_one_running_job_cancels_that_job_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7")])
+    (folder / "test_a" / "tiny_auto_test_8.out").write_text("step 1\nHang detected on rank 0\n")
+    (folder / "test_b" / "tiny_auto_test_9.out").write_text("step 1\n")
+    fake = FakeSlurm(
+        {"7_0": ["RUNNING"], "7_1": ["RUNNING", "RUNNING", "COMPLETED"]},
+        {"7_0": "8", "7_1": "9"},
+    )
+    result, err = run_watch(folder, fake, monkeypatch)
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "7_0"]]
+    assert "'hang detected' in the log: cancelling job 8 (7_0)" in err
+    assert [r.verdict for r in result.jobs] == [Verdict.HANG_DETECTED, Verdict.PASSED]
+    assert result.to_json()["jobs"][0]["reason"] == "'hang detected' in the log"

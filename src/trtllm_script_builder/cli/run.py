@@ -222,6 +222,11 @@ def watch(
     CANCELLED, OUT_OF_MEMORY, HANG_DETECTED or INFRA_FAILURE. Slurm's state and the exit code
     decide first; only the program's own output is matched against the job_spec patterns.
 
+    A build-many folder (it holds jobs.json) is watched as a whole: one progress line, each
+    job's verdict.json, then results.json and a merged junit.xml in the folder; the exit
+    status is 0 when every job PASSED, the verdict's status when all others share one, else 1
+    (docs/batches.md). --timeout cancels every open job; Ctrl-C asks whether to.
+
     \b
     Example:
       trtllm-script-builder watch work_dirs/llama_20260101 --timeout 3600 --json

@@ -30,7 +30,7 @@ from trtllm_script_builder.process.batch_submit import (
 )
 from trtllm_script_builder.process.handles import (
     MAX_READ,
-    ArrayLogs,
+    LogNames,
     SlurmJob,
     junit_path,
     read_local,
@@ -145,9 +145,9 @@ def _track(folder: Path, batch: BatchSubmission, poll: float, accounting: bool) 
         array_logs = None
         out_path = err_path = None
         if job.array_job_id is not None:
-            array_logs = ArrayLogs(spec.log_file_pattern, spec.error_file_pattern, base)
+            array_logs = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
         else:
-            out_path, err_path = ArrayLogs(
+            out_path, err_path = LogNames(
                 spec.log_file_pattern, spec.error_file_pattern, base
             ).paths(job.job_id)
         handle = SlurmJob(

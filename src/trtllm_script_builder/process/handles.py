@@ -160,24 +160,20 @@ class JobHandle(Protocol):
 
 
 @dataclass(frozen=True)
-class ArrayLogs:
-    """Where an array task's job writes its logs: its job_spec's patterns (%j: the task's own
-    job id) under `base`, the folder the build wrote them for."""
+class LogNames:
+    """Where a job writes its logs once its own job id is known (an array task's only when it
+    starts): its job_spec's patterns (%j: that id) under `base`, the folder the build wrote
+    them for."""
 
     out_pattern: str | None
     err_pattern: str | None
     base: str
 
     def paths(self, own_id: str) -> tuple[str | None, str | None]:
-        out = _expand(self.out_pattern, own_id, self.base)
-        err = _expand(self.err_pattern, own_id, self.base)
-        if err is None and out and out.endswith(".out"):
-            err = out[: -len(".out")] + ".err"
-        return out, err
+        from trtllm_script_builder.process.submit import err_path, log_path
 
-
-def _expand(pattern: str | None, job_id: str, base: str) -> str | None:
-    return posixpath.join(base, pattern.replace("%j", job_id)) if pattern else None
+        out = log_path(self.out_pattern, own_id, self.base)
+        return out, log_path(self.err_pattern, own_id, self.base) or err_path(out)
 
 
 class SlurmJob:
@@ -197,7 +193,7 @@ class SlurmJob:
         poll: float,
         *,
         accounting: bool | None = None,
-        array_logs: ArrayLogs | None = None,
+        array_logs: LogNames | None = None,
     ) -> None:
         self.job_id, self.runner, self.read, self.host = job_id, runner, read, host
         self.what = f"job {job_id}"

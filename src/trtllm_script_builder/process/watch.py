@@ -20,9 +20,9 @@ from typing import Any, TextIO
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.handles import (
-    ArrayLogs,
     JobHandle,
     LocalProcess,
+    LogNames,
     SlurmJob,
     read_local,
 )
@@ -283,7 +283,7 @@ def _handle(spec: JobSpec, sub: Submission, poll: float, ssh_host: str | None) -
     array_logs = None
     if sub.array_job_id is not None:
         base = spec.remote_work_dir or spec.work_dir or sub.work_dir
-        array_logs = ArrayLogs(spec.log_file_pattern, spec.error_file_pattern, base)
+        array_logs = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
     return SlurmJob(
         sub.job_id, runner, read, sub.log_file, sub.err_file, host, poll, array_logs=array_logs
     )
