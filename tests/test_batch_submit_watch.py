@@ -241,6 +241,9 @@ def test_a_task_cancelled_before_it_started_takes_its_arrays_record() -> None:
     assert (st.state, st.exit_code, st.raw_id, st.terminal) == ("CANCELLED", None, None, True)
     assert slurm.status_from_sacct("101_0", ended).raw_id == "102"
     assert slurm.status_from_sacct("102_2", ended).state is None
+    # just after an array ended, accounting may list its last task as the bare array id
+    lagging = "101|COMPLETED|0:0|00:00:00|cpunode|101\n"
+    assert slurm.status_from_sacct("101_2", lagging).state is None
     waiting = "101_0|RUNNING|0:0|00:00:01|cpunode|102\n101_[1-3%1]|PENDING|0:0|00:00:00||101\n"
     assert slurm.status_from_sacct("101_3", waiting).state == "PENDING"
     assert slurm.status_from_sacct("101_4", waiting).state is None
@@ -253,6 +256,27 @@ def test_a_task_cancelled_before_it_started_takes_its_arrays_record() -> None:
     got = slurm.query_many(runner, ["101_0", "101_2"], accounting=True)
     assert calls[1][calls[1].index("-j") + 1] == "101_0,101_2,101"
     assert (got["101_0"].state, got["101_2"].state) == ("CANCELLED", "CANCELLED")
+
+
+def test_an_end_sacct_does_not_know_yet_is_asked_of_scontrol() -> None:
+    """squeue -j lists a job that just ended (no exit code); sacct still says RUNNING."""
+    answers = {
+        "squeue": "7_1|9|COMPLETED|None|0:05|0:00|n1\n7_0|8|RUNNING|None|0:05|9:55|n1\n",
+        "sacct": "7_1|RUNNING|0:0|00:00:05|n1|9\n",
+        "scontrol": "JobId=9 ArrayJobId=7 ArrayTaskId=1 JobState=FAILED Reason=NonZeroExitCode "
+        "ExitCode=3:0 RunTime=00:00:05 TimeLimit=00:10:00",
+    }
+    calls: list[list[str]] = []
+
+    def runner(argv: Any, cwd: Any = None) -> CmdResult:
+        calls.append(list(argv))
+        return CmdResult(0, answers[argv[0]])
+
+    got = slurm.query_many(runner, ["7_0", "7_1"], accounting=True)
+    assert [c[0] for c in calls] == ["squeue", "sacct", "scontrol"]
+    assert calls[2][-1] == "7_1"
+    assert (got["7_1"].state, got["7_1"].exit_code, got["7_1"].raw_id) == ("FAILED", 3, "9")
+    assert got["7_0"].state == "RUNNING"
 
 
 def test_scontrol_takes_a_task_id_only_once_it_started() -> None:

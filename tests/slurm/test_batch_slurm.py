@@ -270,3 +270,68 @@ def test_interrupt_off_a_terminal_cancels_the_batch(site: BatchSite, cleanup: li
     assert squeue("-j", ",".join(ids), "-o", "%i,%T") == []
     results = json.loads((folder / "results.json").read_text())
     assert results["summary"]["verdicts"] == {"CANCELLED": 2}
+
+
+# ---------------------------------------------------------------- remote, over OpenSSH
+# The loopback sshd of test_submit_watch, in front of the same cluster; the jobs are custom
+# jobs (no install step), copied to their remote_work_dir before sbatch runs there.
+from test_submit_watch import Live, Sshd, cli, live, sshd  # noqa: E402, F401
+
+
+def test_remote_batch_over_ssh(live: Live, sshd: Sshd) -> None:  # noqa: F811
+    env_file = live.root / "slurm_env_batch_remote.json"
+    res = cli("probe", "--ssh", sshd.host, "--output", str(env_file))
+    assert res.code == 0, res.stderr
+    base = live.request(
+        "remote_batch",
+        "true",
+        execution_scenario="remote_slurm",
+        slurm_env_file=str(env_file),
+        remote_repo_path=str(live.repo),
+        models_path=None,
+        checkpoint_path=str(live.repo / "models"),
+        time_limit="00:02:00",
+    )
+    listing = live.root / "remote_list.yaml"
+    listing.write_text(
+        "- custom_cmd: echo remote one from $(pwd)\n"
+        "- custom_cmd: echo remote two; exit 3\n"
+        "- custom_cmd: echo remote three\n"
+    )
+    folder = live.root / "remote_batch"
+    res = cli("build-many", str(listing), "--base", str(base))
+    assert res.code == 0, res.stderr
+    rows = json.loads((folder / "jobs.json").read_text())
+    res = cli("submit", str(folder), "--max-running", "2", "--json")
+    assert res.code == 0, res.stderr
+    batch = json.loads(res.stdout)
+    (array,) = batch["arrays"]
+    assert (batch["scenario"], batch["ssh_host"], array["size"]) == (
+        "remote_slurm",
+        sshd.host,
+        3,
+    )
+    remote_dir = Path(batch["remote_batch_dir"])
+    assert array["driver"] == str(remote_dir / "batch_array0.slurm")
+    assert (remote_dir / "batch_array0.slurm").is_file()  # copied there (same machine)
+    try:
+        res = cli("watch", str(folder), "--poll", "0.3", "--json", "--timeout", "60")
+    finally:
+        subprocess.run(["scancel", array["job_id"]], check=False)
+    assert res.code == 1, res.stderr  # PASSED and FAILED: 1
+    results = json.loads(res.stdout.strip().splitlines()[-1])
+    assert results["summary"]["verdicts"] == {"PASSED": 2, "FAILED": 1}
+    failed = next(r for r in results["jobs"] if r["verdict"] == "FAILED")
+    assert failed["exit_code"] == 3 and failed["array_task"] == f"{array['job_id']}_1"
+    for row in rows:
+        spec = json.loads((Path(row["work_dir"]) / "job_spec.json").read_text())
+        verdict = json.loads((Path(row["work_dir"]) / "verdict.json").read_text())
+        remote_log = Path(spec["remote_work_dir"]) / spec["log_file_pattern"].replace(
+            "%j", verdict["job_id"]
+        )
+        assert remote_log.is_file() and verdict["log_files"][0] == str(remote_log)
+        assert not list(Path(row["work_dir"]).glob("*.out"))  # the logs stayed remote
+    one = Path(rows[0]["work_dir"])
+    assert f"remote one from {json.loads((one / 'job_spec.json').read_text())['repo_root']}" in (
+        Path(json.loads((one / "verdict.json").read_text())["log_files"][0]).read_text()
+    )

@@ -171,9 +171,9 @@ def _submit_batch(
             raise BuildError(
                 "persistent", "a build-many folder is not run in a held allocation", "drop it"
             )
-        if ssh_host:
-            raise BuildError("ssh_host", "a batch runs on local_slurm only", "drop --ssh-host")
-        batch = submit_batch(folder, max_running=max_running, force=force, say=_say)
+        batch = submit_batch(
+            folder, max_running=max_running, force=force, ssh_host=ssh_host, say=_say
+        )
     except BuildError as err:
         _fail(err)
         return
@@ -302,8 +302,6 @@ def _watch_batch(
     from trtllm_script_builder.process.watch import Console
 
     try:
-        if ssh_host:
-            raise BuildError("ssh_host", "a batch runs on local_slurm only", "drop --ssh-host")
         result = watch_batch(
             folder,
             timeout=timeout,
@@ -311,6 +309,7 @@ def _watch_batch(
             poll=poll,
             console=Console(sys.stdout, sys.stderr, quiet=quiet),
             on_interrupt=_ask_cancel,
+            ssh_host=ssh_host,
         )
     except BuildError as e:
         _fail(e)

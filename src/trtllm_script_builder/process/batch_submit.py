@@ -9,12 +9,14 @@ sends its output where that job_spec says (with the task's own job id for `%j`) 
 job's own script. A shape of one job goes in as a plain `sbatch`, as `submit JOBDIR` does.
 
 Each job folder gets its `submission.json` (so `watch JOBDIR` follows one job), and the batch
-folder gets `batch_submission.json`, which `watch DIR` reads.
+folder gets `batch_submission.json`, which `watch DIR` reads. On remote_slurm the jobs' files
+are copied to their remote_work_dir first and the drivers go beside them (remote_batch_dir).
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import shlex
 import socket
@@ -27,9 +29,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import run
+from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
+from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submission import (
     SUBMISSION,
     Say,
@@ -88,6 +91,8 @@ class BatchSubmission(BaseModel):
     scenario: str
     submitted_at: str
     host: str
+    ssh_host: str | None = None
+    remote_batch_dir: str | None = None  # remote_slurm: where the array drivers were copied
     max_running: int | None = None
     arrays: list[BatchArray]
     jobs: list[BatchJob]
@@ -230,15 +235,22 @@ class _Job:
 
 
 def _load(members: list[Member], force: bool) -> list[_Job]:
-    jobs = []
+    jobs: list[_Job] = []
     for m in members:
         spec = read_job_spec(m.work_dir)
-        if spec.execution_scenario != "local_slurm":
+        if spec.execution_scenario not in SCENARIOS:
             raise BuildError(
                 "execution_scenario",
-                f"a batch is submitted on local_slurm only, but {m.work_dir} is "
+                f"a batch is submitted on local_slurm or remote_slurm, but {m.work_dir} is "
                 f"{spec.execution_scenario}",
                 "submit its jobs one at a time: trtllm-script-builder submit JOBDIR",
+            )
+        if jobs and spec.execution_scenario != jobs[0].spec.execution_scenario:
+            raise BuildError(
+                "execution_scenario",
+                f"the batch mixes {jobs[0].spec.execution_scenario} and "
+                f"{spec.execution_scenario} jobs",
+                "build the list for one scenario",
             )
         previous = load_submission(m.work_dir)
         if previous is not None and not force:
@@ -259,6 +271,9 @@ def _load(members: list[Member], force: bool) -> list[_Job]:
     return jobs
 
 
+SCENARIOS = ("local_slurm", "remote_slurm")
+
+
 def _job_name(lines: list[str]) -> str:
     for ln in lines:
         m = re.fullmatch(r"#SBATCH\s+--job-name=(\S+)", ln)
@@ -267,20 +282,107 @@ def _job_name(lines: list[str]) -> str:
     return "batch"
 
 
-def _sbatch(argv: list[str], cwd: Path, started: list[str], job_dir: Path) -> str:
-    res = run(["sbatch", "--parsable", *argv], cwd=cwd)
-    job = submitted_id(res) if res.rc == 0 else None
-    if job is None:
-        if started:  # nothing half-submitted: the arrays and jobs already in go again
-            run(["scancel", *started])
-        undone = f"; cancelled the {len(started)} already submitted" if started else ""
-        raise ToolFailed(
-            "sbatch",
-            f"{first_line(res)}{undone}",
-            f"check the job against the cluster: trtllm-script-builder check {job_dir}",
+@dataclass
+class _Target:
+    """Where the batch goes: this host's Slurm, or a remote one through ssh."""
+
+    runner: Runner
+    host: str
+    ssh_host: str | None = None
+    ssh: SshRunner | None = None
+
+    def sbatch(self, script: str, cwd: str, started: list[str], job_dir: Path) -> str:
+        res = self.runner(["sbatch", "--parsable", script], Path(cwd))
+        job = submitted_id(res) if res.rc == 0 else None
+        if job is None:
+            if started:  # nothing half-submitted: the arrays and jobs already in go again
+                self.runner(["scancel", *started])
+            undone = f"; cancelled the {len(started)} already submitted" if started else ""
+            where = f"on {self.ssh_host}: " if self.ssh_host else ""
+            raise ToolFailed(
+                "sbatch",
+                f"{where}{first_line(res)}{undone}",
+                f"check the job against the cluster: trtllm-script-builder check {job_dir}",
+            )
+        started.append(job)
+        return job
+
+
+def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
+    from trtllm_script_builder.process.submit import resolve_ssh_host
+
+    hosts = {resolve_ssh_host(j.spec, override) for j in jobs}
+    if len(hosts) > 1:
+        raise BuildError(
+            "ssh_host",
+            f"the batch's jobs name more than one host ({', '.join(sorted(hosts))})",
+            "pass --ssh-host HOST",
         )
-    started.append(job)
-    return job
+    host = hosts.pop()
+    runner = SshRunner(SshTarget(host))
+    hello = runner.check()
+    if hello.rc != 0:
+        raise ToolFailed(
+            "ssh_host",
+            f"ssh {host}: {first_line(hello)}",
+            "check the host name and that `ssh HOST true` works without a prompt "
+            "(open a ControlMaster first for MFA hosts)",
+        )
+    # each job's files into its remote_work_dir: one copy per folder
+    by_dir: dict[str, list[Path]] = {}
+    for j in jobs:
+        remote = _remote(j)
+        files = by_dir.setdefault(remote.work_dir, [])
+        files.append(j.script)
+        for extra in j.spec.extra_files:
+            if not Path(extra).is_file():
+                raise BuildError(
+                    "extra_files",
+                    f"{extra} does not exist",
+                    "build the job again into this work_dir",
+                )
+            files.append(Path(extra))
+    for remote_dir, files in by_dir.items():
+        copied = runner.copy(files, remote_dir)
+        if copied.rc != 0:
+            raise ToolFailed(
+                "remote_work_dir",
+                f"copying to {host}:{remote_dir} failed: {first_line(copied)}",
+                "check that the folder can be written",
+            )
+    say(f"copied the scripts of {len(jobs)} job(s) to {host} ({len(by_dir)} folder(s))")
+    return _Target(runner, host, host, runner)
+
+
+@dataclass
+class _Where:
+    """A job's folder and script where Slurm runs it (remote_work_dir on remote_slurm)."""
+
+    work_dir: str
+    script: str
+
+
+def _remote(j: _Job) -> _Where:
+    if not j.spec.remote_work_dir or not j.spec.remote_script_path:
+        raise BuildError(
+            "remote_work_dir",
+            "job_spec.json has no remote_work_dir/remote_script_path",
+            "build the job for remote_slurm again",
+        )
+    return _Where(j.spec.remote_work_dir, j.spec.remote_script_path)
+
+
+def _where(j: _Job, remote: bool) -> _Where:
+    if remote:
+        return _remote(j)
+    return _Where(j.spec.work_dir or str(j.member.work_dir), str(j.script))
+
+
+def remote_batch_dir(folders: list[str], name: str) -> str:
+    """Where an array's driver goes on the remote host: beside the jobs' remote folders, in a
+    folder named after the batch."""
+    common = posixpath.commonpath(folders) if len(set(folders)) > 1 else folders[0]
+    return common if posixpath.basename(common) == name else posixpath.join(common, name)
 
 
 def submit_batch(
@@ -288,10 +390,12 @@ def submit_batch(
     *,
     max_running: int | None = None,
     force: bool = False,
+    ssh_host: str | None = None,
     say: Say = lambda _: None,
 ) -> BatchSubmission:
     """Submit every built job of the build-many folder `folder`; refuses a folder (or a job of
     it) already submitted unless `force`."""
+    from trtllm_script_builder.atomic import write_file
     from trtllm_script_builder.process.submit import err_path, log_path
     from trtllm_script_builder.resolve.job import check_sbatch_value
 
@@ -308,80 +412,96 @@ def submit_batch(
         raise BuildError(
             "work_dir", f"{folder / BATCH_INDEX} lists no built job", "run build-many again"
         )
-    check_sbatch_value(str(folder), "work_dir")
     jobs = _load(members, force)
-    groups = group_by_shape([shape(j.spec.execution_scenario, j.lines) for j in jobs])
-    host = socket.gethostname()
+    scenario = jobs[0].spec.execution_scenario
+    remote = scenario == "remote_slurm"
+    if ssh_host and not remote:
+        raise BuildError("ssh_host", f"the batch is {scenario}", "drop --ssh-host")
+    groups = group_by_shape([shape(scenario, j.lines) for j in jobs])
+    driver_dir = str(folder)
+    if remote and any(len(g) > 1 for g in groups):
+        driver_dir = remote_batch_dir([_remote(j).work_dir for j in jobs], folder.name)
+    check_sbatch_value(driver_dir, "remote_work_dir" if remote else "work_dir")
+    target = _remote_target(jobs, ssh_host, say) if remote else _Target(run, socket.gethostname())
     started: list[str] = []
     arrays: list[BatchArray] = []
     rows: list[BatchJob | None] = [None] * len(jobs)
     subs: list[Submission | None] = [None] * len(jobs)
+
+    def record(i: int, job: str, array: str | None, task: int | None) -> None:
+        j = jobs[i]
+        at = _where(j, remote)
+        log = err = None
+        if array is None:
+            log = log_path(j.spec.log_file_pattern, job, at.work_dir)
+            err = log_path(j.spec.error_file_pattern, job, at.work_dir) or err_path(log)
+        subs[i] = Submission(
+            scenario=scenario,
+            work_dir=str(j.member.work_dir),
+            submitted_at=_now(),
+            host=target.host,
+            ssh_host=target.ssh_host,
+            remote_work_dir=at.work_dir if remote else None,
+            script=at.script,
+            job_id=job,
+            log_file=log,
+            err_file=err,
+            array_job_id=array,
+            array_task_id=task,
+            batch_dir=str(folder),
+        )
+        rows[i] = BatchJob(
+            work_dir=str(j.member.work_dir),
+            entry=j.member.entry,
+            job_id=job,
+            array_job_id=array,
+            array_task_id=task,
+        )
+
     for g in groups:
         if len(g) == 1:
             j = jobs[g[0]]
-            work = j.member.work_dir
-            job = _sbatch([str(j.script)], work, started, work)
-            base = j.spec.work_dir or str(work)
-            out = log_path(j.spec.log_file_pattern, job, base)
-            subs[g[0]] = Submission(
-                scenario="local_slurm",
-                work_dir=str(work),
-                submitted_at=_now(),
-                host=host,
-                script=str(j.script),
-                job_id=job,
-                log_file=out,
-                err_file=log_path(j.spec.error_file_pattern, job, base) or err_path(out),
-                batch_dir=str(folder),
+            at = _where(j, remote)
+            record(
+                g[0], target.sbatch(at.script, at.work_dir, started, j.member.work_dir), None, None
             )
-            rows[g[0]] = BatchJob(work_dir=str(work), entry=j.member.entry, job_id=job)
             continue
         k = len(arrays)
-        driver = folder / f"batch_array{k}.slurm"
         tasks = []
         for i in g:
             j = jobs[i]
-            base = j.spec.work_dir or str(j.member.work_dir)
-            out = log_path(j.spec.log_file_pattern, "%j", base) or str(Path(base) / "slurm_%j.out")
-            err = log_path(j.spec.error_file_pattern, "%j", base) or err_path(out) or ""
-            tasks.append((str(j.member.work_dir), str(j.script), out, err))
+            at = _where(j, remote)
+            out = log_path(j.spec.log_file_pattern, "%j", at.work_dir) or posixpath.join(
+                at.work_dir, "slurm-%j.out"
+            )
+            err = log_path(j.spec.error_file_pattern, "%j", at.work_dir) or err_path(out) or ""
+            tasks.append((at.work_dir, at.script, out, err))
         first = jobs[g[0]]
         shared = [ln for ln in first.lines if not _OWN.match(ln)]
         text = render_driver(
             shared,
             _job_name(first.lines),
-            str(folder).replace("%", "%%") + f"/batch_array{k}_%A_%a.out",
+            driver_dir.replace("%", "%%") + f"/batch_array{k}_%A_%a.out",
             tasks,
             max_running,
         )
-        from trtllm_script_builder.atomic import write_file
-
+        driver = folder / f"batch_array{k}.slurm"
         write_file(driver, text)
-        array = _sbatch([str(driver)], folder, started, first.member.work_dir)
-        arrays.append(
-            BatchArray(job_id=array, driver=str(driver), size=len(g), max_running=max_running)
-        )
+        if target.ssh is not None:
+            copied = target.ssh.copy([driver], driver_dir)
+            if copied.rc != 0:
+                if started:
+                    target.runner(["scancel", *started])
+                raise ToolFailed(
+                    "remote_work_dir",
+                    f"copying to {target.host}:{driver_dir} failed: {first_line(copied)}",
+                    "check that the folder can be written",
+                )
+        script = posixpath.join(driver_dir, driver.name) if remote else str(driver)
+        array = target.sbatch(script, driver_dir, started, first.member.work_dir)
+        arrays.append(BatchArray(job_id=array, driver=script, size=len(g), max_running=max_running))
         for t, i in enumerate(g):
-            j = jobs[i]
-            task_id = f"{array}_{t}"
-            subs[i] = Submission(
-                scenario="local_slurm",
-                work_dir=str(j.member.work_dir),
-                submitted_at=_now(),
-                host=host,
-                script=str(j.script),
-                job_id=task_id,
-                array_job_id=array,
-                array_task_id=t,
-                batch_dir=str(folder),
-            )
-            rows[i] = BatchJob(
-                work_dir=str(j.member.work_dir),
-                entry=j.member.entry,
-                job_id=task_id,
-                array_job_id=array,
-                array_task_id=t,
-            )
+            record(i, f"{array}_{t}", array, t)
         throttle = f", at most {max_running} at once" if max_running else ""
         say(f"submitted array {array}: {len(g)} jobs of one shape{throttle} ({driver.name})")
     for j, sub in zip(jobs, subs, strict=True):
@@ -389,9 +509,11 @@ def submit_batch(
         save_submission(j.member.work_dir, sub)
     batch = BatchSubmission(
         batch_dir=str(folder),
-        scenario="local_slurm",
+        scenario=scenario,
         submitted_at=_now(),
-        host=host,
+        host=target.host,
+        ssh_host=target.ssh_host,
+        remote_batch_dir=driver_dir if remote else None,
         max_running=max_running,
         arrays=arrays,
         jobs=[r for r in rows if r is not None],

@@ -4,7 +4,9 @@ Every poll asks Slurm once about all jobs still open (one squeue call, one sacct
 those that left the queue: slurm.query_many). A job that ends gets its verdict by the rules
 of single-job watch (handles.SlurmJob.decide) and its `verdict.json`; `hang detected` in a
 running job's log cancels that job. At the end the batch folder gets `results.json` (counts
-per verdict, one row per job) and `junit.xml` (every pytest job's report, merged).
+per verdict, one row per job) and `junit.xml` (every pytest job's report, merged). On
+remote_slurm the same calls go through one ssh connection, and a job's logs are read when it
+ends, not at every poll.
 
 `--timeout` cancels every job still queued or running (one scancel for all) unless
 `keep_running`; an interrupt (Ctrl-C) asks `on_interrupt` whether to cancel them.
@@ -31,13 +33,15 @@ from trtllm_script_builder.process.batch_submit import (
 from trtllm_script_builder.process.handles import (
     MAX_READ,
     LogNames,
+    Reader,
     SlurmJob,
     junit_path,
     read_local,
 )
 from trtllm_script_builder.process.junit import JUnitError, parse_junit
-from trtllm_script_builder.process.proc import run
+from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.spec_file import read_job_spec
+from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submission import write_json
 from trtllm_script_builder.process.verdict import HANG_TEXT, LogLine, Verdict
 from trtllm_script_builder.process.watch import (
@@ -136,12 +140,14 @@ class BatchResult:
         }
 
 
-def _track(folder: Path, batch: BatchSubmission, poll: float, accounting: bool) -> list[Tracked]:
+def _track(
+    batch: BatchSubmission, runner: Runner, read: Reader, poll: float, accounting: bool
+) -> list[Tracked]:
     out = []
     for job in batch.jobs:
         work = Path(job.work_dir)
         spec = read_job_spec(work)
-        base = spec.work_dir or str(work)
+        base = spec.remote_work_dir or spec.work_dir or str(work)
         array_logs = None
         out_path = err_path = None
         if job.array_job_id is not None:
@@ -152,8 +158,8 @@ def _track(folder: Path, batch: BatchSubmission, poll: float, accounting: bool) 
             ).paths(job.job_id)
         handle = SlurmJob(
             job.job_id,
-            run,
-            read_local,
+            runner,
+            read,
             out_path,
             err_path,
             batch.host,
@@ -165,7 +171,7 @@ def _track(folder: Path, batch: BatchSubmission, poll: float, accounting: bool) 
     return out
 
 
-def _cancel(runner: Callable[[list[str]], object], open_jobs: list[Tracked]) -> None:
+def _cancel(runner: Runner, open_jobs: list[Tracked]) -> None:
     """One scancel for every job still open (array tasks as `ARRAY_TASK`, pending or not)."""
     if not open_jobs:
         return
@@ -181,6 +187,7 @@ def watch_batch(
     poll: float = 5.0,
     console: Console,
     on_interrupt: Callable[[int], bool] | None = None,
+    ssh_host: str | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchResult:
@@ -194,8 +201,15 @@ def watch_batch(
             "run `trtllm-script-builder submit DIR` first",
         )
     poll = max(poll, 0.05)
-    accounting = slurm.accounting_on(run)
-    tracked = _track(folder, batch, poll, accounting)
+    runner: Runner = run
+    read: Reader = read_local
+    remote = batch.scenario == "remote_slurm"
+    if remote:
+        host = ssh_host or batch.ssh_host or batch.host
+        ssh = SshRunner(SshTarget(host))
+        runner, read = ssh, ssh.read_from
+    accounting = slurm.accounting_on(runner)
+    tracked = _track(batch, runner, read, poll, accounting)
     start = clock()
     deadline = start + timeout if timeout else None
     cancelled: str | None = None
@@ -227,7 +241,7 @@ def watch_batch(
         open_jobs = [t for t in tracked if not t.done]
         for t in open_jobs:
             t.cancelled = t.cancelled or why
-        _cancel(run, open_jobs)
+        _cancel(runner, open_jobs)
         cancelled, cancel_deadline = why, clock() + CANCEL_WAIT
 
     while True:
@@ -235,12 +249,14 @@ def watch_batch(
             open_jobs = [t for t in tracked if not t.done]
             if not open_jobs:
                 break
-            statuses = slurm.query_many(run, [t.handle.job_id for t in open_jobs], accounting)
+            statuses = slurm.query_many(runner, [t.handle.job_id for t in open_jobs], accounting)
             ended = []
             for t in open_jobs:
                 if t.handle.update(statuses[t.handle.job_id], settle=False):
                     ended.append(t)
                     continue
+                if remote:
+                    continue  # over ssh the logs are read once, at the job's end
                 new: list[LogLine] = []
                 for got, _ in t.handle.logs():
                     new += got
@@ -279,7 +295,7 @@ def watch_batch(
             finish(t, timed_out)
     console.clear()
     results = [t.result for t in tracked if t.result is not None]
-    junit, notes = merge_junit(folder, tracked)
+    junit, notes = merge_junit(folder, tracked, read)
     result = BatchResult(
         str(folder),
         results,
@@ -314,7 +330,9 @@ def _progress(tracked: list[Tracked], statuses: dict[str, slurm.JobStatus]) -> s
     )
 
 
-def merge_junit(folder: Path, tracked: list[Tracked]) -> tuple[str | None, list[str]]:
+def merge_junit(
+    folder: Path, tracked: list[Tracked], read: Reader = read_local
+) -> tuple[str | None, list[str]]:
     """Every pytest job's JUnit report as one `<testsuites>` in folder/junit.xml, each suite
     named after its job's folder; (None, notes) when no job wrote one."""
     notes: list[str] = []
@@ -324,7 +342,7 @@ def merge_junit(folder: Path, tracked: list[Tracked]) -> tuple[str | None, list[
         path = junit_path(t.spec, own) if own else None
         if path is None:
             continue
-        data = read_local(path, 0)
+        data = read(path, 0)
         if not data:
             continue
         if len(data) >= MAX_READ:

@@ -121,15 +121,19 @@ def _in_ranges(task: int, ranges: str) -> bool:
 
 def array_record(rows: dict[str, JobStatus], job_id: str) -> JobStatus | None:
     """An array task that never started has no row of its own: the array's record of its
-    unstarted tasks (`ARRAY` once they ended, `ARRAY_[1-3]` while pending) speaks for it,
-    without an exit code or an own job id."""
+    unstarted tasks (`ARRAY` once they were cancelled, `ARRAY_[1-3]` while pending; no node
+    was assigned) speaks for it, without an exit code or an own job id. (Just after an array
+    ended, accounting may show its last task as `ARRAY` for a moment, with its node: that row
+    is not taken.)"""
     m = _TASK.fullmatch(job_id)
     if m is None:
         return None
     array, task = m.group(1), int(m.group(2))
     for key, st in rows.items():
         row = _ARRAY_ROW.fullmatch(key)
-        if row is None or row.group(1) != array:
+        if row is None or row.group(1) != array or st.state not in ("CANCELLED", "PENDING"):
+            continue
+        if not (st.nodelist or "None").startswith("None"):
             continue
         if row.group(2) is None or _in_ranges(task, row.group(2)):
             return JobStatus(job_id, state=st.state, source="sacct")
@@ -217,8 +221,9 @@ def squeue_rows(text: str) -> dict[str, JobStatus]:
 
 def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str, JobStatus]:
     """The status of many jobs (plain ids and array tasks `ARRAY_TASK`) in one squeue call,
-    plus one sacct call for those squeue no longer lists (ended); without accounting, those
-    are asked of scontrol one by one. An id no tool knows maps to an unknown JobStatus."""
+    plus one sacct call for those that ended; scontrol is asked one by one only about jobs
+    that ended but sacct does not know yet (it lags behind slurmctld by a moment), or about
+    every ended job without accounting. An id no tool knows maps to an unknown JobStatus."""
     out: dict[str, JobStatus] = {}
     if not job_ids:
         return out
@@ -234,16 +239,21 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
     if gone and accounting:
         acct = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays(gone), "-o", SACCT_FIELDS])
         rows = sacct_rows(acct.out) if acct.rc == 0 else {}
+        lagging = []
         for job in gone:
             st = rows.get(job) or array_record(rows, job)
             if st is not None and (st.terminal or job not in queued):
                 out[job] = st
-            else:  # sacct lags behind slurmctld for a moment: squeue's word stands
-                out[job] = queued.get(job) or JobStatus(job)
-    elif gone:
+            elif job in queued:  # sacct lags behind slurmctld for a moment
+                lagging.append(job)
+            else:
+                out[job] = JobStatus(job)
+        gone = lagging  # squeue has no exit code: slurmctld's record has, while it lasts
+    if gone:
         for job in gone:
             show = runner(["scontrol", "show", "job", "-o", job])
-            out[job] = status_from_scontrol(job, show.out) if show.rc == 0 else JobStatus(job)
+            st = status_from_scontrol(job, show.out) if show.rc == 0 else JobStatus(job)
+            out[job] = st if st.known else queued.get(job) or st
     return out
 
 
