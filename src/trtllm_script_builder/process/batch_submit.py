@@ -22,7 +22,6 @@ import shlex
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -34,7 +33,6 @@ from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submission import (
-    SUBMISSION,
     Say,
     Submission,
     load_submission,
@@ -520,19 +518,3 @@ def submit_batch(
     )
     write_json(folder / BATCH_SUBMISSION, batch.model_dump(exclude_none=True))
     return batch
-
-
-def batch_json(batch: BatchSubmission) -> dict[str, Any]:
-    return batch.model_dump(exclude_none=True)
-
-
-__all__ = [
-    "BATCH_INDEX",
-    "BATCH_SUBMISSION",
-    "SUBMISSION",
-    "BatchSubmission",
-    "is_batch",
-    "load_batch_submission",
-    "read_index",
-    "submit_batch",
-]
