@@ -41,6 +41,12 @@ class Submission(BaseModel):
     container_name: str | None = None
     # The chain's jobs submitted first (process/chain.py ChainJob.to_json), in order.
     prerequisites: list[dict[str, Any]] | None = None
+    # A job submitted as task `array_task_id` of the Slurm job array `array_job_id` (submit of
+    # a build-many folder): job_id is then `ARRAY_TASK`, and the log names, which hold the
+    # task's own job id, are known only once it starts (log_file stays unset).
+    array_job_id: str | None = None
+    array_task_id: int | None = None
+    batch_dir: str | None = None
 
 
 def load_submission(work_dir: Path) -> Submission | None:

@@ -20,7 +20,13 @@ from typing import Any, TextIO
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.figures import result_lines
-from trtllm_script_builder.process.handles import JobHandle, LocalProcess, SlurmJob, read_local
+from trtllm_script_builder.process.handles import (
+    JobHandle,
+    LocalProcess,
+    LogNames,
+    SlurmJob,
+    read_local,
+)
 from trtllm_script_builder.process.perf_sanity import add_perf_sanity
 from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.spec_file import read_job_spec
@@ -296,7 +302,13 @@ def _handle(spec: JobSpec, sub: Submission, poll: float, ssh_host: str | None) -
     else:
         host = sub.host
         runner, read = run, read_local
-    return SlurmJob(sub.job_id, runner, read, sub.log_file, sub.err_file, host, poll)
+    array_logs = None
+    if sub.array_job_id is not None:
+        base = spec.remote_work_dir or spec.work_dir or sub.work_dir
+        array_logs = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
+    return SlurmJob(
+        sub.job_id, runner, read, sub.log_file, sub.err_file, host, poll, array_logs=array_logs
+    )
 
 
 def render_verdict(result: WatchResult) -> str:
