@@ -170,7 +170,7 @@ class LogNames:
     base: str
 
     def paths(self, own_id: str) -> tuple[str | None, str | None]:
-        from trtllm_script_builder.process.submit import err_path, log_path
+        from trtllm_script_builder.process.submission import err_path, log_path
 
         out = log_path(self.out_pattern, own_id, self.base)
         return out, log_path(self.err_pattern, own_id, self.base) or err_path(out)

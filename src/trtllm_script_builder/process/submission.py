@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,19 @@ SUBMISSION = "submission.json"
 RC_FILE = ".run.exit_code"
 
 Say = Callable[[str], None]
+
+
+def log_path(pattern: str | None, job_id: str, base: str) -> str | None:
+    """The log of a job: job_spec's pattern is relative to the job's folder (decision 44);
+    an absolute one (job_specs written before) stands as it is."""
+    return posixpath.join(base, pattern.replace("%j", job_id)) if pattern else None
+
+
+def err_path(out: str | None) -> str | None:
+    """Without error_file_pattern (older job_specs): `<name>_%j.out` and `.err` side by side."""
+    if out and out.endswith(".out"):
+        return out[: -len(".out")] + ".err"
+    return None
 
 
 class Submission(BaseModel):
