@@ -519,3 +519,316 @@ def test_hang_in_one_running_job_cancels_that_job_only(
     assert "'hang detected' in the log: cancelling job 8 (7_0)" in err
     assert [r.verdict for r in result.jobs] == [Verdict.HANG_DETECTED, Verdict.PASSED]
     assert result.to_json()["jobs"][0]["reason"] == "'hang detected' in the log"
+
+
+# ---------------------------------------------------------------- prerequisites (chains)
+# A batch built with compile / sqsh_cache_dir: one import and one compile per key for the
+# whole batch, the arrays after them (decision 65), and the chain followed in the same loop.
+
+IMPORT_KEY = "import:/sqsh/img.sqsh"
+COMPILE_KEY = "compile:/repo /sqsh/img.sqsh --cuda_architectures 90-real --dist_dir /wheel"
+
+
+def test_jobs_waiting_for_different_prerequisites_do_not_share_a_shape() -> None:
+    lines = directives(script("a"))
+    plain = shape("local_slurm", lines)
+    compiled = shape("local_slurm", lines, [IMPORT_KEY, COMPILE_KEY])
+    other = shape("local_slurm", lines, [IMPORT_KEY, COMPILE_KEY + " --benchmarks"])
+    assert len({plain, compiled, other}) == 3
+    assert compiled == shape("local_slurm", directives(script("b")), [IMPORT_KEY, COMPILE_KEY])
+    assert compiled[-2:] == (f"after {IMPORT_KEY}", f"after {COMPILE_KEY}")
+
+
+def chain_folder(tmp_path: Path, compile_keys: list[str]) -> Path:
+    """A built (not submitted) batch folder: one job per compile key, all of one image import,
+    their scripts of one shape."""
+    folder = tmp_path / "batch"
+    golden = json.loads(GOLDEN_SPEC.read_text())
+    rows = []
+    for i, key in enumerate(compile_keys):
+        name = f"job{i}"
+        work = folder / name
+        work.mkdir(parents=True)
+        (work / "x.slurm").write_text(script(name))
+        prereqs = [
+            {"kind": "import", "key": IMPORT_KEY, "script_path": str(work / "import.slurm"),
+             "log_file_pattern": f"{name}_import_%j.out",
+             "error_file_pattern": f"{name}_import_%j.err"},
+            {"kind": "compile", "key": key, "script_path": str(work / "compile.slurm"),
+             "log_file_pattern": f"{name}_compile_%j.out",
+             "error_file_pattern": f"{name}_compile_%j.err"},
+        ]  # fmt: skip
+        spec = {**golden, "work_dir": str(work), "script_path": str(work / "x.slurm")}
+        spec["prerequisites"] = prereqs
+        (work / "job_spec.json").write_text(json.dumps(spec))
+        rows.append({"line": i + 1, "entry": name, "status": "built", "work_dir": str(work)})
+    (folder / "jobs.json").write_text(json.dumps(rows))
+    return folder
+
+
+class FakeSbatch:
+    """sbatch answering ids 100, 101, ... (or failing for the script named in `fail`), and
+    scancel; every call kept."""
+
+    def __init__(self, fail: str | None = None) -> None:
+        self.fail = fail
+        self.calls: list[list[str]] = []
+        self.next = 100
+
+    def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+        argv = list(argv)
+        self.calls.append(argv)
+        if argv[0] == "sbatch":
+            if self.fail and argv[-1].endswith(self.fail):
+                return CmdResult(1, "", "sbatch: error: Invalid account or account/partition")
+            self.next += 1
+            return CmdResult(0, f"{self.next - 1}\n")
+        return CmdResult(0)
+
+    def sbatches(self) -> list[tuple[str, list[str]]]:
+        return [(Path(c[-1]).name, c[2:-1]) for c in self.calls if c[0] == "sbatch"]
+
+
+def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtllm_script_builder.process import batch_submit
+
+    other = COMPILE_KEY + " --benchmarks"
+    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, other, COMPILE_KEY])
+    fake = FakeSbatch()
+    monkeypatch.setattr(batch_submit, "run", fake)
+    said: list[str] = []
+    batch = batch_submit.submit_batch(folder, say=said.append)
+    dep = "--kill-on-invalid-dep=yes"
+    # one import for all, one compile per key, then one array of the three jobs of one
+    # compile and the other job alone, each after its own compile and the import
+    assert fake.sbatches() == [
+        ("import.slurm", []),
+        ("compile.slurm", ["--dependency=afterok:100", dep]),
+        ("compile.slurm", ["--dependency=afterok:100", dep]),
+        ("batch_array0.slurm", ["--dependency=afterok:100:101", dep]),
+        ("x.slurm", ["--dependency=afterok:100:102", dep]),
+    ]
+    first_compile = [c for c in fake.calls if c[-1].endswith("compile.slurm")]
+    assert [Path(c[-1]).parent.name for c in first_compile] == ["job0", "job2"]
+    assert not [c for c in fake.calls if c[0] == "scancel"]
+    assert "submitted import job 100 for 4 job(s)" in said
+    assert "submitted compile job 101 for 3 job(s)" in said
+    assert any(s.startswith("submitted array 103: 3 jobs of one shape after import job 100, compile job 101") for s in said)  # fmt: skip
+    # batch_submission.json: the three prerequisites once, each job's ids
+    data = json.loads((folder / BATCH_SUBMISSION).read_text())
+    assert [(p["kind"], p["job_id"]) for p in data["prerequisites"]] == [
+        ("import", "100"),
+        ("compile", "101"),
+        ("compile", "102"),
+    ]
+    assert data["prerequisites"][1]["log_file"] == str(folder / "job0" / "job0_compile_101.out")
+    assert [j["prerequisites"] for j in data["jobs"]] == [
+        ["100", "101"],
+        ["100", "101"],
+        ["100", "102"],
+        ["100", "101"],
+    ]
+    assert batch.prerequisites == data["prerequisites"]
+    # each job's submission.json, as single-job submit writes it: the first user owns them
+    subs = [json.loads((folder / f"job{i}" / "submission.json").read_text()) for i in range(4)]
+    assert [[(p["job_id"], p.get("shared", False)) for p in s["prerequisites"]] for s in subs] == [
+        [("100", False), ("101", False)],
+        [("100", True), ("101", True)],
+        [("100", True), ("102", False)],
+        [("100", True), ("101", True)],
+    ]
+    assert [s["job_id"] for s in subs] == ["103_0", "103_1", "104", "103_2"]
+
+
+def test_compiles_differing_only_in_their_wheel_folder_get_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtllm_script_builder.process import batch_submit
+
+    keys = [COMPILE_KEY.replace("/wheel", f"/w{i}/wheel") for i in range(2)]
+    folder = chain_folder(tmp_path, keys)
+    monkeypatch.setattr(batch_submit, "run", FakeSbatch())
+    said: list[str] = []
+    batch_submit.submit_batch(folder, say=said.append)
+    assert (
+        "note: 2 compile jobs differ only in their wheel folder; set wheel_dir in the base "
+        "request to build once for the whole batch"
+    ) in said
+
+
+@pytest.mark.parametrize("fail", ["compile.slurm", "batch_array0.slurm"])
+def test_a_refused_sbatch_cancels_everything_the_submit_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str
+) -> None:
+    from trtllm_script_builder.errors import ToolFailed
+    from trtllm_script_builder.process import batch_submit
+
+    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
+    fake = FakeSbatch(fail=fail)
+    monkeypatch.setattr(batch_submit, "run", fake)
+    with pytest.raises(ToolFailed, match="Invalid account") as exc:
+        batch_submit.submit_batch(folder)
+    started = ["100"] if fail == "compile.slurm" else ["100", "101"]
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", *started]]
+    assert f"cancelled the {len(started)} already submitted" in str(exc.value)
+    assert not (folder / BATCH_SUBMISSION).exists()
+    assert not list(folder.glob("*/submission.json"))
+
+
+def chain_batch(tmp_path: Path, compile_log: str) -> Path:
+    """A submitted batch of two array tasks waiting for import 300 and compile 301."""
+    folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7")])
+    data = json.loads((folder / BATCH_SUBMISSION).read_text())
+    work = folder / "test_a"
+    data["prerequisites"] = [
+        {"kind": "import", "key": IMPORT_KEY, "job_id": "300",
+         "log_file": str(work / "imp_300.out"), "err_file": str(work / "imp_300.err")},
+        {"kind": "compile", "key": COMPILE_KEY, "job_id": "301",
+         "log_file": str(work / "cc_301.out"), "err_file": str(work / "cc_301.err")},
+    ]  # fmt: skip
+    for job in data["jobs"]:
+        job["prerequisites"] = ["300", "301"]
+    (folder / BATCH_SUBMISSION).write_text(json.dumps(data))
+    (work / "imp_300.out").write_text("Job 300 started\nImporting docker://img\n")
+    (work / "cc_301.out").write_text(compile_log)
+    return folder
+
+
+COMPILE_ERROR = (
+    "Job 301 started on n1\n"
+    "[ 45%] Building CUDA object kernels/topk.cu.o\n"
+    '/repo/cpp/topk.cu(42): error: identifier "k" is undefined\n'
+    "FAILED: kernels/CMakeFiles/kernels_src.dir/topk.cu.o\n"
+    "error: the build failed\n"
+)
+
+
+def test_a_failed_compile_is_every_waiting_jobs_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = chain_batch(tmp_path, COMPILE_ERROR)
+    # the test tasks are cancelled by their dependency a poll before the compile leaves the
+    # queue (it is still COMPLETING): they wait for the compile's verdict, not CANCELLED
+    fake = FakeSlurm(
+        {
+            "300": ["RUNNING", "COMPLETED"],
+            "301": ["PENDING", "RUNNING", "RUNNING", "FAILED"],
+            "7_0": ["PENDING", "PENDING", "CANCELLED"],
+            "7_1": ["PENDING", "PENDING", "CANCELLED"],
+        },
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    result, err = run_watch(folder, fake, monkeypatch)
+    squeues = [c for c in fake.calls if c[0] == "squeue"]
+    assert squeues[0][squeues[0].index("-j") + 1] == "300,301,7_0,7_1"  # one query for all
+    assert [r.verdict for r in result.jobs] == [Verdict.COMPILE_FAILED] * 2
+    assert result.exit_status == 16
+    data = json.loads((folder / "results.json").read_text())
+    assert data["summary"] == {"jobs": 2, "verdicts": {"COMPILE_FAILED": 2}, "exit_status": 16}
+    assert [(p["kind"], p["verdict"]) for p in data["prerequisites"]] == [
+        ("import", "PASSED"),
+        ("compile", "COMPILE_FAILED"),
+    ]
+    for row in data["jobs"]:
+        assert "the compile job 301 failed, so the test job never started" in row["reason"]
+        assert row["evidence"][1] == (
+            'cc_301.out:3: /repo/cpp/topk.cu(42): error: identifier "k" is undefined'
+        )
+    verdict = json.loads((folder / "test_b" / "verdict.json").read_text())
+    assert verdict["verdict"] == "COMPILE_FAILED" and verdict["job_id"] == "301"
+    assert verdict["evidence"][-1] == "test job 7_1 cancelled before it started"
+    assert [(c["kind"], c["verdict"]) for c in verdict["chain"]] == [
+        ("import", "PASSED"),
+        ("compile", "COMPILE_FAILED"),
+        ("test", None),
+    ]
+    assert "0 other; import job 300 RUNNING; compile job 301 PENDING" in err
+    assert (
+        "[watch] COMPILE_FAILED: accuracy/test_x.py::test_a (job 7_0: the compile job 301 failed"
+        in err
+    )
+    # the tasks had left the queue already: nothing to cancel
+    assert not [c for c in fake.calls if c[0] == "scancel"]
+    out = batch_watch.render_results(result)
+    assert out.count('error: identifier "k" is undefined') == 1  # the compile's, once
+
+
+def test_a_failed_import_cancels_the_jobs_still_waiting_and_the_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = chain_batch(tmp_path, "")
+    fake = FakeSlurm(
+        {"300": ["RUNNING", "FAILED"], "301": ["PENDING"], "7_0": ["PENDING"], "7_1": ["PENDING"]},
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    result, _ = run_watch(folder, fake, monkeypatch)
+    # a Slurm that kept them pending (DependencyNeverSatisfied): watch cancels them, and the
+    # compile no job waits for any more
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "7_0", "7_1", "301"]]
+    assert [r.verdict for r in result.jobs] == [Verdict.INFRA_FAILURE] * 2
+    assert result.exit_status == Verdict.INFRA_FAILURE.exit_code
+    assert "the import job 300" in result.jobs[0].decision.reason
+
+
+def test_a_passed_chain_lets_the_tests_decide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = chain_batch(tmp_path, "[100%] Built target\nBuilt wheel /wheel/t.whl\n")
+    write_logs(folder, "test_a", "8", ok=True)
+    write_logs(folder, "test_b", "9", ok=False)
+    fake = FakeSlurm(
+        {
+            "300": ["COMPLETED"],
+            "301": ["RUNNING", "COMPLETED"],
+            "7_0": ["PENDING", "PENDING", "RUNNING", "COMPLETED"],
+            "7_1": ["PENDING", "PENDING", "RUNNING", "FAILED"],
+        },
+        {"300": "300", "301": "301", "7_0": "8", "7_1": "9"},
+    )
+    result, err = run_watch(folder, fake, monkeypatch)
+    assert [r.verdict for r in result.jobs] == [Verdict.PASSED, Verdict.FAILED]
+    assert result.exit_status == 1
+    verdict = json.loads((folder / "test_a" / "verdict.json").read_text())
+    assert verdict["job_id"] == "8"
+    assert [(c["kind"], c["verdict"]) for c in verdict["chain"]] == [
+        ("import", "PASSED"),
+        ("compile", "PASSED"),
+    ]
+    assert "[watch] compile job 301 PASSED" in err
+
+
+def test_timeout_cancels_the_prerequisites_with_the_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = chain_batch(tmp_path, "[ 10%] Building CXX object a.o\n")
+    fake = FakeSlurm(
+        {"300": ["COMPLETED"], "301": ["RUNNING"], "7_0": ["PENDING"], "7_1": ["PENDING"]},
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    result, err = run_watch(folder, fake, monkeypatch, timeout=3.0)
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "301", "7_0", "7_1"]]
+    assert "timeout after 3s: cancelling 3 job(s)" in err
+    assert [r.verdict for r in result.jobs] == [Verdict.TIMEOUT] * 2
+    assert result.exit_status == Verdict.TIMEOUT.exit_code
+    assert "the compile job 301" in result.jobs[0].decision.reason
+
+
+def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
+    from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
+
+    log = tmp_path / "cc_301.out"
+    log.write_text("[  9%] Building CXX object a.o\n[ 45%] Building CUDA object b.o\n")
+    job = ChainJob("compile", COMPILE_KEY, "301", str(log), None)
+    handle = PrerequisiteJob(
+        job, FakeSlurm({}, {}), batch_watch.read_local, "h", 1.0, accounting=True
+    )
+    handle.logs()
+    done = batch_watch.Prerequisite(job, handle)
+    status = slurm.JobStatus("301", state="RUNNING")
+    line = batch_watch._progress([], {"301": status}, [done])
+    assert (
+        line
+        == "[watch] 0/0 done, 0 running, 0 pending, 0 passed, 0 failed, 0 other; compile job 301 RUNNING, built 45%"
+    )

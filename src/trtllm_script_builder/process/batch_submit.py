@@ -8,9 +8,18 @@ lines and `--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into j
 sends its output where that job_spec says (with the task's own job id for `%j`) and runs the
 job's own script. A shape of one job goes in as a plain `sbatch`, as `submit JOBDIR` does.
 
-Each job folder gets its `submission.json` (so `watch JOBDIR` follows one job), and the batch
-folder gets `batch_submission.json`, which `watch DIR` reads. On remote_slurm the jobs' files
-are copied to their remote_work_dir first and the drivers go beside them (remote_batch_dir).
+Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites (decision 65): each
+distinct one (by its job_spec `key`: one import per image file, one compile per checkout, image
+and build options) is submitted once for the whole batch, before the arrays, and every array
+or plain job that needs it goes in with `--dependency=afterok:...` and
+`--kill-on-invalid-dep=yes`. Jobs whose prerequisites differ never share an array (the keys are
+part of the shape). On remote_slurm the checkouts the compiles build are synced once first.
+
+Each job folder gets its `submission.json` (so `watch JOBDIR` follows one job, its chain
+included), and the batch folder gets `batch_submission.json`, which `watch DIR` reads. On
+remote_slurm the jobs' files are copied to their remote_work_dir first and the drivers go
+beside them (remote_batch_dir). When one sbatch fails, everything this submit started is
+cancelled.
 """
 
 from __future__ import annotations
@@ -20,13 +29,16 @@ import posixpath
 import re
 import shlex
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.chain import ChainJob, dependency_args, submit_prerequisites
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.slurm import submitted_id
@@ -69,6 +81,8 @@ class BatchJob(BaseModel):
     job_id: str
     array_job_id: str | None = None
     array_task_id: int | None = None
+    # the job ids of the prerequisites it waits for, in the order of its job_spec
+    prerequisites: list[str] | None = None
 
 
 class BatchArray(BaseModel):
@@ -94,6 +108,8 @@ class BatchSubmission(BaseModel):
     max_running: int | None = None
     arrays: list[BatchArray]
     jobs: list[BatchJob]
+    # every prerequisite submitted for the batch, once each (chain.ChainJob.to_json), in order
+    prerequisites: list[dict[str, Any]] | None = None
 
 
 def read_index(folder: Path) -> list[Member]:
@@ -150,9 +166,11 @@ def directives(script: str) -> list[str]:
     return out
 
 
-def shape(scenario: str, lines: list[str]) -> tuple[str, ...]:
-    """What makes jobs share one array: the scenario and the #SBATCH lines but their own."""
-    return (scenario, *(ln for ln in lines if not _OWN.match(ln)))
+def shape(scenario: str, lines: list[str], prerequisites: Sequence[str] = ()) -> tuple[str, ...]:
+    """What makes jobs share one array: the scenario, the #SBATCH lines but their own, and
+    the keys of the prerequisites they wait for (one array has one --dependency)."""
+    own = (ln for ln in lines if not _OWN.match(ln))
+    return (scenario, *own, *(f"after {key}" for key in prerequisites))
 
 
 def group_by_shape(keys: list[tuple[str, ...]]) -> list[list[int]]:
@@ -289,8 +307,15 @@ class _Target:
     ssh_host: str | None = None
     ssh: SshRunner | None = None
 
-    def sbatch(self, script: str, cwd: str, started: list[str], job_dir: Path) -> str:
-        res = self.runner(["sbatch", "--parsable", script], Path(cwd))
+    def sbatch(
+        self,
+        script: str,
+        cwd: str,
+        started: list[str],
+        job_dir: Path,
+        extra: Sequence[str] = (),
+    ) -> str:
+        res = self.runner(["sbatch", "--parsable", *extra, script], Path(cwd))
         job = submitted_id(res) if res.rc == 0 else None
         if job is None:
             if started:  # nothing half-submitted: the arrays and jobs already in go again
@@ -326,6 +351,7 @@ def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
             "check the host name and that `ssh HOST true` works without a prompt "
             "(open a ControlMaster first for MFA hosts)",
         )
+    _sync_checkouts(jobs, runner.target, say)
     # each job's files into its remote_work_dir: one copy per folder
     by_dir: dict[str, list[Path]] = {}
     for j in jobs:
@@ -350,6 +376,21 @@ def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
             )
     say(f"copied the scripts of {len(jobs)} job(s) to {host} ({len(by_dir)} folder(s))")
     return _Target(runner, host, host, runner)
+
+
+def _sync_checkouts(jobs: list[_Job], target: SshTarget, say: Say) -> None:
+    """The remote compiles build remote_repo_path: bring each checkout there once (the step
+    single-job submit takes, decision 58), before anything is copied or submitted."""
+    from trtllm_script_builder.process.submit import _sync_for_compile
+
+    done: set[tuple[str, str | None]] = set()
+    for j in jobs:
+        if not any(p["kind"] == "compile" for p in j.spec.prerequisites or []):
+            continue
+        where = (j.spec.repo_root, j.spec.remote_repo_path)
+        if where not in done:
+            done.add(where)
+            _sync_for_compile(j.spec, say)(target)
 
 
 @dataclass
@@ -415,7 +456,8 @@ def submit_batch(
     remote = scenario == "remote_slurm"
     if ssh_host and not remote:
         raise BuildError("ssh_host", f"the batch is {scenario}", "drop --ssh-host")
-    groups = group_by_shape([shape(scenario, j.lines) for j in jobs])
+    keys = [[p["key"] for p in j.spec.prerequisites or []] for j in jobs]
+    groups = group_by_shape([shape(scenario, j.lines, k) for j, k in zip(jobs, keys, strict=True)])
     driver_dir = str(folder)
     if remote and any(len(g) > 1 for g in groups):
         driver_dir = remote_batch_dir([_remote(j).work_dir for j in jobs], folder.name)
@@ -425,6 +467,19 @@ def submit_batch(
     arrays: list[BatchArray] = []
     rows: list[BatchJob | None] = [None] * len(jobs)
     subs: list[Submission | None] = [None] * len(jobs)
+    known: dict[str, ChainJob] = {}
+    chains: list[list[ChainJob]] = []
+    for j in jobs:  # the prerequisites first, each key once (decision 65)
+        at = _where(j, remote)
+
+        def sbatch(script: str, extra: list[str], j: _Job = j, at: _Where = at) -> str:
+            return target.sbatch(script, at.work_dir, started, j.member.work_dir, extra)
+
+        chains.append(submit_prerequisites(j.spec, sbatch, at.work_dir, remote=remote, known=known))
+    for c in known.values():
+        users = sum(1 for chain in chains if any(p.key == c.key for p in chain))
+        say(f"submitted {c.kind} job {c.job_id} for {users} job(s)")
+    _hint_wheel_dirs(known, say)
 
     def record(i: int, job: str, array: str | None, task: int | None) -> None:
         j = jobs[i]
@@ -433,7 +488,9 @@ def submit_batch(
         if array is None:
             log = log_path(j.spec.log_file_pattern, job, at.work_dir)
             err = log_path(j.spec.error_file_pattern, job, at.work_dir) or err_path(log)
+        chain = chains[i]
         subs[i] = Submission(
+            prerequisites=[c.to_json() for c in chain] or None,
             scenario=scenario,
             work_dir=str(j.member.work_dir),
             submitted_at=_now(),
@@ -454,15 +511,18 @@ def submit_batch(
             job_id=job,
             array_job_id=array,
             array_task_id=task,
+            prerequisites=[c.job_id for c in chain] or None,
         )
 
     for g in groups:
+        after = dependency_args(chains[g[0]])  # the same for the group: part of its shape
         if len(g) == 1:
             j = jobs[g[0]]
             at = _where(j, remote)
-            record(
-                g[0], target.sbatch(at.script, at.work_dir, started, j.member.work_dir), None, None
-            )
+            job = target.sbatch(at.script, at.work_dir, started, j.member.work_dir, after)
+            record(g[0], job, None, None)
+            if chains[g[0]]:
+                say(f"submitted job {job}{_after_text(chains[g[0]])} ({j.member.work_dir.name})")
             continue
         k = len(arrays)
         tasks = []
@@ -496,12 +556,13 @@ def submit_batch(
                     "check that the folder can be written",
                 )
         script = posixpath.join(driver_dir, driver.name) if remote else str(driver)
-        array = target.sbatch(script, driver_dir, started, first.member.work_dir)
+        array = target.sbatch(script, driver_dir, started, first.member.work_dir, after)
         arrays.append(BatchArray(job_id=array, driver=script, size=len(g), max_running=max_running))
         for t, i in enumerate(g):
             record(i, f"{array}_{t}", array, t)
         throttle = f", at most {max_running} at once" if max_running else ""
-        say(f"submitted array {array}: {len(g)} jobs of one shape{throttle} ({driver.name})")
+        waits = _after_text(chains[g[0]])
+        say(f"submitted array {array}: {len(g)} jobs of one shape{throttle}{waits} ({driver.name})")
     for j, sub in zip(jobs, subs, strict=True):
         assert sub is not None
         save_submission(j.member.work_dir, sub)
@@ -515,6 +576,28 @@ def submit_batch(
         max_running=max_running,
         arrays=arrays,
         jobs=[r for r in rows if r is not None],
+        prerequisites=[c.to_json() for c in known.values()] or None,
     )
     write_json(folder / BATCH_SUBMISSION, batch.model_dump(exclude_none=True))
     return batch
+
+
+def _after_text(chain: list[ChainJob]) -> str:
+    if not chain:
+        return ""
+    return " after " + ", ".join(f"{c.kind} job {c.job_id}" for c in chain)
+
+
+_DIST_DIR = re.compile(r" --dist_dir \S+")
+
+
+def _hint_wheel_dirs(known: dict[str, ChainJob], say: Say) -> None:
+    """Compiles that differ only in their wheel folder are the same build done again: say
+    how to build once (the default wheel_dir is each job's own folder)."""
+    compiles = [c.key for c in known.values() if c.kind == "compile"]
+    same = {_DIST_DIR.sub("", key) for key in compiles}
+    if len(compiles) > 1 and len(same) < len(compiles):
+        say(
+            f"note: {len(compiles)} compile jobs differ only in their wheel folder; set wheel_dir "
+            "in the base request to build once for the whole batch"
+        )

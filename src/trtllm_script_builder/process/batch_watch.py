@@ -8,16 +8,25 @@ per verdict, one row per job) and `junit.xml` (every pytest job's report, merged
 remote_slurm the same calls go through one ssh connection, and a job's logs are read when it
 ends, not at every poll.
 
-`--timeout` cancels every job still queued or running (one scancel for all) unless
-`keep_running`; an interrupt (Ctrl-C) asks `on_interrupt` whether to cancel them.
+The batch's prerequisites (the import and compile jobs `submit` started once for all,
+decision 65) are followed in the same loop and the same query: the progress line shows the
+compile's `built NN%`. A test job gets no verdict of its own before its prerequisites have
+theirs; when one of them did not succeed, every job waiting for it gets that prerequisite's
+verdict (a failed compile: COMPILE_FAILED with the first compiler error) instead of the
+CANCELLED Slurm gives it, and whatever no open job needs any more is cancelled.
+
+`--timeout` cancels every job still queued or running (one scancel for all, prerequisites
+included) unless `keep_running`; an interrupt (Ctrl-C) asks `on_interrupt` whether to cancel
+them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +39,7 @@ from trtllm_script_builder.process.batch_submit import (
     BatchSubmission,
     load_batch_submission,
 )
+from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
 from trtllm_script_builder.process.handles import (
     MAX_READ,
     LogNames,
@@ -43,7 +53,13 @@ from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submission import write_json
-from trtllm_script_builder.process.verdict import HANG_TEXT, LogLine, Verdict
+from trtllm_script_builder.process.verdict import (
+    HANG_TEXT,
+    MAX_EVIDENCE,
+    Decision,
+    LogLine,
+    Verdict,
+)
 from trtllm_script_builder.process.watch import (
     CANCEL_WAIT,
     VERDICT_FILE,
@@ -76,10 +92,41 @@ class Tracked:
     lines: list[LogLine] = field(default_factory=list)
     cancelled: str | None = None  # "hang" / "timeout" / "interrupt" when watch cancelled it
     result: WatchResult | None = None
+    after: list[Prerequisite] = field(default_factory=list)  # what it waits for, in order
+    parked: bool = False  # ended while a prerequisite had no verdict yet: that one decides
 
     @property
     def done(self) -> bool:
         return self.result is not None
+
+
+@dataclass
+class Prerequisite:
+    """An import or compile job of the batch, shared by the test jobs in `users`."""
+
+    job: ChainJob
+    handle: PrerequisiteJob
+    lines: list[LogLine] = field(default_factory=list)
+    cancelled: str | None = None
+    decision: Decision | None = None
+    users: list[Tracked] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.decision is not None
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.decision
+        return {
+            "kind": self.job.kind,
+            "job_id": self.job.job_id,
+            "state": d.state if d else self.handle.st.state,
+            "verdict": d.verdict.value if d else None,
+            "reason": d.reason if d else None,
+            "evidence": d.evidence if d else [],
+            "cancelled_by_watch": self.cancelled,  # "chain": no job needed it any more
+            "log_files": [p for p in (self.handle.out_path, self.handle.err_path) if p],
+        }
 
 
 @dataclass
@@ -92,6 +139,7 @@ class BatchResult:
     timed_out: bool
     cancelled: str | None
     elapsed: float
+    prerequisites: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_status(self) -> int:
@@ -122,8 +170,10 @@ class BatchResult:
                     "exit_code": d.exit_code,
                     "tests": tests,
                     "reason": d.reason,
+                    "evidence": d.evidence,
                 }
             )
+        chain = {"prerequisites": self.prerequisites} if self.prerequisites else {}
         return {
             "batch_dir": self.batch_dir,
             "summary": {
@@ -136,6 +186,7 @@ class BatchResult:
             "timed_out": self.timed_out,
             "cancelled_by_watch": self.cancelled,
             "elapsed_seconds": round(self.elapsed, 1),
+            **chain,
             "jobs": rows,
         }
 
@@ -171,12 +222,49 @@ def _track(
     return out
 
 
-def _cancel(runner: Runner, open_jobs: list[Tracked]) -> None:
-    """One scancel for every job still open (array tasks as `ARRAY_TASK`, pending or not)."""
-    if not open_jobs:
-        return
-    ids = [t.handle.job_id for t in open_jobs]
-    runner(["scancel", *ids])
+def _track_prerequisites(
+    batch: BatchSubmission,
+    tracked: list[Tracked],
+    runner: Runner,
+    read: Reader,
+    poll: float,
+    accounting: bool,
+) -> list[Prerequisite]:
+    """The batch's prerequisites, each linked both ways with the test jobs that wait for it."""
+    by_id: dict[str, Prerequisite] = {}
+    for data in batch.prerequisites or []:
+        job = ChainJob.from_json(data)
+        handle = PrerequisiteJob(job, runner, read, batch.host, poll, accounting=accounting)
+        by_id[job.job_id] = Prerequisite(job, handle)
+    for t in tracked:
+        for job_id in t.job.prerequisites or []:
+            p = by_id.get(job_id)
+            if p is None:
+                raise BuildError(
+                    "work_dir",
+                    f"{t.job.work_dir} waits for job {job_id}, which batch_submission.json "
+                    "does not list",
+                    "submit the batch again with --force",
+                )
+            t.after.append(p)
+            p.users.append(t)
+    return list(by_id.values())
+
+
+def _chain_states(t: Tracked, failed: bool) -> list[dict[str, Any]]:
+    """verdict.json's `chain`, as single-job watch writes it."""
+    states: list[dict[str, Any]] = [
+        {
+            "kind": p.job.kind,
+            "job_id": p.job.job_id,
+            "state": p.decision.state if p.decision else None,
+            "verdict": p.decision.verdict.value if p.decision else None,
+        }
+        for p in t.after
+    ]
+    if failed:
+        states.append({"kind": "test", "job_id": t.handle.job_id, "state": None, "verdict": None})
+    return states
 
 
 def watch_batch(
@@ -210,6 +298,7 @@ def watch_batch(
         runner, read = ssh, ssh.read_from
     accounting = slurm.accounting_on(runner)
     tracked = _track(batch, runner, read, poll, accounting)
+    prereqs = _track_prerequisites(batch, tracked, runner, read, poll, accounting)
     start = clock()
     deadline = start + timeout if timeout else None
     cancelled: str | None = None
@@ -217,6 +306,7 @@ def watch_batch(
     timed_out = False
 
     def finish(t: Tracked, timed: bool) -> None:
+        t.parked = False
         new = t.handle.logs(final=True)
         for got, _ in new:
             t.lines.extend(got)
@@ -230,26 +320,94 @@ def watch_batch(
             cancelled=t.cancelled,
             timed_out=timed,
             elapsed=clock() - start,
+            chain=_chain_states(t, False) if t.after else None,
             **t.handle.result_fields(),
         )
+        done_line(t, t.handle.what)
+
+    def done_line(t: Tracked, what: str) -> None:
+        assert t.result is not None
         write_json(Path(t.job.work_dir) / VERDICT_FILE, t.result.to_json())
         who = t.job.entry or t.job.work_dir
-        console.say(f"[watch] {decision.verdict.value}: {who} ({t.handle.what}: {decision.reason})")
+        d = t.result.decision
+        console.say(f"[watch] {d.verdict.value}: {who} ({what}: {d.reason})")
+
+    def finish_prerequisite(p: Prerequisite, timed: bool) -> list[str]:
+        """Decide `p`; when it did not succeed, its verdict goes to every job waiting for
+        it. Returns the ids to cancel: those jobs, and prerequisites no open job needs."""
+        for got, _ in p.handle.logs(final=True):
+            p.lines.extend(got)
+        if timed and not keep_running and p.handle.ended_on_its_own():
+            timed = False
+        d = p.handle.decide(p.lines, p.users[0].spec, timed)
+        p.decision = d
+        console.say(f"[watch] {p.handle.what} {d.verdict.value} ({d.reason})")
+        if d.verdict is Verdict.PASSED:
+            return []
+        stop: list[str] = []
+        left = timed and keep_running  # nothing is cancelled: the jobs keep their places
+        for t in p.users:
+            if t.done:
+                continue
+            evidence = d.evidence
+            if not left:
+                if not t.parked and t.cancelled is None:  # still queued: Slurm kept it
+                    stop.append(t.handle.job_id)
+                note = f"test job {t.handle.job_id} cancelled before it started"
+                evidence = [*d.evidence[: MAX_EVIDENCE - 1], note]
+            t.parked = False
+            t.result = WatchResult(
+                dataclasses.replace(d, evidence=evidence),
+                batch.scenario,
+                t.job.work_dir,
+                cancelled=t.cancelled or p.cancelled,
+                timed_out=timed,
+                elapsed=clock() - start,
+                chain=_chain_states(t, True),
+                **p.handle.result_fields(),
+            )
+            done_line(t, f"job {t.handle.job_id}")  # the id it was submitted as: it never ran
+        for q in prereqs:  # nobody waits for it any more
+            if left or q.done or q.cancelled is not None:
+                continue
+            if all(u.done for u in q.users):
+                q.cancelled = "chain"
+                stop.append(q.job.job_id)
+        return stop
 
     def cancel_open(why: str) -> None:
         nonlocal cancelled, cancel_deadline
-        open_jobs = [t for t in tracked if not t.done]
+        open_jobs = [t for t in tracked if not t.done and not t.parked]
         for t in open_jobs:
             t.cancelled = t.cancelled or why
-        _cancel(runner, open_jobs)
+        open_prereqs = [p for p in prereqs if not p.done]
+        for p in open_prereqs:
+            p.cancelled = p.cancelled or why
+        # one scancel for all (array tasks as `ARRAY_TASK`, pending or not)
+        ids = [p.job.job_id for p in open_prereqs] + [t.handle.job_id for t in open_jobs]
+        if ids:
+            runner(["scancel", *ids])
         cancelled, cancel_deadline = why, clock() + CANCEL_WAIT
+
+    def open_count() -> int:
+        jobs = [t for t in tracked if not t.done and not t.parked]
+        return len(jobs) + len([p for p in prereqs if not p.done])
 
     while True:
         try:
-            open_jobs = [t for t in tracked if not t.done]
-            if not open_jobs:
+            if all(t.done for t in tracked):
                 break
-            statuses = slurm.query_many(runner, [t.handle.job_id for t in open_jobs], accounting)
+            open_jobs = [t for t in tracked if not t.done and not t.parked]
+            open_prereqs = [p for p in prereqs if not p.done]
+            ids = [p.job.job_id for p in open_prereqs] + [t.handle.job_id for t in open_jobs]
+            statuses = slurm.query_many(runner, ids, accounting)
+            ended_prereqs = []
+            for p in open_prereqs:
+                if p.handle.update(statuses[p.job.job_id], settle=False):
+                    ended_prereqs.append(p)
+                elif not remote:  # for the compile's progress
+                    for got, _ in p.handle.logs():
+                        p.lines.extend(got)
             ended = []
             for t in open_jobs:
                 if t.handle.update(statuses[t.handle.job_id], settle=False):
@@ -265,15 +423,23 @@ def watch_batch(
                     console.say(f"[watch] {HANG_TEXT!r} in the log: cancelling {t.handle.what}")
                     t.handle.cancel()
                     t.cancelled = "hang"
-            if ended:
+            if ended or ended_prereqs:
                 sleep(SETTLE)
-                for t in ended:
-                    finish(t, timed_out)
+                for t in ended:  # ended; decided below unless a prerequisite decides for it
+                    t.parked = True
+                stop: list[str] = []
+                for p in ended_prereqs:  # in submission order: the import before the compile
+                    stop += finish_prerequisite(p, timed_out)
+                for t in tracked:  # every prerequisite it waits for has its verdict
+                    if t.parked and all(p.done for p in t.after):
+                        finish(t, timed_out)
+                if stop:
+                    runner(["scancel", *stop])
                 continue  # ask again at once: the next ended job need not wait a poll
             now = clock()
             if deadline is not None and now >= deadline and not timed_out and cancelled is None:
                 timed_out = True
-                n = len(open_jobs)
+                n = open_count()
                 if keep_running:
                     console.say(f"[watch] timeout after {timeout:g}s; {n} job(s) keep running")
                     break
@@ -281,15 +447,18 @@ def watch_batch(
                 cancel_open("timeout")
             elif cancelled is not None and now >= cancel_deadline:
                 break  # the cancel was not obeyed in time; the verdicts say what is left
-            console.progress(_progress(tracked, statuses))
+            console.progress(_progress(tracked, statuses, prereqs))
             sleep(poll if cancelled is None else min(poll, SlurmJob.cancel_poll))
         except KeyboardInterrupt:
             console.clear()
-            open_count = len([t for t in tracked if not t.done])
-            if cancelled is not None or on_interrupt is None or not on_interrupt(open_count):
+            n = open_count()
+            if cancelled is not None or on_interrupt is None or not on_interrupt(n):
                 raise
-            console.say(f"[watch] cancelling {open_count} job(s)")
+            console.say(f"[watch] cancelling {n} job(s)")
             cancel_open("interrupt")
+    for p in prereqs:  # what the loop left open: decided as it stands (its users first)
+        if not p.done and any(not t.done for t in p.users):
+            finish_prerequisite(p, timed_out)
     for t in tracked:
         if not t.done:
             finish(t, timed_out)
@@ -305,28 +474,40 @@ def watch_batch(
         timed_out,
         cancelled,
         clock() - start,
+        [p.to_json() for p in prereqs],
     )
     write_json(folder / RESULTS_FILE, result.to_json())
     return result
 
 
-def _progress(tracked: list[Tracked], statuses: dict[str, slurm.JobStatus]) -> str:
+def _progress(
+    tracked: list[Tracked],
+    statuses: dict[str, slurm.JobStatus],
+    prereqs: Sequence[Prerequisite] = (),
+) -> str:
     done = [t for t in tracked if t.done]
     running = pending = 0
     for t in tracked:
         if t.done:
             continue
         state = (statuses.get(t.handle.job_id) or t.handle.st).state or ""
-        if state.startswith("PENDING"):
+        if t.parked or state.startswith("PENDING"):
             pending += 1
         else:
             running += 1
     passed = sum(1 for t in done if t.result and t.result.verdict is Verdict.PASSED)
     failed = sum(1 for t in done if t.result and t.result.verdict is Verdict.FAILED)
     other = len(done) - passed - failed
+    chain = ""
+    for p in prereqs:
+        if p.done:
+            continue
+        state = (statuses.get(p.job.job_id) or p.handle.st).state or "UNKNOWN"
+        built = f", built {p.handle.percent}" if p.handle.percent else ""
+        chain += f"; {p.handle.what} {state.split()[0]}{built}"
     return (
         f"[watch] {len(done)}/{len(tracked)} done, {running} running, {pending} pending, "
-        f"{passed} passed, {failed} failed, {other} other"
+        f"{passed} passed, {failed} failed, {other} other{chain}"
     )
 
 
@@ -385,6 +566,10 @@ def render_results(result: BatchResult) -> str:
     data = result.to_json()
     counts = ", ".join(f"{n} {v}" for v, n in data["summary"]["verdicts"].items())
     lines = [f"batch: {len(result.jobs)} job(s): {counts or 'none'}"]
+    for p in result.prerequisites:  # a prerequisite that failed: once, with its evidence
+        if p["verdict"] not in (None, Verdict.PASSED.value) and p["cancelled_by_watch"] != "chain":
+            lines.append(f"  {p['kind']} job {p['job_id']}: {p['verdict']} ({p['reason']})")
+            lines += [f"    {e}" for e in p["evidence"]]
     for row in data["jobs"]:
         if row["verdict"] != Verdict.PASSED.value:
             lines.append(f"  {row['verdict']}: {row['entry'] or row['work_dir']} ({row['reason']})")

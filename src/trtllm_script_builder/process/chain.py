@@ -48,6 +48,11 @@ class ChainJob:
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None and v is not False}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChainJob:
+        """A job of submission.json's (or batch_submission.json's) `prerequisites`."""
+        return cls(**{k: v for k, v in data.items() if k in _CHAIN_KEYS})
+
 
 def dependency_args(jobs: list[ChainJob]) -> list[str]:
     """sbatch options that start a job only after every job in `jobs` succeeded, and cancel it
@@ -130,8 +135,19 @@ class PrerequisiteJob(SlurmJob):
     """A Slurm job of the chain: its log lines marked, the compile's progress in percent, and
     its own verdict (compile: COMPILE_FAILED; import: INFRA_FAILURE)."""
 
-    def __init__(self, job: ChainJob, runner: Runner, read: Reader, host: str | None, poll: float):
-        super().__init__(job.job_id, runner, read, job.log_file, job.err_file, host, poll)
+    def __init__(
+        self,
+        job: ChainJob,
+        runner: Runner,
+        read: Reader,
+        host: str | None,
+        poll: float,
+        *,
+        accounting: bool | None = None,
+    ):
+        super().__init__(
+            job.job_id, runner, read, job.log_file, job.err_file, host, poll, accounting=accounting
+        )
         self.kind = job.kind
         self.what = f"{job.kind} job {job.job_id}"
         self.percent: str | None = None
@@ -279,7 +295,7 @@ def follow_chain(
 ) -> ChainOutcome:
     """`watch`'s first part for a submission with prerequisites: follow them; when one did not
     succeed, make sure the test job (`test`) will not start and say so in the outcome."""
-    jobs = [ChainJob(**{k: v for k, v in p.items() if k in _CHAIN_KEYS}) for p in sub.prerequisites]
+    jobs = [ChainJob.from_json(p) for p in sub.prerequisites]
     out = follow_prerequisites(
         jobs,
         spec,

@@ -1,0 +1,261 @@
+"""A batch built with `compile` and `sqsh_cache_dir` on the live test cluster (cluster.sh up):
+`submit DIR` starts one image import and one compile for all its jobs, then the jobs' array
+after them; `watch DIR` follows the chain and the jobs in one loop (decision 65).
+
+The jobs are pytest jobs built by the real build-many from a test list, against the tiny
+TensorRT-LLM-shaped repo of test_e2e_build (real pytest); the stand-ins of
+tests/slurm/standins play enroot, pip and the checkout's scripts/build_wheel.py, each keeping
+a record of its calls.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from test_e2e_build import make_repo, tsb, user_env
+
+if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
+    from conftest import SlurmCluster
+
+pytestmark = pytest.mark.slurm
+
+STANDINS = Path(__file__).resolve().parent / "standins"
+
+TEST_CHAIN = """\
+def test_one():
+    pass
+
+
+def test_two():
+    pass
+
+
+def test_three():
+    pass
+"""
+
+THREE = """\
+accuracy/test_chain.py::test_one
+accuracy/test_chain.py::test_two
+accuracy/test_chain.py::test_three
+"""
+
+
+@dataclass(frozen=True)
+class ChainSite:
+    root: Path
+    repo: Path
+    base: Path
+    env: dict[str, str]
+    wheel_dir: Path
+    sqsh_dir: Path
+    enroot_record: Path
+    build_record: Path
+
+    def builds(self) -> list[dict[str, Any]]:
+        return _records(self.build_record)
+
+    def imports(self) -> list[dict[str, Any]]:
+        return _records(self.enroot_record)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> ChainSite:
+    root = tmp_path_factory.mktemp("batch_chain")
+    home = root / "home"
+    home.mkdir()
+    repo = make_repo(root / "TensorRT-LLM")
+    (repo / "tests" / "integration" / "defs" / "accuracy" / "test_chain.py").write_text(TEST_CHAIN)
+    shutil.copy(STANDINS / "build_wheel.py", repo / "scripts" / "build_wheel.py")
+    env = user_env(home)
+    records = root / "records"
+    records.mkdir()
+    env.update(
+        STANDIN_ENROOT_RECORD=str(records / "enroot.jsonl"),
+        STANDIN_BUILD_WHEEL_RECORD=str(records / "build_wheel.jsonl"),
+        STANDIN_BUILD_WHEEL_STEP="0.05",
+    )  # sbatch passes the submitting environment to the jobs
+    slurm_env = root / "slurm_env.json"
+    res = tsb(env, "probe", "--output", str(slurm_env))
+    assert res.returncode == 0, res.stderr
+    wheel_dir, sqsh_dir = root / "wheel", root / "sqsh"
+    base = root / "base.json"
+    base.write_text(
+        json.dumps(
+            {
+                "execution_scenario": "local_slurm",
+                "repo_root": str(repo),
+                "partition": slurm_cluster.gpu_partition,
+                "account": slurm_cluster.account,
+                "slurm_env_file": str(slurm_env),
+                "llm_models_root": "/models",
+                "models_path": str(repo / "models"),
+                "time_limit": "00:03:00",
+                "compile": True,
+                "cuda_arch": "90-real",
+                "wheel_dir": str(wheel_dir),  # one wheel folder for the batch: one compile
+                "sqsh_cache_dir": str(sqsh_dir),
+            }
+        )
+    )
+    return ChainSite(
+        root,
+        repo,
+        base,
+        env,
+        wheel_dir,
+        sqsh_dir,
+        records / "enroot.jsonl",
+        records / "build_wheel.jsonl",
+    )
+
+
+def build_many(site: ChainSite, name: str) -> tuple[Path, list[dict[str, Any]]]:
+    listing = site.root / f"{name}.txt"
+    listing.write_text(THREE)
+    folder = site.root / name
+    res = tsb(
+        site.env, "build-many", str(listing), "--base", str(site.base), "--work-dir", str(folder)
+    )
+    assert res.returncode == 0, res.stderr
+    return folder, json.loads((folder / "jobs.json").read_text())
+
+
+def all_ids(folder: Path) -> list[str]:
+    batch = json.loads((folder / "batch_submission.json").read_text())
+    return (
+        [p["job_id"] for p in batch.get("prerequisites") or []]
+        + [a["job_id"] for a in batch["arrays"]]
+        + [j["job_id"] for j in batch["jobs"] if "array_job_id" not in j]
+    )
+
+
+def sacct(*args: str) -> list[list[str]]:
+    out = subprocess.run(
+        ["sacct", "-n", "-P", *args], capture_output=True, text=True, check=False
+    ).stdout
+    return [ln.split("|") for ln in out.splitlines() if ln.strip()]
+
+
+def squeue(ids: list[str]) -> list[str]:
+    out = subprocess.run(
+        ["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return out.split()
+
+
+@pytest.fixture
+def cleanup() -> Any:
+    folders: list[Path] = []
+    yield folders
+    for folder in folders:
+        if (folder / "batch_submission.json").exists():
+            subprocess.run(["scancel", *all_ids(folder)], check=False)
+
+
+def test_a_batch_of_three_compiles_and_imports_once(site: ChainSite, cleanup: list[Path]) -> None:
+    folder, rows = build_many(site, "compiled")
+    cleanup.append(folder)
+    builds, imports = len(site.builds()), len(site.imports())
+    res = tsb(site.env, "submit", str(folder), "--json")
+    assert res.returncode == 0, res.stderr
+    batch = json.loads(res.stdout)
+    prereqs = batch["prerequisites"]
+    assert [p["kind"] for p in prereqs] == ["import", "compile"]
+    (array,) = batch["arrays"]
+    assert array["size"] == 3
+    assert "submitted import job" in res.stderr and "for 3 job(s)" in res.stderr
+    # Slurm holds the array until both prerequisites succeeded
+    show = subprocess.run(
+        ["scontrol", "show", "job", array["job_id"]], capture_output=True, text=True, check=False
+    ).stdout
+    assert f"afterok:{prereqs[0]['job_id']}" in show and f"afterok:{prereqs[1]['job_id']}" in show
+    started = time.monotonic()
+    watch = tsb(site.env, "watch", str(folder), "--poll", "0.3", "--json", "--timeout", "50")
+    assert time.monotonic() - started < 55
+    assert watch.returncode == 0, watch.stderr
+    results = json.loads(watch.stdout.strip().splitlines()[-1])
+    assert results["summary"] == {"jobs": 3, "verdicts": {"PASSED": 3}, "exit_status": 0}
+    assert [(p["kind"], p["verdict"]) for p in results["prerequisites"]] == [
+        ("import", "PASSED"),
+        ("compile", "PASSED"),
+    ]
+    # one compile and one import ran for the three jobs: the stand-ins' records, and Slurm's
+    assert len(site.builds()) == builds + 1
+    assert len(site.imports()) == imports + 1
+    names = [r[0] for r in sacct("-X", "-j", ",".join(all_ids(folder)), "-o", "JobName")]
+    assert sum(n.endswith("_compile") for n in names) == 1
+    assert sum(n.endswith("_import") for n in names) == 1
+    # every job installed the one wheel, after the compile ended
+    (wheel,) = site.wheel_dir.glob("tensorrt_llm-*.whl")
+    compile_end = sacct("-X", "-j", prereqs[1]["job_id"], "-o", "End")[0][0]
+    for row in rows:
+        work = Path(row["work_dir"])
+        verdict = json.loads((work / "verdict.json").read_text())
+        assert verdict["verdict"] == "PASSED"
+        assert [c["kind"] for c in verdict["chain"]] == ["import", "compile"]
+        spec = json.loads((work / "job_spec.json").read_text())
+        log = (work / spec["log_file_pattern"].replace("%j", verdict["job_id"])).read_text()
+        assert f"--force-reinstall {wheel}'" in log and "install -e ." not in log
+        start = sacct("-X", "-j", verdict["job_id"], "-o", "Start")[0][0]
+        assert start >= compile_end, (start, compile_end)
+    # `watch JOBDIR` on one member follows its chain and its task
+    one = tsb(site.env, "watch", rows[1]["work_dir"], "--json", "--poll", "0.2")
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout.strip().splitlines()[-1])["chain"][1]["verdict"] == "PASSED"
+
+
+def test_a_failed_compile_fails_every_job_of_the_batch(
+    site: ChainSite, cleanup: list[Path]
+) -> None:
+    marker = site.repo / "cpp" / "STANDIN_COMPILE_ERROR"
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text('identifier "kBlock" is undefined\n')
+    builds = len(site.builds())
+    try:
+        folder, rows = build_many(site, "broken")
+        cleanup.append(folder)
+        res = tsb(site.env, "submit", str(folder), "--json")
+        assert res.returncode == 0, res.stderr
+        watch = tsb(site.env, "watch", str(folder), "--poll", "0.3", "--json", "--timeout", "50")
+    finally:
+        marker.unlink()
+    assert watch.returncode == 16, watch.stderr  # every job COMPILE_FAILED (decision 68)
+    results = json.loads(watch.stdout.strip().splitlines()[-1])
+    assert results["summary"] == {"jobs": 3, "verdicts": {"COMPILE_FAILED": 3}, "exit_status": 16}
+    assert len(site.builds()) == builds + 1  # one compile for the three
+    compile_id = results["prerequisites"][1]["job_id"]
+    for row in results["jobs"]:
+        assert (
+            row["reason"] == f"the compile job {compile_id} failed, so the test job never started"
+        )
+        error = next(e for e in row["evidence"] if "error:" in e)
+        assert error.endswith('error: identifier "kBlock" is undefined'), error
+    assert "1 COMPILE_FAILED" not in watch.stderr and "3 COMPILE_FAILED" in watch.stderr
+    # none of the test jobs ran: no batch step, no log; nothing left in the queue
+    ids = all_ids(folder)
+    array = json.loads((folder / "batch_submission.json").read_text())["arrays"][0]["job_id"]
+    steps = [r[0] for r in sacct("-j", array, "-o", "JobID")]
+    assert not [s for s in steps if "." in s], steps
+    for row in rows:
+        work = Path(row["work_dir"])
+        spec = json.loads((work / "job_spec.json").read_text())
+        assert not list(work.glob(spec["log_file_pattern"].replace("%j", "*")))
+        assert json.loads((work / "verdict.json").read_text())["verdict"] == "COMPILE_FAILED"
+    assert squeue(ids) == []
