@@ -832,3 +832,85 @@ def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
         line
         == "[watch] 0/0 done, 0 running, 0 pending, 0 passed, 0 failed, 0 other; compile job 301 RUNNING, built 45%"
     )
+
+
+class FakeSsh(FakeSbatch):
+    """SshRunner of a remote batch: check, copy and remote commands, all recorded in order."""
+
+    def __init__(self, target: Any) -> None:
+        super().__init__()
+        self.target = target
+        self.events: list[str] = []
+        FakeSsh.made.append(self)
+
+    made: list[FakeSsh] = []
+
+    def check(self) -> CmdResult:
+        self.events.append("check")
+        return CmdResult(0, "/home/u\n/home/u\n")
+
+    def copy(self, files: list[Path], remote_dir: str) -> CmdResult:
+        self.events.append(f"copy {remote_dir}")
+        return CmdResult(0)
+
+    def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+        self.events.append(f"{argv[0]} in {cwd}")
+        return super().__call__(argv, cwd)
+
+
+def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtllm_script_builder.process import batch_submit, submit
+
+    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, COMPILE_KEY])
+    for i in range(3):
+        path = folder / f"job{i}" / "job_spec.json"
+        spec = json.loads(path.read_text())
+        remote = f"/remote/batch/job{i}"
+        spec.update(
+            execution_scenario="remote_slurm",
+            ssh_host="login1",
+            remote_repo_path="/remote/TensorRT-LLM",
+            remote_work_dir=remote,
+            remote_script_path=f"{remote}/x.slurm",
+        )
+        for p in spec["prerequisites"]:
+            p["remote_script_path"] = f"{remote}/{Path(p['script_path']).name}"
+        path.write_text(json.dumps(spec))
+    synced: list[tuple[str, str | None, str]] = []
+
+    def sync_for_compile(spec: Any, say: Any) -> Any:
+        def sync(target: Any) -> None:
+            synced.append((spec.repo_root, spec.remote_repo_path, target))
+            FakeSsh.made[-1].events.append("sync")
+
+        return sync
+
+    FakeSsh.made = []
+    monkeypatch.setattr(batch_submit, "SshRunner", FakeSsh)
+    monkeypatch.setattr(submit, "_sync_for_compile", sync_for_compile)
+    batch = batch_submit.submit_batch(folder)
+    (ssh,) = FakeSsh.made
+    assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", ssh.target)]  # once for the three
+    # the sync first, then the copies, then the import and compile from the first job's
+    # remote folder and the array after them
+    assert ssh.events[:2] == ["check", "sync"]
+    assert [e for e in ssh.events if e.startswith("sbatch")] == [
+        "sbatch in /remote/batch/job0",
+        "sbatch in /remote/batch/job0",
+        "sbatch in /remote/batch",
+    ]
+    assert ssh.events.index("copy /remote/batch/job2") < ssh.events.index(
+        "sbatch in /remote/batch/job0"
+    )
+    assert [c[-1] for c in ssh.calls if c[0] == "sbatch"] == [
+        "/remote/batch/job0/import.slurm",
+        "/remote/batch/job0/compile.slurm",
+        "/remote/batch/batch_array0.slurm",
+    ]
+    assert batch.prerequisites is not None
+    assert batch.prerequisites[1]["log_file"] == "/remote/batch/job0/job0_compile_101.out"
+    sub = json.loads((folder / "job2" / "submission.json").read_text())
+    assert [p["job_id"] for p in sub["prerequisites"]] == ["100", "101"]
+    assert sub["ssh_host"] == "login1"
