@@ -523,7 +523,7 @@ def test_hang_in_one_running_job_cancels_that_job_only(
 
 # ---------------------------------------------------------------- prerequisites (chains)
 # A batch built with compile / sqsh_cache_dir: one import and one compile per key for the
-# whole batch, the arrays after them (decision 65), and the chain followed in the same loop.
+# whole batch, the arrays after them (decisions 65, 69), and the chain followed in the same loop.
 
 IMPORT_KEY = "import:/sqsh/img.sqsh"
 COMPILE_KEY = "compile:/repo /sqsh/img.sqsh --cuda_architectures 90-real --dist_dir /wheel"

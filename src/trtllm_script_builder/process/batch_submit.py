@@ -8,7 +8,7 @@ lines and `--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into j
 sends its output where that job_spec says (with the task's own job id for `%j`) and runs the
 job's own script. A shape of one job goes in as a plain `sbatch`, as `submit JOBDIR` does.
 
-Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites (decision 65): each
+Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites (decisions 65, 69): each
 distinct one (by its job_spec `key`: one import per image file, one compile per checkout, image
 and build options) is submitted once for the whole batch, before the arrays, and every array
 or plain job that needs it goes in with `--dependency=afterok:...` and
@@ -469,7 +469,7 @@ def submit_batch(
     subs: list[Submission | None] = [None] * len(jobs)
     known: dict[str, ChainJob] = {}
     chains: list[list[ChainJob]] = []
-    for j in jobs:  # the prerequisites first, each key once (decision 65)
+    for j in jobs:  # the prerequisites first, each key once (decision 69)
         at = _where(j, remote)
 
         def sbatch(script: str, extra: list[str], j: _Job = j, at: _Where = at) -> str:
