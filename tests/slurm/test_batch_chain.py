@@ -11,6 +11,7 @@ a record of its calls.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -258,4 +259,25 @@ def test_a_failed_compile_fails_every_job_of_the_batch(
         spec = json.loads((work / "job_spec.json").read_text())
         assert not list(work.glob(spec["log_file_pattern"].replace("%j", "*")))
         assert json.loads((work / "verdict.json").read_text())["verdict"] == "COMPILE_FAILED"
+    assert squeue(ids) == []
+
+
+def test_watch_timeout_cancels_the_compile_with_the_batch(
+    site: ChainSite, cleanup: list[Path]
+) -> None:
+    folder, _ = build_many(site, "slow_compile")
+    cleanup.append(folder)
+    slow = {**site.env, "STANDIN_BUILD_WHEEL_STEP": "5"}  # sbatch passes it to the compile
+    res = tsb(slow, "submit", str(folder))
+    assert res.returncode == 0, res.stderr
+    ids = all_ids(folder)
+    watch = tsb(site.env, "watch", str(folder), "--poll", "0.3", "--json", "--timeout", "4")
+    assert watch.returncode == 11, watch.stderr  # every job TIMEOUT
+    # the compile (and the import, when it has not ended yet) with the three jobs
+    assert re.search(r"timeout after 4s: cancelling [45] job\(s\)", watch.stderr), watch.stderr
+    results = json.loads(watch.stdout.strip().splitlines()[-1])
+    assert results["summary"]["verdicts"] == {"TIMEOUT": 3}
+    compile_row = results["prerequisites"][1]
+    assert (compile_row["verdict"], compile_row["cancelled_by_watch"]) == ("TIMEOUT", "timeout")
+    assert all("the compile job" in r["reason"] for r in results["jobs"])
     assert squeue(ids) == []
