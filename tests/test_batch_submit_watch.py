@@ -914,3 +914,37 @@ def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
     sub = json.loads((folder / "job2" / "submission.json").read_text())
     assert [p["job_id"] for p in sub["prerequisites"]] == ["100", "101"]
     assert sub["ssh_host"] == "login1"
+
+
+def test_a_timeout_during_the_import_decides_both_prerequisites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class SlowCancel(FakeSlurm):
+        """The compile leaves the queue two polls after its scancel, the others at once."""
+
+        at = -1
+
+        def state(self, job: str) -> str:
+            if job == "301" and job in self.cancelled and self.polls <= self.at + 2:
+                return "PENDING"
+            return super().state(job)
+
+        def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+            if argv[0] == "scancel":
+                self.at = self.polls
+            return super().__call__(argv, cwd)
+
+    folder = chain_batch(tmp_path, "")
+    fake = SlowCancel(
+        {"300": ["RUNNING"], "301": ["PENDING"], "7_0": ["PENDING"], "7_1": ["PENDING"]},
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    result, _ = run_watch(folder, fake, monkeypatch, timeout=2.0)
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "300", "301", "7_0", "7_1"]]
+    assert [r.verdict for r in result.jobs] == [Verdict.TIMEOUT] * 2
+    assert result.jobs[0].decision.reason.startswith("the import job 300: ")
+    data = result.to_json()
+    assert [(p["verdict"], p["cancelled_by_watch"]) for p in data["prerequisites"]] == [
+        ("TIMEOUT", "timeout"),
+        ("TIMEOUT", "timeout"),
+    ]

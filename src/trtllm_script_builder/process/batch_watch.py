@@ -395,8 +395,10 @@ def watch_batch(
 
     while True:
         try:
-            if all(t.done for t in tracked):
-                break
+            if all(t.done for t in tracked) and not any(
+                not p.done and p.cancelled in ("timeout", "interrupt") for p in prereqs
+            ):
+                break  # (a prerequisite watch cancelled gets its own verdict first)
             open_jobs = [t for t in tracked if not t.done and not t.parked]
             open_prereqs = [p for p in prereqs if not p.done]
             ids = [p.job.job_id for p in open_prereqs] + [t.handle.job_id for t in open_jobs]
