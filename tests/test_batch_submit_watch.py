@@ -648,6 +648,7 @@ def test_compiles_differing_only_in_their_wheel_folder_get_a_note(
     from trtllm_script_builder.process import batch_submit
 
     keys = [COMPILE_KEY.replace("/wheel", f"/w{i}/wheel") for i in range(2)]
+    keys.append(COMPILE_KEY + " --benchmarks")  # another build: not counted
     folder = chain_folder(tmp_path, keys)
     monkeypatch.setattr(batch_submit, "run", FakeSbatch())
     said: list[str] = []

@@ -29,6 +29,7 @@ import posixpath
 import re
 import shlex
 import socket
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -594,10 +595,10 @@ _DIST_DIR = re.compile(r" --dist_dir \S+")
 def _hint_wheel_dirs(known: dict[str, ChainJob], say: Say) -> None:
     """Compiles that differ only in their wheel folder are the same build done again: say
     how to build once (the default wheel_dir is each job's own folder)."""
-    compiles = [c.key for c in known.values() if c.kind == "compile"]
-    same = {_DIST_DIR.sub("", key) for key in compiles}
-    if len(compiles) > 1 and len(same) < len(compiles):
+    builds = Counter(_DIST_DIR.sub("", c.key) for c in known.values() if c.kind == "compile")
+    again = sum(n for n in builds.values() if n > 1)
+    if again:
         say(
-            f"note: {len(compiles)} compile jobs differ only in their wheel folder; set wheel_dir "
+            f"note: {again} compile jobs differ only in their wheel folder; set wheel_dir "
             "in the base request to build once for the whole batch"
         )
