@@ -248,7 +248,7 @@ def _track_prerequisites(
                 )
             t.after.append(p)
             p.users.append(t)
-    return list(by_id.values())
+    return [p for p in by_id.values() if p.users]  # one no job waits for is not followed
 
 
 def _chain_states(t: Tracked, failed: bool) -> list[dict[str, Any]]:
