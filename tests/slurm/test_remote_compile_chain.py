@@ -64,20 +64,22 @@ def fingerprint(repo: Path) -> dict[str, str]:
 
 
 def working_tree(repo: Path) -> dict[str, str]:
-    """What the sync must carry: tracked and untracked-not-ignored files, as they are now."""
+    """What the sync must carry: tracked and untracked-not-ignored files, as they are now,
+    but for the tool's own job folders (work_dirs/)."""
     names = git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     return {
         n: hashlib.sha256((repo / n).read_bytes()).hexdigest()
         for n in names.split("\0")
-        if n and (repo / n).is_file()
+        if n and (repo / n).is_file() and not n.startswith("work_dirs/")
     }
 
 
 def files_of(checkout: Path) -> dict[str, str]:
+    """The files of a clone but for .git and the job folders (work_dirs/)."""
     return {
         str(p.relative_to(checkout)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(checkout.rglob("*"))
-        if p.is_file() and ".git" not in p.relative_to(checkout).parts
+        if p.is_file() and p.relative_to(checkout).parts[0] not in (".git", "work_dirs")
     }
 
 
@@ -99,7 +101,6 @@ class Remote:
             "work_dir": str(self.root / name),
             "repo_root": str(self.repo),
             "remote_repo_path": str(self.remote_repo),
-            "remote_work_dir": str(self.root / "cluster" / "work" / name),
             "custom_cmd": "echo the tests ran in $(pwd)",
             "required_devices": 1,
             "gpus_per_node": 1,
@@ -119,18 +120,23 @@ class Remote:
         path.write_text(json.dumps(req))
         return path
 
+    def remote_work(self, name: str, clone: Path | None = None) -> Path:
+        """remote_work_dir by default: <remote_repo_path>/work_dirs/<name>, inside the clone
+        (TensorRT-LLM's .gitignore does not name work_dirs/)."""
+        return (clone or self.remote_repo) / "work_dirs" / name
+
 
 def _user_checkout(root: Path) -> tuple[Path, Path]:
     """A TensorRT-LLM-like clone of a bare origin, with work of every kind not yet pushed."""
-    seed = make_repo(root / "seed")
-    (seed / ".gitignore").write_text("*.log\n")
-    (seed / "tensorrt_llm").mkdir()
-    (seed / "tensorrt_llm" / "version.py").write_text('__version__ = "1.2.0rc1"\n')
-    git(seed, "init", "-q", "-b", "main")
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "seed")
+    upstream = make_repo(root / "upstream")
+    (upstream / ".gitignore").write_text("*.log\n")
+    (upstream / "tensorrt_llm").mkdir()
+    (upstream / "tensorrt_llm" / "version.py").write_text('__version__ = "1.2.0rc1"\n')
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-q", "-m", "upstream")
     origin = root / "origin.git"
-    git(root, "clone", "-q", "--bare", str(seed), str(origin))
+    git(root, "clone", "-q", "--bare", str(upstream), str(origin))
     repo = root / "TensorRT-LLM"
     git(root, "clone", "-q", str(origin), str(repo))
     # a commit origin does not have
@@ -141,6 +147,9 @@ def _user_checkout(root: Path) -> tuple[Path, Path]:
     (repo / "cpp").mkdir()
     (repo / "cpp" / "new_kernel.cu").write_text("// untracked work\n")
     (repo / "build.log").write_text("ignored: stays here\n")
+    # a job folder of an earlier local build: the tool's own, it does not travel
+    (repo / "work_dirs" / "old_job").mkdir(parents=True)
+    (repo / "work_dirs" / "old_job" / "job_spec.json").write_text("{}\n")
     return origin, repo
 
 
@@ -212,7 +221,8 @@ def test_remote_chain_syncs_compiles_there_and_installs_the_wheel(remote: Remote
     # the sync: the cluster's clone holds the local working state, detached at a snapshot
     assert f"synced {remote.repo} to {remote.host}:{remote.remote_repo}" in sub.stderr
     assert files_of(remote.remote_repo) == carried
-    assert git(remote.remote_repo, "status", "--porcelain") == ""
+    assert not (remote.remote_repo / "work_dirs" / "old_job").exists()
+    assert git(remote.remote_repo, "status", "--porcelain") == "?? work_dirs/\n"  # the job's
     snapshot = git(remote.remote_repo, "rev-parse", "HEAD").strip()
     local_head = git(remote.repo, "rev-parse", "HEAD").strip()
     assert git(remote.remote_repo, "rev-parse", "HEAD~1").strip() == local_head
@@ -233,7 +243,7 @@ def test_remote_chain_syncs_compiles_there_and_installs_the_wheel(remote: Remote
     # wheel folder, with the version of the commit origin does not have
     calls = [json.loads(line) for line in remote.wheel_record.read_text().splitlines()]
     assert [c["cwd"] for c in calls] == [str(remote.remote_repo)]
-    remote_work = remote.root / "cluster" / "work" / "pass"
+    remote_work = remote.remote_work("pass")
     assert "--dist_dir" in calls[0]["argv"]
     assert calls[0]["argv"][calls[0]["argv"].index("--dist_dir") + 1] == str(remote_work / "wheel")
     (wheel,) = sorted((remote_work / "wheel").glob("tensorrt_llm-*.whl"))
@@ -263,6 +273,9 @@ def test_remote_compile_failure_stops_the_chain(remote: Remote) -> None:
     marker.parent.mkdir(exist_ok=True)
     marker.write_text(COMPILER_ERROR)
     work = remote.root / "broken"
+    # the job folders of earlier jobs in the clone's work_dirs/ (the first test's) are no
+    # change of the clone's own: the sync neither refuses for them nor removes them
+    earlier = sorted(remote.remote_repo.glob("work_dirs/*/wheel/*.whl"))
     try:
         before = fingerprint(remote.repo)
         assert cli("build", str(remote.request("broken"))).code == 0
@@ -276,6 +289,7 @@ def test_remote_compile_failure_stops_the_chain(remote: Remote) -> None:
     finally:
         marker.unlink()
     assert (remote.remote_repo / "cpp" / "STANDIN_COMPILE_ERROR").read_text() == COMPILER_ERROR
+    assert sorted(remote.remote_repo.glob("work_dirs/*/wheel/*.whl")) == earlier
     v = res.json
     assert (res.code, v["verdict"], v["state"], v["exit_code"]) == (
         16,
@@ -297,5 +311,71 @@ def test_remote_compile_failure_stops_the_chain(remote: Remote) -> None:
     ).stdout.split()  # fmt: skip
     assert steps == [test_id], steps
     assert not Path(submitted["log_file"]).exists()
-    remote_work = remote.root / "cluster" / "work" / "broken"
+    remote_work = remote.remote_work("broken")
     assert not list((remote_work / "wheel").glob("*.whl"))
+
+
+def test_a_cluster_clone_with_changes_of_its_own_is_refused_before_anything_is_submitted(
+    remote: Remote,
+) -> None:
+    # a clone of its own at another path, with an edit made there
+    clone = remote.root / "cluster" / "edited"
+    git(remote.root, "clone", "-q", str(remote.origin), str(clone))
+    (clone / "requirements-dev.txt").write_text("edited on the cluster\n")
+    old_log = remote.remote_work("old", clone) / "old_1.out"  # a job folder: no change
+    old_log.parent.mkdir(parents=True)
+    old_log.write_text("an earlier job's log\n")
+    work = remote.root / "edited"
+    assert cli("build", str(remote.request("edited", remote_repo_path=str(clone)))).code == 0
+    before = fingerprint(remote.repo)
+    res = cli("submit", str(work))
+    assert res.code == 2, res.stderr
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith(
+        f"error: remote_repo_path: {remote.host}:{clone} has changes of its own "
+        "(1 file(s): M requirements-dev.txt)"
+    ), line
+    # `submit --force` only submits again: the fix names the command that discards them
+    assert line.endswith(f"discard them with `trtllm-script-builder sync {work} --force`, then submit again")  # fmt: skip
+    assert not (work / "submission.json").exists()
+    assert not remote.remote_work("edited", clone).exists()  # nothing copied
+    assert (clone / "requirements-dev.txt").read_text() == "edited on the cluster\n"
+    # the command it names does it
+    synced = cli("sync", str(work), "--force", "--json")
+    assert synced.code == 0, synced.stderr
+    assert files_of(clone) == working_tree(remote.repo)
+    assert old_log.read_text() == "an earlier job's log\n"  # --force kept the job folders
+    assert fingerprint(remote.repo) == before
+
+
+def test_a_remote_repo_path_that_is_the_checkout_itself_is_left_alone(remote: Remote) -> None:
+    """On a filesystem the cluster shares, remote_repo_path may name the local checkout: the
+    cluster sees its files already, and a sync there would detach (--force: reset) it."""
+    work = remote.root / "same"
+    assert cli("build", str(remote.request("same", remote_repo_path=str(remote.repo)))).code == 0
+    before = fingerprint(remote.repo)
+    branch = git(remote.repo, "symbolic-ref", "HEAD")
+    res = cli("sync", str(work), "--force", "--json")
+    assert res.code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["method"] == "shared" and out["snapshot"] is True, out
+    assert any("is this checkout itself" in n for n in out["notes"])
+    assert fingerprint(remote.repo) == before
+    assert git(remote.repo, "symbolic-ref", "HEAD") == branch
+
+
+def test_the_same_folder_needs_the_same_path_and_inode(tmp_path: Path) -> None:
+    from trtllm_script_builder.process import gitsync
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    local = gitsync._Local(repo)
+    ino = os.stat(repo).st_ino
+    probe = f"state=repo\ntop={repo.resolve()}\ninode={ino}\norigin=\nhead=\nhas=no\nchanges=0\n"
+    parsed = gitsync._parse_probe(probe)
+    assert (parsed.top, parsed.inode) == (str(repo.resolve()), str(ino))
+    assert gitsync._same_folder(local, parsed)
+    # the same path on another machine (another inode), or another path: a clone to sync
+    assert not gitsync._same_folder(local, gitsync._parse_probe(probe.replace(f"inode={ino}", f"inode={ino + 1}")))  # fmt: skip
+    assert not gitsync._same_folder(local, gitsync._parse_probe(probe.replace("top=", "top=/x")))
+    assert not gitsync._same_folder(local, gitsync._parse_probe(probe.replace("state=repo", "state=missing")))  # fmt: skip
