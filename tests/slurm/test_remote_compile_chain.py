@@ -278,11 +278,9 @@ def test_remote_compile_failure_stops_the_chain(remote: Remote) -> None:
     earlier = sorted(remote.remote_repo.glob("work_dirs/*/wheel/*.whl"))
     try:
         before = fingerprint(remote.repo)
-        assert cli("build", str(remote.request("broken"))).code == 0
-        try:
-            sub = cli("submit", str(work), "--json")
-            assert sub.code == 0, sub.stderr
-            res = cli("watch", str(work), "--poll", POLL, "--json", "--timeout", "60")
+        try:  # run: build, submit (the sync first) and watch in one go
+            req = remote.request("broken")
+            res = cli("run", str(req), "--poll", POLL, "--json", "--timeout", "60")
         finally:
             _cancel(*_job_ids(work))
         assert fingerprint(remote.repo) == before
@@ -299,7 +297,8 @@ def test_remote_compile_failure_stops_the_chain(remote: Remote) -> None:
     ), res.stdout
     assert "the test job never started" in v["reason"]
     chain = {c["kind"]: c["job_id"] for c in v["chain"]}
-    submitted = json.loads(sub.stdout)
+    assert f"synced {remote.repo} to {remote.host}:{remote.remote_repo}" in res.stderr
+    submitted = json.loads((work / "submission.json").read_text())
     assert chain["test"] == submitted["job_id"] and chain["compile"] == v["job_id"]
     assert any(e.endswith('error: identifier "k" is undefined') for e in v["evidence"]), v
     # the test job never ran: cancelled by its dependency, no batch step, no log on the cluster
