@@ -378,3 +378,41 @@ def test_the_same_folder_needs_the_same_path_and_inode(tmp_path: Path) -> None:
     assert not gitsync._same_folder(local, gitsync._parse_probe(probe.replace(f"inode={ino}", f"inode={ino + 1}")))  # fmt: skip
     assert not gitsync._same_folder(local, gitsync._parse_probe(probe.replace("top=", "top=/x")))
     assert not gitsync._same_folder(local, gitsync._parse_probe(probe.replace("state=repo", "state=missing")))  # fmt: skip
+
+
+def test_a_failed_sbatch_in_the_chain_cancels_what_it_submitted() -> None:
+    """The compile's sbatch fails after the import's went in: the import is cancelled (it
+    would run for nothing) and no later job of a batch reuses it."""
+    from tests.test_compile import _entry, _spec
+    from trtllm_script_builder.errors import ToolFailed
+    from trtllm_script_builder.process.chain import ChainJob, submit_prerequisites
+
+    def sbatch(script: str, extra: list[str]) -> str:
+        if script.endswith("compile.slurm"):
+            raise ToolFailed("sbatch", "compile.slurm: Invalid account", "check the job")
+        return "101"
+
+    cancelled: list[list[str]] = []
+    known: dict[str, ChainJob] = {}
+    spec = _spec([_entry("import", "import:/c/x.sqsh"), _entry("compile", "compile:a")])
+    with pytest.raises(ToolFailed):
+        submit_prerequisites(
+            spec,
+            sbatch,
+            "/w",
+            known=known,
+            cancel=lambda js: cancelled.append([j.job_id for j in js]),
+        )
+    assert cancelled == [["101"]] and known == {}
+    # a job shared with an earlier test job of the batch is not this one's to cancel
+    known = {"import:/c/x.sqsh": ChainJob("import", "import:/c/x.sqsh", "99", None, None)}
+    cancelled.clear()
+    with pytest.raises(ToolFailed):
+        submit_prerequisites(
+            spec,
+            sbatch,
+            "/w",
+            known=known,
+            cancel=lambda js: cancelled.append([j.job_id for j in js]),
+        )
+    assert cancelled == [] and list(known) == ["import:/c/x.sqsh"]

@@ -239,7 +239,11 @@ def _submit_chain(
     if not spec.prerequisites:
         return []
     sbatch = sbatch_with(runner, cwd, where)
-    return submit_prerequisites(spec, sbatch, log_base, remote=remote)
+
+    def cancel(jobs: list[ChainJob]) -> None:  # a later sbatch failed: these run for nothing
+        cancel_own(runner, jobs)
+
+    return submit_prerequisites(spec, sbatch, log_base, remote=remote, cancel=cancel)
 
 
 def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshTarget], None]:
