@@ -29,7 +29,9 @@ CTX_ONLY = "ctx_only"
 
 # The suffix a test-list line may carry (minutes); submit.py strips exactly this.
 TIMEOUT_SUFFIX_RE = re.compile(r"\s+TIMEOUT\s*\(\d+\)\s*$", re.I)
-_TIMEOUT_VALUE_RE = re.compile(r"\s+TIMEOUT\s*\((\d+)\)\s*$", re.I)
+# At most 7 digits (19 years): a longer number is no time limit, and int() of thousands of
+# digits is refused by Python itself.
+_TIMEOUT_VALUE_RE = re.compile(r"\s+TIMEOUT\s*\((\d{1,7})\)\s*$", re.I)
 # A shell / YAML comment that follows the id on the same line.
 _TRAILING_COMMENT_RE = re.compile(r"\s+#.*$")
 # `test_e2e[<label>]`; the label never holds brackets, blanks or quotes.
