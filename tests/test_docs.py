@@ -272,7 +272,12 @@ def code_errors() -> list[Site]:
             for fn in ast.walk(tree):
                 if isinstance(fn, ast.FunctionDef) and fn.name == "text_problem":
                     for ret in ast.walk(fn):
-                        if isinstance(ret, ast.Return) and isinstance(ret.value, ast.JoinedStr | ast.Constant) and ret.value is not None and _template(ret.value) != "None":
+                        if (
+                            isinstance(ret, ast.Return)
+                            and isinstance(ret.value, ast.JoinedStr | ast.Constant)
+                            and ret.value is not None
+                            and _template(ret.value) != "None"
+                        ):
                             msg = f"{_template(ret.value)} (got …)"
                             sites.append(Site(f"{rel}:{ret.lineno}", "BuildError", None, msg))
     return sites

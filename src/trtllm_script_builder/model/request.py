@@ -620,8 +620,10 @@ def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, An
             req = _from_twin(_twins()[1].model_validate(data))
         except ValidationError as exc:
             raise _first_error(exc) from None
-    _forward_job_spec(req)
-    _check_values(req)  # after: the forwarded values come from a file too
+    _check_values(req)
+    if req.job_spec_file:
+        _forward_job_spec(req)
+        _check_values(req)  # again: the forwarded values come from a file too
     for key in REMOTE_PATH_FIELDS:
         v = getattr(req, key)
         if v is not None and not v.startswith("/"):
@@ -632,6 +634,10 @@ def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, An
 def _check_values(req: Request) -> None:
     """What no field's type says: one line, no leading `-`, bounded (model/values.py)."""
     values.check_fields((name, getattr(req, name)) for name in Request.model_fields)
+    for name in PATH_FIELDS + REMOTE_PATH_FIELDS:
+        path = getattr(req, name)
+        if path is not None:
+            values.check_path(path, name, absolute=False)
     if req.env_check is not None:
         env = req.env_check
         values.check_fields(((n, getattr(env, n)) for n in EnvCheck.model_fields), "env_check.")

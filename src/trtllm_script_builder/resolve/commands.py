@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def normalise_name(text: str) -> str:
@@ -267,12 +267,12 @@ def parse_bench(bench_cmd: str) -> BenchCmd:
 
 
 # An `org/name` Hugging Face id; a path has a leading `/`, `.` or `~`, or more components.
-_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _CALL_ENDS = {";", "|", "||", "&&", "&"}
 
 
 def is_hf_id(value: str) -> bool:
-    return bool(_HF_ID.match(value))
+    return bool(_HF_ID.fullmatch(value))
 
 
 def word_spans(text: str) -> list[tuple[int, int, str]]:
@@ -357,7 +357,7 @@ def parse_custom_env(custom_env: str | None) -> list[tuple[str, str]]:
     pairs = []
     for w in words(custom_env, "custom_env"):
         key, eq, value = w.partition("=")
-        if not eq or not _ENV_NAME.match(key):
+        if not eq or not _ENV_NAME.fullmatch(key):
             raise BuildError(
                 "custom_env",
                 f"{w!r} is not KEY=VALUE with a valid variable name",
