@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.values import text_problem
 
 # A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
 # (`...::test_x[pp2] # 2 mins`, `... TIMEOUT (90) # failed`).
 _COMMENT = re.compile(r"(?:^|\s)#.*$", re.S)
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # Words a test list may hold unquoted; anything else is quoted, for the job runs `bash -c`.
 _PLAIN = re.compile(r"[\w@%+=:,./\[\]-]+")
 # Linux refuses an environment string over 128 KiB; a group's TEST_CMD stays well below.
@@ -69,7 +69,7 @@ def _test_line(lineno: int, text: str) -> Entry:
     from trtllm_script_builder.resolve.perf.testid import strip_timeout
     from trtllm_script_builder.resolve.pytest_sizing import _selection, model_name_for
 
-    if _CONTROL.search(text):
+    if text_problem(text, lines=True):  # model/values.py; a tab separates words here
         raise BuildError("test_cmd", "holds a control character", "remove it from the line")
     selection, minutes = strip_timeout(text)
     if "timeout" in selection.lower().split():
