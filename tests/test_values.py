@@ -160,3 +160,17 @@ def test_tree_problem_bounds_nesting() -> None:
     found = values.tree_problem({"a": deep})
     assert found is not None and "nests deeper than 32" in found[1]
     assert values.tree_problem({"a": [["x"]], "b": {"c": "d"}}) is None
+
+
+@pytest.mark.parametrize("host", ['/data/a"b', "/data/a,b", "/data/a:b"])
+def test_docker_mount_options_refuse_what_docker_would_split(host: str) -> None:
+    from trtllm_script_builder.render.docker import docker_run
+    from trtllm_script_builder.resolve.mounts import Mount
+
+    with pytest.raises(BuildError) as err:
+        docker_run(
+            name="n", image="img", gpus=1, mounts=[Mount(host, "/models:ro", "models_path")],
+            env=[], install=False, wheel=False, eval_requirements=False, custom_env=False,
+            has_prep=False,
+        )  # fmt: skip
+    assert err.value.field == "models_path"
