@@ -174,3 +174,52 @@ def test_docker_mount_options_refuse_what_docker_would_split(host: str) -> None:
             has_prep=False,
         )  # fmt: skip
     assert err.value.field == "models_path"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("job_id", "--user=alice"), ("container_name", "-x"), ("host", "a\nb"), ("job_id", "1 2")],
+)
+def test_an_edited_submission_is_refused_before_any_program_sees_it(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    """watch would run `scancel <job_id>` or `docker kill <container_name>`."""
+    sub = {
+        "scenario": "local_slurm",
+        "work_dir": str(tmp_path),
+        "submitted_at": "now",
+        "host": "h",
+        "script": "/x.slurm",
+        "job_id": "12",
+        key: value,
+    }
+    (tmp_path / "submission.json").write_text(json.dumps(sub))
+    (tmp_path / "job_spec.json").write_text("{}")
+    from trtllm_script_builder.process.submission import load_submission
+
+    with pytest.raises(BuildError) as err:
+        load_submission(tmp_path)
+    assert err.value.field == "work_dir" and key in err.value.problem
+    assert "\n" not in err.value.line()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("script_path", "--wrap=touch x"),
+        ("remote_work_dir", "rel"),
+        ("ssh_host", "-oProxyCommand=x"),
+        ("container_name", "a b"),
+    ],
+)
+def test_an_edited_job_spec_is_refused_before_any_program_sees_it(
+    tmp_path: Path, key: str, value: str
+) -> None:
+    from trtllm_script_builder.process.spec_file import read_job_spec
+
+    golden = Path(__file__).parent / "golden"
+    spec = json.loads(next(golden.rglob("job_spec.json")).read_text())
+    (tmp_path / "job_spec.json").write_text(json.dumps({**spec, key: value}))
+    with pytest.raises(BuildError) as err:
+        read_job_spec(tmp_path)
+    assert err.value.field == "work_dir" and f": {key}: " in err.value.problem
