@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trtllm_script_builder.cli import main
-from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.model.request import EnvCheck, Request
 from trtllm_script_builder.process import persistent
 from trtllm_script_builder.resolve.image import enroot_uri
 
@@ -252,8 +252,10 @@ ALSO: dict[str, tuple[str, ...]] = {
     "workflow_type": ("test_cmd", "eval_cmd", "bench_cmd", "custom_cmd", "perf_config_yaml"),
     "execution_scenario": ("partition", "account", "slurm_env_file", "remote_repo_path"),
     "test_cmd": ("required_devices", "custom_cmd"),
-    "eval_cmd": ("required_devices", "custom_cmd"),
-    "bench_cmd": ("required_devices", "custom_cmd"),
+    # an empty command is no command: the workflow falls back to pytest, which needs test_cmd
+    "eval_cmd": ("required_devices", "custom_cmd", "test_cmd"),
+    "bench_cmd": ("required_devices", "custom_cmd", "test_cmd"),
+    "custom_script": ("test_cmd",),
     "perf_config_yaml": ("custom_cmd", "test_cmd"),
     "gpus_per_node": ("required_devices",),
     "checkpoint_path": ("llm_models_root",),
@@ -271,7 +273,7 @@ ARRIVES = {
         f"{v.rstrip('/')}:/models:ro" in opt(call["argv"], "--container-mounts").split(",")
     ),
 }
-FIELDS = list(Request.model_fields)
+FIELDS = list(Request.model_fields) + [f"env_check.{k}" for k in EnvCheck.model_fields]
 
 
 @pytest.mark.parametrize("field", FIELDS)
@@ -281,11 +283,13 @@ def test_every_request_field(field: str, value: Any) -> None:
     with case() as c:
         value = with_canary(value, c.canary)
         fields: dict[str, Any] = {field: value}
+        if field.startswith("env_check."):  # a key of the nested object
+            fields = {"env_check": {field.split(".")[1]: value}}
         if field in ("test_cmd", "eval_cmd", "bench_cmd", "custom_script"):
             fields["custom_cmd"] = None  # one command per request
         req = {k: v for k, v in c.request(**fields).items() if v is not None or k == field}
         built = c.build(req)
-        if built.refused(field, *ALSO.get(field, ())):
+        if built.refused(field, *ALSO.get(field, ()), *(("env_check",) if "." in field else ())):
             return
         calls = c.run(built.script(), "srun")
         check = ARRIVES.get(field)
@@ -293,7 +297,7 @@ def test_every_request_field(field: str, value: Any) -> None:
             assert check(value, calls[-1], built), (field, value)
 
 
-@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize("field", list(Request.model_fields))
 @fuzz_settings(3)
 @given(raw=yaml_tricks)
 def test_yaml_tricks_in_every_field(field: str, raw: str) -> None:
