@@ -223,3 +223,15 @@ def test_an_edited_job_spec_is_refused_before_any_program_sees_it(
     with pytest.raises(BuildError) as err:
         read_job_spec(tmp_path)
     assert err.value.field == "work_dir" and f": {key}: " in err.value.problem
+
+
+def test_file_names_of_the_checkout_that_no_line_can_carry_are_left_out(tmp_path: Path) -> None:
+    from trtllm_script_builder.resolve.checkout import compiled_bindings
+
+    pkg = tmp_path / "tensorrt_llm"
+    pkg.mkdir()
+    (pkg / "bindings.cpython-312-x86_64-linux-gnu.so").write_text("")
+    (pkg / "bindings\x1b[2J\n.so").write_text("")
+    assert compiled_bindings(str(tmp_path)) == [
+        "tensorrt_llm/bindings.cpython-312-x86_64-linux-gnu.so"
+    ]
