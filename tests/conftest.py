@@ -18,6 +18,7 @@ HERE = Path(__file__).resolve().parent
 # A clone at /work/<name> sees the read-only shared folder at /work/shared.
 SHARED_DATA = HERE.parents[1] / "shared" / "data" / "trtllm"
 STAND_IN = HERE / "fixtures" / "submit_stand_in.py"
+BUILD_WHEEL_STAND_IN = HERE / "slurm" / "standins" / "build_wheel.py"
 
 PROPERTIES = """\
 # Image tags for the test repo; the _12_9 key comes first, as in one real version.
@@ -96,6 +97,8 @@ def make_repo(root: Path) -> Path:
     submit = root / "jenkins" / "scripts" / "perf" / "local" / "submit.py"
     submit.parent.mkdir(parents=True)
     shutil.copy(STAND_IN, submit)
+    (root / "scripts").mkdir()
+    shutil.copy(BUILD_WHEEL_STAND_IN, root / "scripts" / "build_wheel.py")
     agg = root / "tests" / "scripts" / "perf-sanity" / "aggregated"
     agg.mkdir(parents=True)
     (agg / "tiny_cfg.yaml").write_text(AGG_CFG)

@@ -87,19 +87,68 @@ def test_group_by_devices(env: Env, cli, tmp_path: Path) -> None:
     )
     assert r.code == 0, r.stderr
     rows = json.loads((env.work / "jobs.json").read_text())
-    assert [row["required_devices"] for row in rows] == [1, 2, 4]
-    two = (Path(rows[1]["work_dir"]) / "gpus2_auto_test.slurm").read_text()
-    assert "test_param[tp2]" in two and "test_method_wins" in two and "test_four" not in two
+    # the two 2-GPU tests: one has a TIMEOUT, the other none, so they are two groups
+    assert [row["required_devices"] for row in rows] == [1, 2, 2, 4]
+    assert [Path(row["work_dir"]).name for row in rows] == ["gpus1", "gpus2_1", "gpus2_2", "gpus4"]
+    timed = (Path(rows[1]["work_dir"]) / "gpus2_1_auto_test.slurm").read_text()
+    untimed = (Path(rows[2]["work_dir"]) / "gpus2_2_auto_test.slurm").read_text()
+    assert "test_param[tp2] --timeout=5400'" in timed and "test_method_wins" not in timed
+    (cmd,) = [ln for ln in untimed.splitlines() if ln.startswith("export TEST_CMD=")]
+    assert cmd.endswith("test_method_wins'")
 
 
-def test_a_group_runs_with_its_longest_timeout(env: Env, cli, tmp_path: Path) -> None:
+def _test_cmd_and_time(script: Path) -> tuple[str, str]:
+    text = script.read_text()
+    (cmd,) = [ln for ln in text.splitlines() if ln.startswith("export TEST_CMD=")]
+    (time,) = [ln for ln in text.splitlines() if ln.startswith("#SBATCH --time=")]
+    return cmd, time
+
+
+def test_a_test_gets_the_same_timeout_and_time_limit_alone_or_grouped(
+    env: Env, cli, tmp_path: Path
+) -> None:
+    """One TIMEOUT rule (decision 60): pytest's --timeout is the test's own, and the time
+    limit is raised to it plus half an hour, whether the test has a job or shares a group."""
     lst = tmp_path / "list.txt"
-    lst.write_text(f"{IDS[2]}\n{IDS[3]} TIMEOUT (30)\n")  # both 2 GPUs: 90 and 30 minutes
-    args = many(env, tmp_path, lst, "--group-by", "devices")
-    assert cli(args).code == 0
-    two = (env.work / "gpus2" / "gpus2_auto_test.slurm").read_text()
-    (line,) = [ln for ln in two.splitlines() if ln.startswith("export TEST_CMD=")]
-    assert line.count("--timeout") == 1 and "--timeout=5400" in line, line
+    # three 2-GPU tests: 150, 30 and 150 minutes
+    lst.write_text(
+        f"{IDS[2].replace('(90)', '(150)')}\n{IDS[3]} TIMEOUT (30)\n"
+        "accuracy/test_tiny.py::TestTiny::test_param[tp2] TIMEOUT (150)\n"
+    )
+    assert cli(many(env, tmp_path, lst, "--work-dir", str(tmp_path / "one"))).code == 0
+    assert cli(many(env, tmp_path, lst, "--group-by", "devices", "--work-dir",
+                    str(tmp_path / "grp"))).code == 0  # fmt: skip
+    alone = json.loads((tmp_path / "one" / "jobs.json").read_text())
+    grouped = json.loads((tmp_path / "grp" / "jobs.json").read_text())
+    assert [row["lines"] for row in grouped] == [[1, 3], [2]]
+    for row in grouped:
+        g_cmd, g_time = _test_cmd_and_time(Path(row["script_path"]))
+        for line in row["lines"]:
+            a_cmd, a_time = _test_cmd_and_time(Path(alone[line - 1]["script_path"]))
+            assert a_cmd.rsplit(" ", 1)[1] == g_cmd.rsplit(" ", 1)[1]  # --timeout=...'
+            assert a_time == g_time
+    assert _test_cmd_and_time(Path(grouped[0]["script_path"]))[1] == "#SBATCH --time=03:00:00"
+    assert _test_cmd_and_time(Path(grouped[1]["script_path"]))[1] == "#SBATCH --time=02:00:00"
+
+
+def test_an_absurd_timeout_is_refused_naming_its_line(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"{IDS[1]} TIMEOUT (99999999999999999999)\n{IDS[1]} TIMEOUT (1441)\n"
+                   f"{IDS[1]} TIMEOUT ({'9' * 5000})\n{IDS[1]} TIMEOUT (1440)\n")  # fmt: skip
+    for group in ([], ["--group-by", "devices"]):
+        work = tmp_path / ("grp" if group else "one")
+        r = cli(many(env, tmp_path, lst, *group, "--work-dir", str(work)))
+        assert r.code == 2
+        errs = [ln for ln in r.stderr.splitlines() if " error: " in ln]
+        assert errs[0] == (
+            f"{lst}:1: error: test_cmd: TIMEOUT (99999999999999999999) is over the maximum of "
+            "1440 minutes (a day); give the test's timeout in minutes, at most 1440"
+        )
+        assert errs[1].startswith(f"{lst}:2: error: test_cmd: TIMEOUT (1441) is over")
+        assert errs[2].startswith(f"{lst}:3: error: test_cmd: TIMEOUT (99999999999999999999...")
+        assert len(errs) == 3 and len(errs[2]) < 300
+        (row,) = [r for r in json.loads((work / "jobs.json").read_text()) if r["status"] == "built"]
+        assert "--timeout=86400" in Path(row["script_path"]).read_text()
 
 
 def test_yaml_list_of_requests(env: Env, cli, tmp_path: Path) -> None:
@@ -159,12 +208,12 @@ def test_work_dir_from_a_flag_is_taken_from_the_current_folder(
     r = cli(["build-many", str(lst), "--base", str(conf / "base.yaml")])
     assert r.code == 0, r.stderr
     rows = json.loads((tmp_path / "from_base" / "jobs.json").read_text())
-    assert rows[0]["work_dir"] == str(tmp_path / "from_base" / "00001_tiny")
+    assert rows[0]["work_dir"] == str(tmp_path / "from_base" / "tiny_one")
 
     r = cli(["build-many", str(lst), "--base", str(conf / "base.yaml"), "--work-dir", "out"])
     assert r.code == 0, r.stderr
     rows = json.loads((here / "out" / "jobs.json").read_text())
-    assert rows[0]["work_dir"] == str(here / "out" / "00001_tiny")
+    assert rows[0]["work_dir"] == str(here / "out" / "tiny_one")
 
 
 def test_list_lines_as_real_lists_write_them(env: Env, cli, tmp_path: Path) -> None:
@@ -275,7 +324,7 @@ def test_an_interrupted_run_leaves_whole_jobs_and_no_index(
     lst.write_text("\n".join([IDS[1]] * 5) + "\n")
     r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
     assert r.code == 130 and r.stderr.endswith("error: interrupted\n"), r
-    assert sorted(p.name for p in env.work.iterdir()) == ["00001_tiny", "00002_tiny"]
+    assert sorted(p.name for p in env.work.iterdir()) == ["tiny_one", "tiny_one_2"]
     for job in env.work.iterdir():
         assert sorted(p.name for p in job.iterdir()) == ["job_spec.json", "tiny_auto_test.slurm"]
 
@@ -397,8 +446,8 @@ def test_request_items_are_validated_and_get_a_folder_each(env: Env, cli, tmp_pa
     items = [
         {"test_cmd": f"pytest -v {IDS[1]}", "model_name": "../../evil"},
         {"test_cmd": f"pytest -v {IDS[1]}", "work_dir": 5},
-        {"test_cmd": f"pytest -v {IDS[1]}"},  # 00003_job
-        {"test_cmd": f"pytest -v {IDS[1]}", "work_dir": str(env.work / "00003_job")},
+        {"test_cmd": f"pytest -v {IDS[1]}"},  # tiny_one
+        {"test_cmd": f"pytest -v {IDS[1]}", "work_dir": str(env.work / "tiny_one")},
         {"test_cmd": f"pytest -v {IDS[1]}", "work_dir": str(env.work)},
     ]
     lst = tmp_path / "reqs.yaml"
@@ -449,3 +498,86 @@ def test_build_many_prints_the_warnings_with_their_lines(env: Env, cli, tmp_path
     assert f"{lst}:2: warning: [tp9] is not a parameter id" in r.stderr
     assert f"{lst}:1: warning" not in r.stderr
     assert "built 2 job(s), 1 with warnings, 0 failed" in r.stdout
+
+
+def test_job_folders_are_named_after_the_test_or_model_uniquely(
+    env: Env, cli, tmp_path: Path
+) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"{IDS[1]}\n{IDS[2]}\n{IDS[1]} -k one\n{IDS[1]}\n")
+    assert cli(many(env, tmp_path, lst)).code == 0
+    names = [Path(r["work_dir"]).name for r in json.loads((env.work / "jobs.json").read_text())]
+    assert names == ["tiny_one", "tiny_param_tp2", "tiny_one_2", "tiny_one_3"]
+
+    items = [
+        {"test_cmd": f"pytest -v {IDS[1]}", "model_name": "My.Model"},
+        {"eval_cmd": "trtllm-eval --model /models/Tiny-Model mmlu"},
+        {"custom_cmd": "true"},
+        {"custom_cmd": "true"},
+        {"custom_cmd": "true", "work_dir": str(tmp_path / "reqs" / "custom_3")},
+        {"test_cmd": f"pytest -v {IDS[1]}"},
+    ]
+    reqs = tmp_path / "reqs.yaml"
+    reqs.write_text(yaml.safe_dump(items))
+    work = tmp_path / "reqs"
+    assert cli(many(env, tmp_path, reqs, "--work-dir", str(work))).code == 0
+    rows = json.loads((work / "jobs.json").read_text())
+    names = [Path(r["work_dir"]).name for r in rows]
+    # an item's own work_dir is never given to a later item without one
+    assert names == ["My.Model", "tiny_model_eval", "custom", "custom_2", "custom_3", "tiny_one"]
+    assert not [n for n in names if n[:1].isdigit()]
+
+
+def test_dry_run_checks_every_entry_and_writes_nothing(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"{IDS[1]}\n{IDS[0].rstrip(']')}\n{IDS[2]}\n")
+    dry = cli(many(env, tmp_path, lst, "--dry-run"))
+    assert dry.code == 2 and not env.work.exists()
+    assert dry.stdout.splitlines()[:2] == [
+        f"{lst}:1: would build {env.work / 'tiny_one'} (1 GPU(s))",
+        f"{lst}:3: would build {env.work / 'tiny_param_tp2'} (2 GPU(s))",
+    ]
+    assert dry.stdout.endswith("would build 2 job(s), 1 failed; nothing written\n")
+    assert f"{lst}:2: error: test_cmd: " in dry.stderr
+    real = cli(many(env, tmp_path, lst))
+    assert real.code == dry.code and real.stderr == dry.stderr
+    lst.write_text(f"{IDS[1]}\n")
+    ok = cli(many(env, tmp_path, lst, "--dry-run", "--force"))
+    assert ok.code == 0 and sorted(p.name for p in env.work.iterdir()) == [
+        "jobs.json", "tiny_one", "tiny_param_tp2"
+    ]  # fmt: skip
+
+
+def test_json_ends_stdout_with_the_summary_and_the_rows(env: Env, cli, tmp_path: Path) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text(f"{IDS[1]}\n{IDS[0].rstrip(']')}\n{IDS[2]}\n")
+    r = cli(many(env, tmp_path, lst, "--json"))
+    assert r.code == 2
+    last = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (last["built"], last["failed"], last["dry_run"]) == (2, 1, False)
+    assert last["jobs_per_gpu_count"] == {"1": 1, "2": 1}
+    assert last["index"] == str(env.work / "jobs.json")
+    assert last["jobs"] == json.loads((env.work / "jobs.json").read_text())
+    assert all("work_dir" in row for row in last["jobs"] if row["status"] == "built")
+    dry = cli(many(env, tmp_path, lst, "--json", "--dry-run", "--work-dir", str(tmp_path / "d")))
+    last = json.loads(dry.stdout.strip().splitlines()[-1])
+    assert (last["would_build"], last["failed"], last["index"]) == (2, 1, None)
+    assert [row["status"] for row in last["jobs"]] == ["would build", "error", "would build"]
+    assert not (tmp_path / "d").exists()
+
+
+def test_names_are_unique_deterministic_and_cheap() -> None:
+    from trtllm_script_builder.batch import Names, test_job_name
+
+    names = Names()
+    got = [names.unique(n) for n in ["a", "a_2", "a", "a", "a_2", "b"]]
+    assert got == ["a", "a_2", "a_3", "a_4", "a_2_2", "b"]
+    many = Names()
+    assert [many.unique("x") for _ in range(20_000)][-1] == "x_20000"  # no rescans: fast
+    assert test_job_name("accuracy/test_x.py::TestLlama3_1_8BInstruct::test_fp8[tp2]") == (
+        "llama3_1_8binstruct_fp8_tp2"
+    )
+    assert test_job_name("unittest/test_foo.py::test_bar[a/b c]") == "foo_bar_a_b_c"
+    assert test_job_name("unittest/test_foo.py") == "foo"
+    weird = test_job_name("t.py::TestX::test_y[" + "../" * 50 + "]")
+    assert len(weird) <= 80 and "/" not in weird and "." not in weird

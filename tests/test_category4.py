@@ -71,7 +71,12 @@ def test_perf_sanity_job_spec(env: Env, cli) -> None:
         "perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2pp3]",
     ]
     assert argv[argv.index("--job-name") + 1] == "tiny_cfg_perf"
-    assert argv[argv.index("--launch-sh") + 1] == str(env.work / "slurm_launch.sh")
+    # submit.py writes into a private folder beside the new work_dir, gone once moved in place.
+    private = Path(argv[argv.index("--work-dir") + 1])
+    assert private.parent == env.work.parent and private.name.startswith(".work.tsb-")
+    assert argv[argv.index("--launch-sh") + 1] == str(private / "slurm_launch.sh")
+    assert not private.exists()
+    assert str(private) not in (env.work / "slurm_launch.sh").read_text()
     generated = next(ln for ln in r.stdout.splitlines() if ln.startswith("Generated:"))
     assert "slurm_launch.sh" in generated and "test_list.txt" in generated
     assert "mpi " in next(ln for ln in r.stdout.splitlines() if ln.startswith("Slurm:"))
@@ -93,7 +98,8 @@ def test_config_file_mode_and_remote_config_shipped(env: Env, cli, tmp_path: Pat
     shipped = env.work / "my_bench.yaml"
     assert shipped.read_text() == cfg.read_text() and str(shipped) in spec["extra_files"]
     argv = json.loads((env.root / "submit_args.json").read_text())["argv"]
-    assert argv[:4] == ["--config-file", str(shipped), "--test-name", "tiny_tp1"]
+    private = Path(argv[argv.index("--work-dir") + 1])
+    assert argv[:4] == ["--config-file", str(private / shipped.name), "--test-name", "tiny_tp1"]
     assert argv[argv.index("--job-name") + 1] == "my_bench_benchmark"
     launch = (env.work / "slurm_launch.sh").read_text()
     remote_work = "/lustre/rtester/TensorRT-LLM/work_dirs/work"

@@ -2,7 +2,7 @@
 person may write (slurm_env.json, the allocation state file, the site config, the checkout's
 image table, the test files it sizes from).
 
-For each generated value one of two things must happen (decision 55):
+For each generated value one of two things must happen (decision 69):
 
 - refused: exit status 2 and exactly one line on stderr, `error: <field>: ...`, naming the
   field (or a field the value is known to lead to, listed in ALSO), and nothing written; or

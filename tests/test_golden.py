@@ -33,6 +33,21 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "cat2_pytest_local_slurm": ("local_slurm", {"test_cmd": PYTEST}),
     "cat2_pytest_remote_slurm": ("remote_slurm", {"test_cmd": PYTEST}),
+    # A chain (decisions 65, 66): image import, compile, then the test job installing the wheel.
+    "cat2_pytest_compile_local_slurm": (
+        "local_slurm",
+        {
+            "test_cmd": PYTEST,
+            "compile": True,
+            "device_type": "H100",
+            "use_ccache": True,
+            "sqsh_cache_dir": "/lustre/sqsh",
+        },
+    ),
+    "cat3_custom_compile_remote_slurm": (
+        "remote_slurm",
+        {"custom_cmd": "nvidia-smi", "compile": True, "cuda_arch": "90-real;100-real"},
+    ),
     "cat3_custom_local_slurm": (
         "local_slurm",
         {"custom_cmd": "python3 run.py --flag", "custom_env": "A='x y' B=1", "required_devices": 2},

@@ -177,6 +177,60 @@ def test_eval_figures_per_task() -> None:
     }
 
 
+def _hypothesis_report(
+    metric: str, higher: bool, ref: float, limit: float, got: float
+) -> list[str]:
+    """The report TensorRT-LLM's accuracy tests log after a task's score (one logger record)."""
+    return [
+        "[TRT-LLM] [I] Hypothesis testing report:",
+        "===========================================================",
+        f"= {metric.upper()} HYPOTHESIS TESTING",
+        "===========================================================",
+        "Alpha (Type I:  False Positive): 0.050",
+        "Beta  (Type II: False Negative): 0.200",
+        "Sigma (Standard deviation): 50.000",
+        "#Samples: 1319",
+        f"Higher is better: {higher}",
+        "Theta (Minimum detectable effect): 4.841",
+        f"Reference {metric}: {ref:.3f}",
+        f"Threshold: {limit:.3f}",
+        "===========================================================",
+        f"Evaluated {metric}: {got:.3f}",
+        "===========================================================",
+    ]
+
+
+def test_eval_scores_carry_the_accuracy_tests_reference_and_threshold() -> None:
+    lines = [
+        "[TRT-LLM] [I] lm-eval gsm8k average accuracy: 75.00",
+        *_hypothesis_report("accuracy", True, 74.0, 70.797, 75.0),
+        "[TRT-LLM] [I] MMLU weighted average accuracy: 60.00 (14042)",
+        *_hypothesis_report("accuracy", True, 68.0, 66.5, 60.0),
+        # a lower-is-better metric with no score line of ours before it
+        *_hypothesis_report("WER", False, 10.0, 14.0, 12.0),
+    ]
+    got = figures(lines)
+    assert got["gsm8k"] == {
+        "accuracy": 75.0,
+        "accuracy_reference": 74.0,
+        "accuracy_threshold": 70.797,
+        "higher_is_better": True,
+        "passed": True,
+    }
+    assert got["mmlu"]["passed"] is False and got["mmlu"]["accuracy_threshold"] == 66.5
+    assert got["wer"] == {
+        "wer": 12.0,
+        "wer_reference": 10.0,
+        "wer_threshold": 14.0,
+        "higher_is_better": False,
+        "passed": True,
+    }
+
+
+def test_a_threshold_line_without_its_report_is_not_a_result() -> None:
+    assert figures(["Threshold: 3.000", "Evaluated accuracy: 1.000"]) == {}
+
+
 def test_bench_figures() -> None:
     lines = [
         "Number of requests:                               3",

@@ -219,3 +219,44 @@ def test_the_build_report_on_a_real_terminal(tmp_path: Path, no_no_color: None) 
     out = _run_in_pty(code, {**env, "TERM": "xterm-256color", "HOME": str(tmp_path)})
     assert colours(out)
     assert plain(out).startswith("Generated:")
+
+
+@pytest.mark.parametrize(
+    ("golden", "run", "check", "submit"),
+    [
+        ("cat2_pytest_local_slurm", "sbatch ", "sbatch --test-only on this cluster", "# sbatch"),
+        (
+            "cat1_pytest_local_docker",
+            "bash ",
+            "docker answers, nvidia-smi lists the GPUs",
+            "# bash docker_cmd.sh in the background",
+        ),
+        (
+            "cat6_bench_remote_slurm",
+            "trtllm-script-builder submit ",
+            "sbatch --test-only on ",
+            ", sbatch there",
+        ),
+    ],
+)
+def test_warnings_come_before_run_and_the_next_steps_fit_the_scenario(
+    golden: str, run: str, check: str, submit: str, tmp_path: Path
+) -> None:
+    data = json.loads((ROOT / "tests" / "golden" / golden / "job_spec.json").read_text())
+    data["warnings"] = ["first", "second"]
+    job = JobSpec.model_validate(data)
+    work = tmp_path / "my work"
+    labels = [line.split(":", 1)[0] for line in render_report(job, ["x"], work).splitlines()]
+    assert labels[-6:] == ["Warning", "Warning", "Run", "Check", "Submit", "Watch"]
+    rows = dict(line.split(":", 1) for line in render_report(job, ["x"], work).splitlines()[-4:])
+    assert rows["Run"].strip().startswith(run)
+    quoted = f"'{work}'"  # a folder with a blank is quoted: each line copies into a shell
+    assert rows["Check"].strip().startswith(f"trtllm-script-builder check {quoted}  # {check}")
+    assert rows["Submit"].strip().startswith(f"trtllm-script-builder submit {quoted}  #")
+    assert rows["Submit"].strip().endswith(submit)
+    assert (
+        rows["Watch"].strip() == f"trtllm-script-builder watch {quoted}  # follow it to a verdict"
+    )
+    if golden.endswith("remote_slurm"):
+        host, remote = data.get("ssh_host"), data["remote_work_dir"]
+        assert f"on {host}" in rows["Check"] and f"copy to {host}:{remote}," in rows["Submit"]

@@ -57,3 +57,21 @@ def test_a_failure_in_an_existing_folder_changes_nothing(tmp_path: Path) -> None
         write_atomically(tmp_path, BROKEN)
     assert listing(tmp_path) == ["job.slurm"]
     assert (tmp_path / "job.slurm").read_text() == "old script"
+
+
+def test_a_folder_in_the_way_of_a_file_is_refused_before_anything_moves(tmp_path: Path) -> None:
+    """A set never replaces a folder by a file: the user's folder and the old files stay."""
+    (tmp_path / "job.slurm").write_text("old script")
+    (tmp_path / "job_spec.json").mkdir()
+    (tmp_path / "job_spec.json" / "mine.txt").write_text("mine")
+    with pytest.raises(FileExistsError):
+        write_atomically(tmp_path, FILES)
+    assert listing(tmp_path) == ["job.slurm", "job_spec.json", "job_spec.json/mine.txt"]
+    assert (tmp_path / "job.slurm").read_text() == "old script"
+
+
+def test_an_existing_folder_is_written_through_no_lasting_temporary(tmp_path: Path) -> None:
+    (tmp_path / "slurm-1.out").write_text("a log")
+    for _ in range(2):
+        write_atomically(tmp_path, FILES)
+        assert listing(tmp_path) == ["job.slurm", "job_spec.json", "slurm-1.out"]

@@ -17,8 +17,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
+from trtllm_script_builder.atomic import signals_as_exceptions, sweep
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import text_problem
 
@@ -30,6 +31,11 @@ _PLAIN = re.compile(r"[\w@%+=:,./\[\]-]+")
 # Linux refuses an environment string over 128 KiB; a group's TEST_CMD stays well below.
 _GROUP_CMD_MAX = 60_000
 _NAME_MAX = 80
+# A test's TIMEOUT (N), in minutes: a day is more than any test of TensorRT-LLM's lists asks;
+# a larger N is a typo, and would make a Slurm time limit no partition accepts (decision 60).
+MAX_TIMEOUT_MINUTES = 1440
+# Half an hour for the install step and start-up, on top of a test's TIMEOUT (decision 60).
+INSTALL_SECONDS = 1800
 
 
 @dataclass
@@ -67,11 +73,25 @@ def _test_entry(lineno: int, raw: str) -> Entry | Bad | None:
 
 def _test_line(lineno: int, text: str) -> Entry:
     from trtllm_script_builder.resolve.perf.testid import strip_timeout
-    from trtllm_script_builder.resolve.pytest_sizing import _selection, model_name_for
 
     if text_problem(text, lines=True):  # model/values.py; a tab separates words here
         raise BuildError("test_cmd", "holds a control character", "remove it from the line")
-    selection, minutes = strip_timeout(text)
+    try:
+        selection, minutes = strip_timeout(text)
+    except ValueError:  # more digits than Python turns into an int: over the maximum
+        selection, minutes = text, MAX_TIMEOUT_MINUTES + 1
+    if minutes == 0:
+        raise BuildError(
+            "test_cmd", "TIMEOUT (0) gives the test no time", "give it in minutes, at least 1"
+        )
+    if minutes is not None and minutes > MAX_TIMEOUT_MINUTES:
+        digits = text.rsplit("(", 1)[-1].rstrip(") \t")
+        shown = digits if len(digits) <= 24 else f"{digits[:20]}... ({len(digits)} digits)"
+        raise BuildError(
+            "test_cmd",
+            f"TIMEOUT ({shown}) is over the maximum of {MAX_TIMEOUT_MINUTES} minutes (a day)",
+            f"give the test's timeout in minutes, at most {MAX_TIMEOUT_MINUTES}",
+        )
     if "timeout" in selection.lower().split():
         raise BuildError(
             "test_cmd",
@@ -96,8 +116,79 @@ def _test_line(lineno: int, text: str) -> Entry:
         raise BuildError("test_cmd", f"{first!r} has unbalanced brackets", "fix the test id")
     timeout = minutes * 60 if minutes else None
     cmd = "pytest -v " + _words(words) + (f" --timeout={timeout}" if timeout else "")
-    model = model_name_for(_selection(first))[:_NAME_MAX]
-    return Entry(lineno, text, {"test_cmd": cmd}, f"{lineno:05d}_{model}", words, timeout)
+    return Entry(lineno, text, {"test_cmd": cmd}, test_job_name(first), words, timeout)
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def test_job_name(test_id: str) -> str:
+    """A test's folder name: its model (class), test and parameters, as file-name-safe words:
+    `TestLlama3_1_8BInstruct::test_fp8[tp2]` -> `llama3_1_8binstruct_fp8_tp2`."""
+    from trtllm_script_builder.resolve.pytest_sizing import _selection, model_name_for
+
+    sel = _selection(test_id)
+    parts = [model_name_for(sel)]
+    if sel.cls is None:  # a module-level test: the file names it, model_name_for the test
+        parts = [_norm(Path(sel.path).stem.removeprefix("test_"))]
+    if sel.func:
+        parts.append(_norm(sel.func.removeprefix("test_")))
+    if sel.param_id:
+        parts.append(_norm(sel.param_id))
+    return "_".join(p for p in parts if p)[:_NAME_MAX].strip("_") or "pytest"
+
+
+def request_job_name(item: dict[str, Any]) -> str:
+    """A request item's folder name: its model_name, else the name its command gives."""
+    from trtllm_script_builder.resolve.commands import model_from_path, parse_bench, parse_eval
+
+    def safe(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")[:_NAME_MAX]
+
+    given = item.get("model_name")
+    if isinstance(given, str) and safe(given):
+        return safe(given)
+    name: str | None = None
+    try:
+        if isinstance(item.get("test_cmd"), str):
+            ids = [w for w in str(item["test_cmd"]).split() if "::" in w or ".py" in w]
+            name = test_job_name(ids[0]) if ids else None
+        elif isinstance(item.get("eval_cmd"), str):
+            name = _join(model_from_path(parse_eval(item["eval_cmd"]).model), "eval")
+        elif isinstance(item.get("bench_cmd"), str):
+            name = _join(model_from_path(parse_bench(item["bench_cmd"]).model), "bench")
+        elif isinstance(item.get("custom_script"), str):
+            name = _join(model_from_path(Path(item["custom_script"]).stem), "custom")
+    except (BuildError, ValueError):
+        name = None  # the build names what is wrong with the command
+    workflow = item.get("workflow_type")
+    fallback = workflow if isinstance(workflow, str) else "custom" if item.get("custom_cmd") else ""
+    return safe(name or "") or safe(fallback) or "job"
+
+
+def _join(model: str | None, suffix: str) -> str:
+    return f"{model}_{suffix}" if model else suffix
+
+
+class Names:
+    """The folder names given so far: `name`, or `name_2`, `name_3`, ... when an earlier
+    entry has it, so the same list gives the same folders every time."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+        self.last: dict[str, int] = {}  # a name -> the last suffix it got (no rescans)
+
+    def unique(self, name: str) -> str:
+        found, n = name, self.last.get(name, 1)
+        if n > 1:
+            found = f"{name}_{n}"
+        while found in self.taken:
+            n += 1
+            found = f"{name}_{n}"
+        self.last[name] = n
+        self.taken.add(found)
+        return found
 
 
 def read_entries(path: Path) -> Iterable[Entry | Bad]:
@@ -176,7 +267,7 @@ def _yaml_entries(path: Path) -> list[Entry | Bad]:
             or item.get("custom_cmd")
             or f"item {i}"
         )
-        out.append(Entry(line, label, item, f"{i:05d}_{item.get('workflow_type') or 'job'}"))
+        out.append(Entry(line, label, item, request_job_name(item)))
     return out
 
 
@@ -201,12 +292,13 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
     """One entry per GPU count, running all its tests in one pytest call.
 
     Lines with their own options (`-m "gpu2 and part0"`) form their own groups, so an option
-    never narrows another line's tests, and a group too long for one environment variable is
-    split in parts.
+    never narrows another line's tests; so do lines of another TIMEOUT, so every test keeps
+    the --timeout it has in a job of its own (decision 60); a group too long for one
+    environment variable is split in parts.
     """
     from trtllm_script_builder.resolve.pytest_sizing import size_pytest
 
-    groups: dict[tuple[int, tuple[str, ...]], list[Entry]] = {}
+    groups: dict[tuple[int, tuple[str, ...], int], list[Entry]] = {}
     for e in entries:
         if isinstance(e, Bad):
             yield e
@@ -216,9 +308,9 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
         except BuildError as err:
             yield Bad(e.line, e.text, err)
             continue
-        groups.setdefault((devices, e.words[1:]), []).append(e)
+        groups.setdefault((devices, e.words[1:], e.timeout or 0), []).append(e)
     parts: list[tuple[int, list[Entry]]] = []
-    for (devices, _opts), members in sorted(groups.items(), key=lambda kv: kv[0][0]):
+    for (devices, _opts, _timeout), members in sorted(groups.items(), key=lambda kv: kv[0][0]):
         chunk: list[Entry] = []
         size = 0
         for m in members:
@@ -235,8 +327,8 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
         seen[devices] += 1
         name = f"gpus{devices}" + (f"_{seen[devices]}" if per_count[devices] > 1 else "")
         cmd = "pytest -v " + _words((*(m.words[0] for m in members), *members[0].words[1:]))
-        # pytest-timeout applies --timeout to each test: the group needs its longest.
-        timeout = max((m.timeout for m in members if m.timeout), default=None)
+        # pytest-timeout applies --timeout to each test: every member has the same one.
+        timeout = members[0].timeout
         if timeout:
             cmd += f" --timeout={timeout}"
         yield Entry(
@@ -244,22 +336,27 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
             f"{len(members)} tests",
             {"test_cmd": cmd, "model_name": name},
             name,
+            timeout=timeout,
             lines=tuple(m.line for m in members),
         )
 
 
 def _time_for(entry: Entry, base_limit: str) -> str | None:
-    """A test's TIMEOUT plus half an hour for the install, when the base limit is shorter."""
+    """A test's TIMEOUT plus half an hour for the install, when the base limit is shorter;
+    the same for a job of one test and for a group, whose tests share one TIMEOUT (decision
+    90): pytest then reports a hung test before Slurm ends the job."""
     from trtllm_script_builder.slurm_time import parse_time_minutes, seconds_to_time
 
     limit = parse_time_minutes(base_limit)
-    if entry.timeout is None or entry.lines or limit is None:
+    if entry.timeout is None or limit is None:
         return None
-    need = entry.timeout + 1800
+    need = entry.timeout + INSTALL_SECONDS
     return None if need <= limit * 60 else seconds_to_time(need)
 
 
-def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bool) -> Path:
+def _root(
+    base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bool, make: bool = True
+) -> Path:
     # A flag's relative path is taken from the current folder, the base file's from its folder.
     if flags.get("work_dir"):
         root = Path(os.path.normpath(os.path.join(Path.cwd(), flags["work_dir"])))
@@ -272,6 +369,7 @@ def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bo
             "pass --work-dir",
         )
     try:
+        sweep(root)  # what a killed run left (decision 63) does not make the folder "not empty"
         if not force and root.is_dir() and any(root.iterdir()):
             # An earlier run's job folders may hold logs of submitted jobs: never overwrite them.
             raise BuildError(
@@ -279,7 +377,8 @@ def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bo
                 f"{root} is not empty (an earlier build-many, or other files)",
                 "choose a new or empty --work-dir, or pass --force to build over it",
             )
-        root.mkdir(parents=True, exist_ok=True)
+        if make:
+            root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BuildError(
             "work_dir", f"cannot make {root} ({exc.strerror})", "give a folder you can write to"
@@ -287,12 +386,19 @@ def _root(base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bo
     return root
 
 
-def _job_dir(e: Entry, root: Path, used: dict[str, int]) -> str:
-    """The entry's own work_dir (a request's) or its folder under the list's."""
+def _job_dir(e: Entry, root: Path, used: dict[str, int], names: Names) -> str:
+    """The entry's own work_dir (a request's) or its folder under the list's, named after
+    its test or model, with a suffix when an earlier entry has the name."""
     own = e.fields.get("work_dir")
     if own is not None and not isinstance(own, str):
         raise BuildError("work_dir", f"must be a path (got {own!r})", "give a folder path")
-    job_dir = os.path.normpath(own) if own else str(root / e.name)
+    if own:
+        job_dir = os.path.normpath(own)
+    else:
+        name = names.unique(e.name)
+        while str(root / name) in used:  # an earlier request's own work_dir
+            name = names.unique(e.name)
+        job_dir = str(root / name)
     if job_dir == str(root):
         raise BuildError(
             "work_dir",
@@ -308,6 +414,7 @@ def _job_dir(e: Entry, root: Path, used: dict[str, int]) -> str:
     return job_dir
 
 
+@signals_as_exceptions()  # a kill removes the index's temporary file (decision 63)
 def build_many(
     list_path: Path,
     base: dict[str, Any],
@@ -317,7 +424,12 @@ def build_many(
     out: TextIO,
     err: TextIO,
     force: bool = False,
+    *,
+    dry_run: bool = False,
+    as_json: bool = False,
 ) -> int:
+    """Build every entry; `dry_run` builds each in memory and writes nothing, `as_json` ends
+    standard output with one JSON object (the summary and the rows of jobs.json)."""
     from trtllm_script_builder.build import build, finish
     from trtllm_script_builder.model.request import load_request
     from trtllm_script_builder.model.site_config import load_site_config
@@ -339,7 +451,10 @@ def build_many(
         raise BuildError(
             "LIST", "--group-by devices takes a test list, not requests", "drop --group-by"
         )
-    root_flags = {**flags, "work_dir": str(_root(base, base_dir, flags, force))}
+    root_flags = {
+        **flags,
+        "work_dir": str(_root(base, base_dir, flags, force, make=not dry_run)),
+    }
     root = Path(root_flags["work_dir"])
     if group_by == "devices":
         repo = load_request(base, base_dir, {**root_flags, "test_cmd": "pytest"}).repo_root
@@ -352,37 +467,46 @@ def build_many(
 
     # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
     stack = contextlib.ExitStack()
-    try:
-        index = stack.enter_context(open_atomically(root / "jobs.json"))
-    except OSError as exc:
-        raise BuildError(
-            "work_dir", f"cannot write in {root} ({exc.strerror})", "give a folder you can write to"
-        ) from None
+    index: IO[str] | None = None
+    if not dry_run:
+        try:
+            index = stack.enter_context(open_atomically(root / "jobs.json"))
+        except OSError as exc:
+            raise BuildError(
+                "work_dir",
+                f"cannot write in {root} ({exc.strerror})",
+                "give a folder you can write to",
+            ) from None
     ok = failed = warned = 0
     devices: Counter[int] = Counter()
-    # A request list's job folders -> their lines, so no two share one. A test list's folders
-    # carry their line numbers and cannot meet: it keeps this empty, and memory flat.
+    # A request list's job folders -> their lines, so no two share one; a test list's folders
+    # are all named here: only their names are kept (a list of 10,000 ids: under a megabyte).
     used: dict[str, int] = {}
+    names = Names()
+    rows: list[dict[str, Any]] = []  # kept for --json only
     with stack:
-        index.write("[")
+        if index is not None:
+            index.write("[")
         for e in entries:
             row: dict[str, Any] = {"line": e.line, "entry": e.text}
             if isinstance(e, Entry):
                 if e.lines:
                     row["lines"] = list(e.lines)
                 try:
-                    job_dir = _job_dir(e, root, used)
+                    job_dir = _job_dir(e, root, used, names)
                     fields = {**e.fields, "work_dir": job_dir}
-                    if base_req is not None and e.words:
+                    if base_req is not None:
                         time_limit = _time_for(e, base_req.time_limit)
                         if time_limit:
                             fields["time_limit"] = time_limit
+                    if base_req is not None and e.words:
                         # Test-list entries set checked strings on an already validated base.
                         req = base_req.model_copy(update=fields)
                     else:
                         req = load_request(base, base_dir, {**flags, **fields})
                     result = build(req, site)
-                    finish(result, force)
+                    if not dry_run:
+                        finish(result, force)
                     if requests:
                         used[job_dir] = e.line
                     s = result.spec
@@ -392,7 +516,7 @@ def build_many(
                         category=s.category,
                         required_devices=s.required_devices,
                         node_count=s.node_count,
-                        status="built",
+                        status="would build" if dry_run else "built",
                     )
                     if s.warnings:
                         row["warnings"] = s.warnings
@@ -403,16 +527,44 @@ def build_many(
                                 err.write(f"{list_path}:{where}: warning: {w}\n")
                     devices[s.required_devices] += 1
                     ok += 1
+                    if dry_run and not as_json:
+                        out.write(
+                            f"{list_path}:{e.line}: would build {s.work_dir} "
+                            f"({s.required_devices} GPU(s))\n"
+                        )
                 except BuildError as error:
-                    e = Bad(e.line, e.text, error)
+                    from trtllm_script_builder.resolve.workflows import with_workflow_hint
+
+                    e = Bad(e.line, e.text, with_workflow_hint(error))
             if isinstance(e, Bad):
                 row.update(status="error", error=e.error.line())
                 where = ",".join(map(str, row.get("lines", [e.line])))
                 err.write(f"{list_path}:{where}: {e.error.line()}\n")
                 failed += 1
-            index.write(("\n  " if ok + failed == 1 else ",\n  ") + json.dumps(row))
-        index.write("\n]\n")
-    out.write(summary(ok, failed, warned, devices, root))
+            if index is not None:
+                index.write(("\n  " if ok + failed == 1 else ",\n  ") + json.dumps(row))
+            if as_json:
+                rows.append(row)
+        if index is not None:
+            index.write("\n]\n")
+    if as_json:
+        out.write(
+            json.dumps(
+                {
+                    "built": 0 if dry_run else ok,
+                    "would_build": ok if dry_run else 0,
+                    "failed": failed,
+                    "with_warnings": warned,
+                    "jobs_per_gpu_count": {str(d): n for d, n in sorted(devices.items())},
+                    "index": None if dry_run else str(root / "jobs.json"),
+                    "dry_run": dry_run,
+                    "jobs": rows,
+                }
+            )
+            + "\n"
+        )
+    else:
+        out.write(summary(ok, failed, warned, devices, root, dry_run))
     return 0 if failed == 0 else 2
 
 
@@ -420,12 +572,17 @@ def build_many(
 SHOWN_WARNINGS = 20
 
 
-def summary(ok: int, failed: int, warned: int, devices: Counter[int], root: Path) -> str:
+def summary(
+    ok: int, failed: int, warned: int, devices: Counter[int], root: Path, dry_run: bool = False
+) -> str:
     lines = [f"{'GPUs':>6}  {'jobs':>6}"]
     lines += [f"{d:>6}  {n:>6}" for d, n in sorted(devices.items())]
     # A job sized without its test file (a warning) is built, but its GPU count is a guess.
     note = f", {warned} with warnings" if warned else ""
     if warned > SHOWN_WARNINGS:
         note += f" (the first {SHOWN_WARNINGS} printed above, all in jobs.json)"
-    lines.append(f"built {ok} job(s){note}, {failed} failed; index: {root / 'jobs.json'}")
+    if dry_run:
+        lines.append(f"would build {ok} job(s){note}, {failed} failed; nothing written")
+    else:
+        lines.append(f"built {ok} job(s){note}, {failed} failed; index: {root / 'jobs.json'}")
     return "\n".join(lines) + "\n"

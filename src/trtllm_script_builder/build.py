@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trtllm_script_builder.atomic import write_file
+from trtllm_script_builder.atomic import signals_as_exceptions, write_file
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import OutFile
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv, load_slurm_env
-from trtllm_script_builder.output.writer import write_atomically
+from trtllm_script_builder.output.writer import staged_set, write_atomically
 from trtllm_script_builder.render.job import render_job
 from trtllm_script_builder.render.spec import BuildResult, SubmitStep
 from trtllm_script_builder.resolve.job import (
@@ -74,7 +75,8 @@ def _guard(result: BuildResult) -> str | None:
 
 
 def finish(result: BuildResult, force: bool = False) -> list[Path]:
-    """Write the result; Category 4 runs submit.py first and undoes everything on failure.
+    """Write the result as one set, or leave work_dir as it was (decision 63); Category 4 runs
+    submit.py first, in a private folder.
 
     A folder holding another job, or a submitted one, is refused unless `force`: its old
     script beside the new job_spec.json would mislead whoever opens the folder.
@@ -97,16 +99,29 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
         )
     if not force:
         _guard(result)
-    if result.submit is None:
-        try:
-            return write_atomically(result.work_dir, result.files)
-        except OSError as exc:
-            raise unwritable(exc) from None
-    return _run_submit_step(result)
+    with signals_as_exceptions():  # Ctrl-C or a kill: the finally clauses below still run
+        if result.submit is None:
+            try:
+                return write_atomically(result.work_dir, result.files)
+            except OSError as exc:
+                raise unwritable(exc) from None
+        return _run_submit_step(result, unwritable)
 
 
-def _run_submit_step(result: BuildResult) -> list[Path]:
-    """Write the files submit.py needs, run it, move its paths for remote, write job_spec."""
+# submit.py's flags whose value is a path in work_dir: given in the private folder instead.
+_PATH_FLAGS = ("--work-dir", "--launch-sh", "--config-file")
+
+
+def _run_submit_step(
+    result: BuildResult, unwritable: Callable[[OSError], BuildError]
+) -> list[Path]:
+    """submit.py writes into a private folder; its files, the launch script's paths moved to
+    work_dir (and for remote to the cluster's), and job_spec.json then land as one set.
+
+    submit.py never sees work_dir, so whatever it does or however it ends, what was in work_dir
+    (even a repository root) is left as it was; only the set's own names are replaced, and only
+    once the whole set is written (`staged_set`, decision 63).
+    """
     from trtllm_script_builder.process.submit_py import (
         retarget_gpu_lines,
         rewrite_remote_paths,
@@ -115,76 +130,50 @@ def _run_submit_step(result: BuildResult) -> list[Path]:
 
     step = result.submit
     assert step is not None
-
-    work_dir = result.work_dir
-    existed = work_dir.exists()
-    saved = _snapshot(work_dir)
+    work_dir = Path(os.path.abspath(result.work_dir))
+    launch_name = step.launch_sh.name
     try:
-        written = write_atomically(work_dir, step.before)
-        run_submit_py(Path(step.repo_root), step.args, cwd=Path(step.repo_root))
-        if not step.launch_sh.is_file():
-            raise BuildError(
-                "repo_root",
-                f"submit.py exited 0 but wrote no {step.launch_sh}",
-                "check the repo's submit.py",
+        with staged_set(work_dir) as stage:
+            for f in step.before:
+                write_file(stage / f.name, f.text, 0o755 if f.executable else 0o644)
+            # Paths the build writes, as the same paths in the private folder.
+            ours: dict[str, Path] = {}
+            for d in dict.fromkeys((str(result.work_dir), str(work_dir))):
+                ours[d] = stage
+                ours.update({f"{d}/{f.name}": stage / f.name for f in step.before})
+            ours[str(step.launch_sh)] = stage / launch_name
+            args = list(step.args)
+            for i, arg in enumerate(args[:-1]):
+                if arg in _PATH_FLAGS and args[i + 1] in ours:
+                    args[i + 1] = str(ours[args[i + 1]])
+            run_submit_py(Path(step.repo_root), args, cwd=Path(step.repo_root))
+            launch = stage / launch_name
+            if not launch.is_file():
+                raise BuildError(
+                    "repo_root",
+                    f"submit.py exited 0 but wrote no {step.launch_sh}",
+                    "check the repo's submit.py",
+                )
+            text = launch.read_text()
+            # The paths submit.py wrote are the private folder's: back to work_dir's.
+            for private in dict.fromkeys((str(stage), os.path.realpath(stage))):
+                text = rewrite_remote_paths(
+                    text, repo_root="", remote_repo_path="", work_dir=private,
+                    remote_work_dir=str(work_dir),
+                )  # fmt: skip
+            if step.rewrite:
+                text = rewrite_remote_paths(text, **step.rewrite)
+                if step.gpu_lines is not None:
+                    text = retarget_gpu_lines(text, step.gpu_lines)
+            write_file(launch, text, 0o755)
+            # What submit.py wrote besides the launch script travels with it (e.g. test_list.txt).
+            made = sorted(n for n in os.listdir(stage) if n not in (launch_name, "job_spec.json"))
+            result.spec.extra_files = sorted(
+                {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
             )
-        if step.rewrite:
-            text = rewrite_remote_paths(step.launch_sh.read_text(), **step.rewrite)
-            if step.gpu_lines is not None:
-                text = retarget_gpu_lines(text, step.gpu_lines)
-            write_file(step.launch_sh, text, 0o755)
-        # What submit.py wrote besides the launch script travels with it (e.g. test_list.txt).
-        after = _snapshot(work_dir)
-        made = sorted(
-            n
-            for n, (stamp, data) in after.items()
-            if data is not None and (n not in saved or saved[n][0] != stamp)
-        )
-        made = [n for n in made if n not in (step.launch_sh.name, "job_spec.json")]
-        result.spec.extra_files = sorted(
-            {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
-        )
-        result.files = [OutFile("job_spec.json", result.spec.to_json())]
-        return written + [step.launch_sh] + write_atomically(work_dir, result.files)
-    except BaseException:
-        _restore(work_dir, saved, existed)
-        raise
-
-
-def _snapshot(work_dir: Path) -> dict[str, tuple[int, bytes | None]]:
-    """Every top-level entry of work_dir; a regular file with its modification time and bytes
-    (to put back if submit.py changes it), anything else by name only (left as it is)."""
-    if not work_dir.is_dir():
-        return {}
-    saved: dict[str, tuple[int, bytes | None]] = {}
-    for e in os.scandir(work_dir):
-        if e.is_file(follow_symlinks=False):
-            saved[e.name] = (e.stat(follow_symlinks=False).st_mtime_ns, Path(e.path).read_bytes())
-        else:
-            saved[e.name] = (-1, None)
-    return saved
-
-
-def _restore(work_dir: Path, saved: dict[str, tuple[int, bytes | None]], existed: bool) -> None:
-    """Put work_dir back as it was: only entries the build made are removed, changed files get
-    their old bytes, and folders, symlinks and files that were there are never touched."""
-    import shutil
-
-    if not work_dir.exists():
-        return
-    if not existed:
-        shutil.rmtree(work_dir, ignore_errors=True)
-        return
-    for entry in os.scandir(work_dir):
-        p = Path(entry.path)
-        if entry.name in saved:
-            data = saved[entry.name][1]
-            if data is not None and entry.is_file(follow_symlinks=False) and p.read_bytes() != data:
-                p.write_bytes(data)
-        elif entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
-    for name, (_, data) in saved.items():
-        if data is not None and not os.path.lexists(work_dir / name):
-            (work_dir / name).write_bytes(data)
+            result.files = [OutFile("job_spec.json", result.spec.to_json())]
+            write_file(stage / "job_spec.json", result.spec.to_json())
+    except OSError as exc:
+        raise unwritable(exc) from None
+    firsts = [work_dir / f.name for f in step.before]
+    return firsts + [step.launch_sh, work_dir / "job_spec.json"]

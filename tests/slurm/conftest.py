@@ -6,10 +6,14 @@ or fails them instead when TSB_REQUIRE_SLURM=1 (CI, where cluster.sh up ran befo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,3 +105,89 @@ def slurm_cluster() -> SlurmCluster:
             pytest.fail(f"TSB_REQUIRE_SLURM=1 but no test cluster: {reason}")
         pytest.skip(f"no test cluster ({reason}); run: bash tests/slurm/cluster.sh up")
     return SlurmCluster()
+
+
+# ---------------------------------------------------------------- a real sshd on loopback
+
+
+@dataclass(frozen=True)
+class LoopbackSshd:
+    host: str  # an alias in `config`
+    config: Path  # the client's ssh config (pass as TSB_SSH_CONFIG)
+    port: int
+
+
+def _skip_sshd(reason: str) -> None:
+    """Skip the remote tests, or fail them where sshd must work (TSB_REQUIRE_SSHD=1, CI)."""
+    if os.environ.get("TSB_REQUIRE_SSHD") == "1":
+        pytest.fail(f"TSB_REQUIRE_SSHD=1 but {reason}")
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def loopback_sshd(root: Path) -> Iterator[LoopbackSshd]:
+    """A real OpenSSH server on 127.0.0.1 (root login with a key made here) in front of the
+    test cluster; the client side uses a private ssh config (no known_hosts checks) and a
+    short ControlPath folder. TSB_SSH_CONFIG and TSB_SSH_CONTROL_DIR are set while it runs."""
+    binary = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(binary) or shutil.which("ssh") is None:
+        _skip_sshd("OpenSSH is not installed (apt-get install -y openssh-server openssh-client)")
+    d = root / "sshd"
+    d.mkdir()
+    for key in ("host_key", "user_key"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
+        )
+    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
+        f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+        "StrictModes no\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
+    server = subprocess.Popen(
+        [binary, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")],
+        stdin=subprocess.DEVNULL,
+    )
+    config = d / "ssh_config"
+    config.write_text(
+        f"Host tsb-loopback\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+        f"  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+    )
+    control = Path(tempfile.mkdtemp(prefix="tsb-ssh-test-", dir="/tmp"))  # a short socket path
+    try:
+        for _ in range(50):
+            hello = subprocess.run(
+                ["ssh", "-F", str(config), "-o", "BatchMode=yes", "tsb-loopback", "true"],
+                capture_output=True,
+                check=False,
+            )
+            if hello.returncode == 0 or server.poll() is not None:
+                break
+            time.sleep(0.1)
+        if hello.returncode != 0:
+            log = (d / "sshd.log").read_text() if (d / "sshd.log").exists() else ""
+            _skip_sshd(f"sshd could not be started on 127.0.0.1:{port}: {log.strip()[-300:]}")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("TSB_SSH_CONFIG", str(config))
+            mp.setenv("TSB_SSH_CONTROL_DIR", str(control))
+            yield LoopbackSshd("tsb-loopback", config, port)
+            from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+
+            SshRunner(SshTarget("tsb-loopback")).close()  # the ControlMaster, before its server
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(control, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sshd_loopback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSshd]:
+    """`loopback_sshd` for one test module."""
+    with loopback_sshd(tmp_path_factory.mktemp("sshd")) as sshd:
+        yield sshd

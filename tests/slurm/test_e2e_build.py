@@ -163,6 +163,9 @@ server_configs:
 # "test completed successfully" when the case passed), then prints "Rank<N> Pytest finished
 # execution with exit code <rc>". Here: the same folder and closing line, the success line on
 # rank 0, and each task's environment dumped as slurm_run.rank<N>.json (STANDIN_ENV_DUMP_DIR).
+# Rank 0 also leaves what a passing case of test_perf_sanity.py leaves for `watch` to read:
+# pytest's JUnit report at the --junitxml path and, in the case's folder under --output-dir,
+# the benchmark client's log with its closing block of figures (made-up numbers).
 SLURM_RUN_SH = """\
 #!/bin/bash
 # STAND-IN for TensorRT-LLM's jenkins/scripts/perf/local/slurm_run.sh (runs the perf test).
@@ -177,6 +180,15 @@ json.dump({"tool": "slurm_run", "cwd": os.getcwd(), "env": dict(os.environ)}, sy
     > "$STANDIN_ENV_DUMP_DIR/slurm_run.rank$rank.json"
 fi
 if [[ "$rank" == 0 ]]; then
+  case_id=$(head -n 1 "$jobWorkspace/test_list.txt")
+  label=${case_id#*test_e2e[}
+  label=${label%]*}
+  mkdir -p "$jobWorkspace/$label"
+  printf '%s\n' "Request throughput (req/s):  1.55" "Output token throughput (tok/s):  1590.41" \
+    "Mean E2EL (ms):  41250.00" > "$jobWorkspace/$label/trtllm-benchmark.0.0.log"
+  printf '%s\n' '<?xml version="1.0" encoding="utf-8"?>' \
+    "<testsuites><testsuite name='pytest' tests='1'><testcase classname='perf.test_perf_sanity' name='test_e2e[$label]' time='1.0'/></testsuite></testsuites>" \
+    > "$jobWorkspace/report.xml"
   echo "test completed successfully"
 fi
 echo "Rank$rank Pytest finished execution with exit code 0"
@@ -737,6 +749,22 @@ def test_perf_sanity_launch_script_runs_its_step_with_the_tasks_it_asks(site: Si
     assert found.startswith(f"slurm-{v['job_id']}.out:"), v
     assert found.endswith(": test completed successfully"), v
     assert [p for p in spec["failure_patterns"] if p in log] == [], log
+    # the case's pass/fail from report.xml and its client's figures from the benchmark log
+    label = "aggr-tiny_cfg-tiny_tp2"
+    perf = v["results"]["perf_sanity"]
+    assert (perf["passed"], perf["failed"]) == (1, 0), perf
+    assert [(c["case"], c["outcome"]) for c in perf["cases"]] == [(label, "passed")]
+    assert perf["cases"][0]["clients"] == [
+        {
+            "server": 0,
+            "client": 0,
+            "log": f"{label}/trtllm-benchmark.0.0.log",
+            "seq_throughput": 1.55,
+            "token_throughput": 1590.41,
+            "mean_e2el": 41250.0,
+        }
+    ]
+    assert v["tests"]["passed"] == 1 and v["tests"]["source"] == "report.xml"
     for rank in range(2):
         assert f"Rank{rank} Pytest finished execution with exit code 0" in log, log
     assert "Rank2 " not in log

@@ -13,6 +13,10 @@ from trtllm_script_builder.errors import BuildError
 
 
 def _fail(err: BuildError) -> None:
+    if err.field == "workflow_type":  # a misspelt workflow: name the nearest
+        from trtllm_script_builder.resolve.workflows import with_workflow_hint
+
+        err = with_workflow_hint(err)
     click.echo(err.line(), err=True)
     sys.exit(err.exit_code)
 
@@ -27,9 +31,22 @@ LAZY_COMMANDS = {
     "watch": "trtllm_script_builder.cli.run",
     "run": "trtllm_script_builder.cli.run",
     "release": "trtllm_script_builder.cli.run",
+    "report": "trtllm_script_builder.cli.report",
     "schema": "trtllm_script_builder.cli.schema",
     "completion": "trtllm_script_builder.cli.completion",
+    "sync": "trtllm_script_builder.cli.sync",
 }
+
+
+def _workflow_hint(message: str) -> str:
+    """`did you mean X? ` for click's "'pytst' is not one of ..." of --workflow-type."""
+    import re
+
+    from trtllm_script_builder.resolve.workflows import nearest_workflow
+
+    given = re.match(r"'(.*)' is not one of ", message)
+    near = nearest_workflow(given.group(1)) if given else None
+    return f"did you mean {near}? " if near else ""
 
 
 class LazyGroup(click.Group):
@@ -50,7 +67,8 @@ class LazyGroup(click.Group):
             )
             text = exc.message if bad_value else exc.format_message()
             message = text.rstrip(".")
-            click.echo(f"error: {field}: {message}; see {where} --help", err=True)
+            hint = _workflow_hint(message) if field == "workflow_type" else ""
+            click.echo(f"error: {field}: {message}; {hint}see {where} --help", err=True)
             sys.exit(2)
         except click.Abort as exc:
             if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
@@ -108,13 +126,14 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
     """
     from trtllm_script_builder.build import build as run_build
     from trtllm_script_builder.build import finish
-    from trtllm_script_builder.cli.prompt import prompter_for
+    from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
 
     try:
         req = request_from_cli(request, fields)
-        result = run_build(req, load_site_config(), prompter_for(request))
+        prompter = prompter_for(request)
+        result = run_build(req, load_site_config(), prompter)
         written = [] if dry_run else finish(result, force)
     except BuildError as err:
         _fail(err)
@@ -141,3 +160,5 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
         extra = [x.rsplit("/", 1)[-1] for x in result.spec.extra_files]
         names = list(dict.fromkeys([p.name for p in written] + extra))
         print_report(result.spec, names, result.work_dir)
+    if not dry_run:  # a dry run writes nothing, the site config neither
+        offer_to_save(prompter)

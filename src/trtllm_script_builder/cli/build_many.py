@@ -33,17 +33,36 @@ from trtllm_script_builder.errors import BuildError
 @click.option(
     "--force", is_flag=True, help="build into a work_dir that is not empty (earlier jobs replaced)"
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="build every entry in memory and print what would be built; write nothing",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="end standard output with one JSON line: the totals and the rows of jobs.json",
+)
 @field_options
 def build_many_command(
-    test_list: Path, base_file: str | None, group_by: str | None, force: bool, **fields: Any
+    test_list: Path,
+    base_file: str | None,
+    group_by: str | None,
+    force: bool,
+    dry_run: bool,
+    as_json: bool,
+    **fields: Any,
 ) -> None:
     """Build one job per entry of LIST into its own folder under work_dir.
 
     LIST is a test list (one pytest id per line, relative to tests/integration/defs, an optional
     ` TIMEOUT (N)` in minutes, `#` comments), a TensorRT-LLM test-db YAML file, or a YAML list of
     requests. The shared fields come from --base and the field flags; work_dir must be new or
-    empty. Writes `jobs.json` (every job with its sizing) and prints a summary; exit 0 when
-    every entry was built, 2 otherwise.
+    empty. Each job's folder is named after its test (or its request's model), with a suffix
+    when two entries would share one. Writes `jobs.json` (every job with its sizing) and prints
+    a summary; exit 0 when every entry was built, 2 otherwise. --dry-run checks every entry the
+    same way and writes nothing.
 
     \b
     Example:
@@ -57,7 +76,16 @@ def build_many_command(
         base, base_dir = read_request_file(base_file) if base_file else ({}, Path.cwd())
         base.pop("test_cmd", None)
         code = build_many(
-            test_list, base, base_dir, fields, group_by, sys.stdout, sys.stderr, force
+            test_list,
+            base,
+            base_dir,
+            fields,
+            group_by,
+            sys.stdout,
+            sys.stderr,
+            force,
+            dry_run=dry_run,
+            as_json=as_json,
         )
     except BuildError as error:
         click.echo(error.line(), err=True)

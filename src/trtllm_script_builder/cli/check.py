@@ -7,41 +7,50 @@ from pathlib import Path
 
 import click
 
-from trtllm_script_builder.process.check.core import check
+from trtllm_script_builder.process.check.core import check_job
 
 
 @click.command("check")
 @click.argument("work_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print {ok, problems} as JSON.")
-def command(work_dir: Path, as_json: bool) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print {ok, problems, cluster, host} as JSON."
+)
+@click.option(
+    "--ssh-host",
+    default=None,
+    metavar="HOST",
+    help="remote_slurm: check on this host (default: job_spec ssh_host, else slurm_env's)",
+)
+def command(work_dir: Path, as_json: bool, ssh_host: str | None) -> None:
     """Check the job built in WORK_DIR against the live cluster before submitting it.
 
     Runs `sbatch --test-only` on the script and checks partition, account, GRES, node count,
     time limit and MPI plugin; reports every problem at once, quoting the cluster's reasons.
-    Exit status: 0 fine, 1 problems found.
+    A remote_slurm job is checked on its cluster over ssh (the script goes to sbatch on
+    standard input; nothing is copied). A local_docker job: docker answers and nvidia-smi
+    lists the GPUs it needs. Says which cluster (and host) it checked.
+    Exit status: 0 fine, 1 problems found, 3 the remote host could not be reached.
 
     \b
     Example:
       trtllm-script-builder build req.yaml && trtllm-script-builder check /path/to/work_dir
     """
-    problems, rc = check(work_dir)
+    found = check_job(work_dir, ssh_host=ssh_host)
     if as_json:
-        click.echo(json.dumps({"ok": rc == 0, "problems": problems}, indent=2))
-    elif problems:
-        for problem in problems:
+        data = {
+            "ok": found.rc == 0,
+            "problems": found.problems,
+            "cluster": found.cluster,
+            "host": found.host,
+        }
+        click.echo(json.dumps(data, indent=2))
+    elif found.problems:
+        for problem in found.problems:
             click.echo(f"problem: {problem}")
-        click.echo(f"{len(problems)} problem(s) in {work_dir}", err=True)
+        click.echo(f"{len(found.problems)} problem(s) in {work_dir} on {found.where}", err=True)
     else:
-        where = "this machine (docker, GPUs)" if _docker(work_dir) else "the cluster"
-        click.echo(f"ok: {work_dir} fits {where}")
-    raise SystemExit(rc)
-
-
-def _docker(work_dir: Path) -> bool:
-    try:
-        return json.loads((work_dir / "job_spec.json").read_text()).get("category") == 1
-    except (OSError, ValueError, AttributeError):
-        return False
+        click.echo(f"ok: {work_dir} fits {found.where}")
+    raise SystemExit(found.rc)
 
 
 commands = [command]

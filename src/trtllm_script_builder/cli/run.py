@@ -15,7 +15,8 @@ WORK_DIR = click.Path(file_okay=False, path_type=Path)
 
 VERDICT_HELP = """\b
 Exit status: 0 PASSED, 1 FAILED, 10 INFRA_FAILURE, 11 TIMEOUT, 12 CANCELLED,
-13 OUT_OF_MEMORY, 14 HANG_DETECTED, 15 NOT_RUN (no test passed); 2 nothing to watch (no job_spec.json or
+13 OUT_OF_MEMORY, 14 HANG_DETECTED, 15 NOT_RUN (no test passed), 16 COMPILE_FAILED (the compile
+job failed, the test job never started); 2 nothing to watch (no job_spec.json or
 submission.json), 3 a tool failed (sbatch, ssh, Slurm forgot the job)."""
 
 
@@ -83,6 +84,13 @@ def _watch_options(f: Any) -> Any:
 @click.command("submit")
 @click.argument("work_dir", type=WORK_DIR)
 @_submit_options
+@click.option(
+    "--max-running",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="a build-many folder: at most N jobs of one array run at once (sbatch --array=...%N)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print submission.json")
 def submit(
     work_dir: Path,
@@ -90,12 +98,18 @@ def submit(
     ssh_host: str | None,
     persistent: bool,
     alloc_time: str | None,
+    max_running: int | None,
     as_json: bool,
 ) -> None:
     """Start the job built in WORK_DIR and record it in WORK_DIR/submission.json.
 
+    A build-many folder (it holds jobs.json) submits every job it built: jobs of the same
+    #SBATCH shape as one Slurm job array, the others as plain jobs (docs/batches.md).
+
     \b
-    local_slurm   sbatch --parsable <script>
+    local_slurm   sbatch --parsable <script>; a job built with compile or sqsh_cache_dir
+                  first submits import.slurm and compile.slurm, then the script with
+                  --dependency=afterok:<their ids> --kill-on-invalid-dep=yes
                   --persistent: bash <script> inside a held allocation (see below)
     remote_slurm  copy the script and extra_files to remote_work_dir over ssh
                   (ControlMaster; ssh_host from job_spec, --ssh-host wins), sbatch there
@@ -113,9 +127,19 @@ def submit(
 
     Exit status: 0 submitted, 2 refused (already submitted, nothing built), 3 a tool failed.
     """
+    from trtllm_script_builder.process.batch_submit import is_batch
     from trtllm_script_builder.process.submit import submit as do_submit
 
+    if is_batch(work_dir):
+        _submit_batch(work_dir, force, ssh_host, persistent, max_running, as_json)
+        return
     try:
+        if max_running is not None:
+            raise BuildError(
+                "max_running",
+                f"{work_dir} is one job, not a build-many folder (no jobs.json)",
+                "drop --max-running",
+            )
         sub = do_submit(
             work_dir,
             force=force,
@@ -135,11 +159,47 @@ def submit(
         click.echo(_submitted_line(sub))
 
 
+def _submit_batch(
+    folder: Path,
+    force: bool,
+    ssh_host: str | None,
+    persistent: bool,
+    max_running: int | None,
+    as_json: bool,
+) -> None:
+    from trtllm_script_builder.process.batch_submit import submit_batch
+
+    try:
+        if persistent:
+            raise BuildError(
+                "persistent", "a build-many folder is not run in a held allocation", "drop it"
+            )
+        batch = submit_batch(
+            folder, max_running=max_running, force=force, ssh_host=ssh_host, say=_say
+        )
+    except BuildError as err:
+        _fail(err)
+        return
+    if as_json:
+        import json
+
+        click.echo(json.dumps(batch.model_dump(exclude_none=True), indent=2))
+    else:
+        plain = len(batch.jobs) - sum(a.size for a in batch.arrays)
+        click.echo(
+            f"submitted {len(batch.jobs)} job(s): {len(batch.arrays)} array(s), {plain} plain "
+            f"job(s); record {batch.batch_dir}/batch_submission.json\n"
+            f"follow them: trtllm-script-builder watch {batch.batch_dir}"
+        )
+
+
 def _submitted_line(sub: Any) -> str:
     what = f"job {sub.job_id}" if sub.pid is None else f"pid {sub.pid}"
     if sub.persistent:
         what = f"pid {sub.pid} in allocation {sub.alloc_job_id}"
     where = f" on {sub.ssh_host}" if sub.ssh_host else ""
+    if sub.prerequisites:  # the compile and import jobs it waits for (decision 65)
+        what += " after " + ", ".join(f"{p['kind']} job {p['job_id']}" for p in sub.prerequisites)
     return (
         f"submitted {what}{where} ({sub.scenario}); log {sub.log_file}\n"
         f"follow it: trtllm-script-builder watch {sub.work_dir}"
@@ -164,8 +224,14 @@ def watch(
     Streams new log lines (stdout; stderr-file lines marked [stderr]) with a progress line
     (stderr); `hang detected` in the log cancels the job. Ends with the verdict and the lines
     that decided it (also written to WORK_DIR/verdict.json): PASSED, FAILED, NOT_RUN, TIMEOUT,
-    CANCELLED, OUT_OF_MEMORY, HANG_DETECTED or INFRA_FAILURE. Slurm's state and the exit code
+    CANCELLED, OUT_OF_MEMORY, HANG_DETECTED, INFRA_FAILURE or COMPILE_FAILED. A job with a
+    compile or image import job follows those first (their lines marked [compile], [import]). Slurm's state and the exit code
     decide first; only the program's own output is matched against the job_spec patterns.
+
+    A build-many folder (it holds jobs.json) is watched as a whole: one progress line, each
+    job's verdict.json, then results.json and a merged junit.xml in the folder; the exit
+    status is 0 when every job PASSED, the verdict's status when all others share one, else 1
+    (docs/batches.md). --timeout cancels every open job; Ctrl-C asks whether to.
 
     \b
     Example:
@@ -183,11 +249,15 @@ def _do_watch(
     quiet: bool,
     ssh_host: str | None,
 ) -> None:
+    from trtllm_script_builder.process.batch_submit import is_batch
     from trtllm_script_builder.process.watch import Console, render_verdict, verdict_json
     from trtllm_script_builder.process.watch import watch as do_watch
 
     out = sys.stdout
     err = sys.stderr
+    if is_batch(work_dir):
+        _watch_batch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
+        return
     try:
         result = do_watch(
             work_dir,
@@ -208,6 +278,54 @@ def _do_watch(
         click.echo(verdict_json(result))
     else:
         click.echo(render_verdict(result), nl=False)
+    sys.exit(result.exit_status)
+
+
+def _ask_cancel(open_jobs: int) -> bool:
+    """Ctrl-C during a batch watch: on a terminal ask; off one, cancel."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return True
+    try:
+        return click.confirm(
+            f"\ncancel the batch's {open_jobs} unfinished job(s)?", default=True, err=True
+        )
+    except (click.Abort, EOFError):
+        return True
+
+
+def _watch_batch(
+    folder: Path,
+    timeout: float | None,
+    keep_running: bool,
+    as_json: bool,
+    poll: float,
+    quiet: bool,
+    ssh_host: str | None,
+) -> None:
+    import json
+
+    from trtllm_script_builder.process.batch_watch import render_results, watch_batch
+    from trtllm_script_builder.process.watch import Console
+
+    try:
+        result = watch_batch(
+            folder,
+            timeout=timeout,
+            keep_running=keep_running,
+            poll=poll,
+            console=Console(sys.stdout, sys.stderr, quiet=quiet),
+            on_interrupt=_ask_cancel,
+            ssh_host=ssh_host,
+        )
+    except BuildError as e:
+        _fail(e)
+        return
+    except KeyboardInterrupt:
+        click.echo(f"\nwatch interrupted; the jobs keep running (watch {folder} again)", err=True)
+        sys.exit(130)
+    click.echo(render_results(result), nl=False, err=as_json)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), separators=(",", ":")))
     sys.exit(result.exit_status)
 
 
@@ -242,7 +360,7 @@ def run(
 
     from trtllm_script_builder.build import build as run_build
     from trtllm_script_builder.build import finish
-    from trtllm_script_builder.cli.prompt import prompter_for
+    from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
     from trtllm_script_builder.process.submit import SUBMISSION
@@ -257,9 +375,11 @@ def run(
                 f"{work_dir} holds a job that was already submitted",
                 "use another work_dir, or pass --force to build and submit again",
             )
-        result = run_build(req, load_site_config(), prompter_for(request))
+        prompter = prompter_for(request)
+        result = run_build(req, load_site_config(), prompter)
         finish(result)
         _say(f"built {result.spec.script_path}")
+        offer_to_save(prompter)
         sub = do_submit(
             work_dir,
             force=force,
@@ -270,7 +390,9 @@ def run(
         )
         _say(_submitted_line(sub))
     except BuildError as err:
-        _fail(err)
+        from trtllm_script_builder.resolve.workflows import with_workflow_hint
+
+        _fail(with_workflow_hint(err))
         return
     _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
 

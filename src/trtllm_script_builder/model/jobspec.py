@@ -85,6 +85,10 @@ class JobSpec:
     persistent_mode: bool | None = None
     container_name: str | None = None
     container_mounts: str | None = None
+    # Jobs `submit` starts before this one, in order (an image import, then a compile), each
+    # {kind, key, script_name, script_path, log_file_pattern, error_file_pattern, output,
+    # [remote_script_path]}; the test job waits for them (sbatch --dependency=afterok).
+    prerequisites: list[dict[str, str]] | None = None
     warnings: list[str] = field(default_factory=list)
 
     # Field name -> dataclass field, in order: the names pydantic's `model_fields` gives.

@@ -49,7 +49,7 @@ Check = Callable[[Any], Any]
 
 
 # The checks, shared by both paths: a ValueError's text becomes the error line's problem.
-# What a value may hold at all is model/values.py's (decision 55).
+# What a value may hold at all is model/values.py's (decision 69).
 no_nul = values.plain_text
 
 
@@ -79,6 +79,28 @@ def check_slurm_name(v: str | None) -> str | None:
 def check_model_name(v: str | None) -> str | None:
     if v is not None and not values.MODEL_NAME.fullmatch(v):
         raise ValueError("may hold only letters, digits and . _ - (it names files and jobs)")
+    return v
+
+
+# build_wheel.py --cuda_architectures: CMake's list, `;`-separated (e.g. 90-real;100-real).
+_CUDA_ARCH = r"(native|all|all-major|\d+[a-z]?(-real|-virtual)?(;\d+[a-z]?(-real|-virtual)?)*)"
+_PLAIN_PATH = r"/[A-Za-z0-9._+/@=-]*"
+
+
+def check_cuda_arch(v: str | None) -> str | None:
+    if v is not None and not re.fullmatch(_CUDA_ARCH, v):
+        raise ValueError(
+            "is not a CUDA architecture list (e.g. 90-real, 100-real or 90-real;100-real)"
+        )
+    return v
+
+
+def check_plain_path(v: str | None) -> str | None:
+    if v is not None and not re.fullmatch(_PLAIN_PATH, v):
+        raise ValueError(
+            "must be an absolute path of letters, digits and . _ + / @ = - (it goes into "
+            "mount lists and file names)"
+        )
     return v
 
 
@@ -343,6 +365,51 @@ class Request:
         ge=1,
         description="Seconds each pytest test may run before pytest-timeout stops it, added as "
         "--timeout when test_cmd has none; default 3600.",
+    )
+
+    # Building the checkout's wheel before the test job (decisions 64-66).
+    compile: bool = _field(
+        default=False,
+        description="Slurm only: build a wheel from repo_root's checkout in a compile job "
+        "(compile.slurm, scripts/build_wheel.py in the image) that runs before the test job, "
+        "which then installs that wheel instead of `pip install -e .`; default false.",
+    )
+    cuda_arch: str | None = _field(
+        after=(check_cuda_arch,),
+        default=None,
+        description="compile: CUDA architectures for build_wheel.py --cuda_architectures, e.g. "
+        "90-real or 90-real;100-real; default: from device_type (B200, GB200, B300, GB300 "
+        "100-real; H100, H200 90-real; L40S 89-real; A100 80-real).",
+    )
+    use_ccache: bool = _field(
+        default=False,
+        description="compile: pass --use_ccache to build_wheel.py (ccache keeps its cache in "
+        "the home folder, which the job mounts); default false.",
+    )
+    benchmarks: bool = _field(
+        default=False,
+        description="compile: pass --benchmarks to build_wheel.py (the C++ runtime benchmarks; "
+        "refused when the checkout's build_wheel.py has no such option); default false.",
+    )
+    nvtx: bool = _field(
+        default=True,
+        description="compile: pass --nvtx to build_wheel.py (NVTX ranges for profiling), as the "
+        "TensorRT-LLM agent skills' builds do; default true.",
+    )
+    wheel_dir: str | None = _field(
+        after=(check_plain_path,),
+        default=None,
+        description="compile: absolute folder (on the cluster) the compile job writes the wheel "
+        "into and the test job installs it from; default <work_dir>/wheel "
+        "(<remote_work_dir>/wheel on remote_slurm).",
+    )
+    sqsh_cache_dir: str | None = _field(
+        after=(check_plain_path,),
+        default=None,
+        description="Slurm only: absolute folder (on the cluster) of imported images; when set, "
+        "an import job runs `enroot import` once per image into <folder>/<image name>.sqsh "
+        "before the test job, which runs from that file; default none (pyxis imports the "
+        "image itself).",
     )
 
     def workflow(self) -> Workflow:

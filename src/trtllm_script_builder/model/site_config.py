@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,3 +107,39 @@ def load_site_config() -> SiteConfig:
                 "give the full path",
             )
     return config
+
+
+# The values a build asks for that hold for every job of a site, and the site config key each
+# is saved under (decision 62). Per-job fields (test_cmd, work_dir, partition, ...) are never
+# saved: a default for them would build the wrong job without a word.
+SITE_WIDE = {
+    "llm_models_root": "default_llm_models_root",
+    "models_path": "default_models_repo_host",
+}
+
+_KEY_LINE = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*:")
+
+
+def merged_site_config(existing: str, values: dict[str, str], path: Path) -> str:
+    """The site config's text with `values` (site config keys) set: a key already there has
+    its line replaced, a new one is appended; other lines and comments stay as they are.
+    The result is checked as `load_site_config` would read it."""
+    import json
+
+    import yaml
+
+    lines = existing.splitlines()
+    for key, value in values.items():
+        # a JSON string is a YAML double-quoted scalar: any path stays one string
+        line = f"{key}: {json.dumps(value)}"
+        at = [i for i, ln in enumerate(lines) if (m := _KEY_LINE.match(ln)) and m["key"] == key]
+        if at:
+            lines[at[0]] = line
+        else:
+            lines.append(line)
+    text = "\n".join(lines) + "\n"
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise BuildError("site config", f"{path} does not hold a mapping", "write key: value lines")
+    _validate(data)
+    return text

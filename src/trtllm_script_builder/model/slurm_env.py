@@ -209,7 +209,7 @@ _MOUNT_FLAGS = re.compile(r"[A-Za-z0-9_.=+-]+")
 
 def _check_values(env: SlurmEnv, path: str) -> None:
     """The values another person may have written that reach a command line or a script:
-    names as Slurm spells them, paths, mount entries, the ssh host (decision 55)."""
+    names as Slurm spells them, paths, mount entries, the ssh host (decision 69)."""
 
     def bad(key: str, what: str, value: Any) -> BuildError:
         return BuildError(

@@ -1,5 +1,5 @@
 """The one validation layer for values that reach a script, a command line or a file name
-(decision 55).
+(decision 69).
 
 Every input the tool reads that a person may have written (the request and its flags, the
 cluster file slurm_env.json, the site config, the allocation state file, the image table and

@@ -7,6 +7,7 @@ turns the colour off.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -36,15 +37,39 @@ def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[s
                 + (f", mpi {p.mpi_plugin}" if uses_mpi else ""),
             )
         )
+    # Warnings before the command: read before the job is started, not after.
+    rows += [("Warning", w) for w in s.warnings]
     if s.category == 1:
         run = f"bash {s.script_path}"
-    elif s.remote_script_path:  # the files must reach the cluster first: submit copies them
+    elif s.remote_script_path or s.prerequisites:  # submit copies the files / chains the jobs
         run = f"trtllm-script-builder submit {work_dir}"
     else:
         run = f"sbatch {s.script_path}"
     rows.append(("Run", run))
-    rows += [("Warning", w) for w in s.warnings]
+    rows += next_steps(s, work_dir)
     return rows
+
+
+def next_steps(spec: JobSpec, work_dir: Path) -> list[tuple[str, str]]:
+    """check -> submit -> watch for this job; a shell comment says what each does here, so
+    every line still copies whole into a shell."""
+    tool = "trtllm-script-builder"
+    quoted = shlex.quote(str(work_dir))
+    if spec.execution_scenario == "local_docker":
+        check = "docker answers, nvidia-smi lists the GPUs"
+        submit = f"bash {Path(spec.script_path).name} in the background"
+    elif spec.execution_scenario == "remote_slurm":
+        host = spec.ssh_host or (spec.slurm_env or {}).get("ssh_host") or "the cluster"
+        check = f"sbatch --test-only on {host}"
+        submit = f"copy to {host}:{spec.remote_work_dir}, sbatch there"
+    else:
+        check = "sbatch --test-only on this cluster"
+        submit = "sbatch"
+    return [
+        ("Check", f"{tool} check {quoted}  # {check}"),
+        ("Submit", f"{tool} submit {quoted}  # {submit}"),
+        ("Watch", f"{tool} watch {quoted}  # follow it to a verdict"),
+    ]
 
 
 def render_report(spec: JobSpec, files: list[str], work_dir: Path) -> str:
@@ -58,6 +83,9 @@ STYLES = {
     "Generated": "green",
     "Script": "bold",
     "Run": "bold cyan",
+    "Check": "cyan",
+    "Submit": "cyan",
+    "Watch": "cyan",
     "Warning": "yellow",
 }
 LABEL_WIDTH = 14

@@ -4,54 +4,81 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
-from trtllm_script_builder.atomic import open_atomically, write_file
+from trtllm_script_builder.atomic import (
+    SET_NAME,
+    checkpoint,
+    cleanly,
+    commit_set,
+    open_atomically,
+    sweep_once,
+    temp_name,
+    write_file,
+)
 from trtllm_script_builder.model.jobspec import OutFile
 
-__all__ = ["open_atomically", "write_atomically", "write_file"]
+__all__ = ["open_atomically", "staged_set", "write_atomically", "write_file"]
 
 
 def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
-    """Land every file in work_dir, or none of them.
+    """Land every file in work_dir, or none of them (see `staged_set`)."""
+    with staged_set(work_dir) as stage:
+        for f in files:
+            _write_new(str(stage / f.name), f.text.encode(), 0o755 if f.executable else 0o644)
+    return [work_dir / f.name for f in files]
 
-    A new work_dir is filled under a temporary name beside it and renamed into place, so it
-    appears whole (one rename: build-many makes thousands). An existing one gets each file under
-    a temporary name, then the renames. A failure before the renames leaves the disk as it was,
-    parents made here included; the renames themselves do not fail short of a broken disk.
+
+@contextlib.contextmanager
+def staged_set(work_dir: Path) -> Iterator[Path]:
+    """A private folder to write work_dir's new files in; they replace the old ones as a set.
+
+    A new work_dir is the staged folder itself, made beside it and renamed into place: it
+    appears whole (one rename: build-many makes thousands). An existing work_dir gets the
+    folder inside it (same file system), and `commit_set` moves its entries over their
+    namesakes; nothing else in work_dir is touched. An exception, or SIGINT, SIGTERM or
+    SIGHUP under `signals_as_exceptions`, removes the folder and the parents made here; what
+    a SIGKILL leaves is removed by the next build into or beside work_dir (decision 63).
     """
+    parent = os.path.dirname(os.path.abspath(work_dir))
     made: list[str] = []
-    d = os.path.dirname(os.path.abspath(work_dir))
+    d = parent
     while not os.path.exists(d):
         made.append(d)
         d = os.path.dirname(d)
     fresh = not os.path.lexists(work_dir)
-    tag = f".{os.getpid()}.tmp"
-    stage = f"{os.path.dirname(os.path.abspath(work_dir))}/.{work_dir.name}{tag}"
-    temps: list[tuple[str, Path]] = []
+    if fresh:
+        stage = f"{parent}/{temp_name(work_dir.name)}"
+    else:
+        stage = f"{os.path.abspath(work_dir)}/{temp_name(SET_NAME)}"
     try:
         for m in reversed(made):
             os.mkdir(m)
-        if fresh:
-            os.mkdir(stage)
-        for f in files:
-            tmp = f"{stage}/{f.name}" if fresh else f"{work_dir}/.{f.name}{tag}"
-            temps.append((tmp, work_dir / f.name))
-            _write_new(tmp, f.text.encode(), 0o755 if f.executable else 0o644)
+        if not made:
+            sweep_once(parent)
+        if not fresh:
+            sweep_once(work_dir)
+        if os.path.lexists(stage):  # left by a dead process that had this pid
+            shutil.rmtree(stage)
+        os.mkdir(stage)
+        yield Path(stage)
+        checkpoint("staged")
         if fresh:
             os.rename(stage, work_dir)
         else:
-            for tmp, final in temps:
-                os.replace(tmp, final)
+            commit_set(stage, str(work_dir))
     except BaseException:
-        for tmp, _ in temps:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        for leftover in ([stage] if fresh else []) + made:
-            with contextlib.suppress(OSError):
-                os.rmdir(leftover)
+
+        def discard() -> None:
+            shutil.rmtree(stage, ignore_errors=True)
+            for leftover in made:
+                with contextlib.suppress(OSError):
+                    os.rmdir(leftover)
+
+        cleanly(discard)
         raise
-    return [final for _, final in temps]
 
 
 def _write_new(path: str, data: bytes, mode: int) -> None:

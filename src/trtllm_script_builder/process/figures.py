@@ -1,5 +1,6 @@
-"""The figures a job's log reports, for the verdict's `results`: trtllm-eval's scores per task
-and trtllm-bench's throughput and latency lines. Pure: lines in, a dict out.
+"""The figures a job's log reports, for the verdict's `results`: trtllm-eval's scores per task,
+the reference and threshold of TensorRT-LLM's accuracy tests, and trtllm-bench's throughput
+and latency lines. Pure: lines in, a dict out.
 
 Only the shapes the tools print are read, so a number elsewhere in the log never shows up as
 a result; a line printed by several ranks counts once (the last wins).
@@ -20,6 +21,14 @@ _MMLU = re.compile(rf"\bMMLU weighted average accuracy: {_NUM}(?: \((\d+)\))?")
 _ROUGE_HEAD = re.compile(r"\bBeam (\d+) rouge scores:")
 _ROUGE = re.compile(rf"(?:^|\s)(rouge\w*): {_NUM}\s*$")
 # trtllm-bench: `Total Output Throughput (tokens/sec):   1600.0000`
+# TensorRT-LLM's accuracy tests log a hypothesis-testing report after the task's score line:
+# `Higher is better: True`, `Reference accuracy: 74.000`, `Threshold: 72.123`,
+# `Evaluated accuracy: 75.000` (the metric is the task's, e.g. `WER`); decision 57.
+_HEAD = re.compile(r"^= \w+ HYPOTHESIS TESTING\s*$")
+_HIGHER = re.compile(r"(?:^|\s)Higher is better: (True|False)\s*$")
+_REFERENCE = re.compile(rf"(?:^|\s)Reference (\w+): {_NUM}\s*$")
+_THRESHOLD = re.compile(rf"(?:^|\s)Threshold: {_NUM}\s*$")
+_EVALUATED = re.compile(rf"(?:^|\s)Evaluated (\w+): {_NUM}\s*$")
 _BENCH = re.compile(rf"^((?:[\w-]+ )*[\w-]*(?:Throughput|[Ll]atency)) \(([^)]+)\):\s+{_NUM}\s*$")
 
 
@@ -28,24 +37,93 @@ def figures(lines: Iterable[str]) -> dict[str, Any]:
     log has none."""
     out: dict[str, dict[str, Any]] = {}
     beam: str | None = None
+    task: str | None = None  # the last task a score line named: a report below is its
+    test: _Report | None = None  # a hypothesis-testing report being read
     for line in lines:
         if m := _LM_EVAL.search(line):
-            out.setdefault(m.group(1), {})["accuracy"] = float(m.group(2))
+            task = m.group(1)
+            out.setdefault(task, {})["accuracy"] = float(m.group(2))
         elif m := _MMLU.search(line):
+            task = "mmlu"
             mmlu = out.setdefault("mmlu", {})
             mmlu["accuracy"] = float(m.group(1))
             if m.group(2):
                 mmlu["samples"] = int(m.group(2))
         elif m := _ROUGE_HEAD.search(line):
-            beam = m.group(1)
+            beam, task = m.group(1), "cnn_dailymail"
         elif beam is not None and (m := _ROUGE.search(line)):
             key = m.group(1) if beam == "0" else f"beam{beam}_{m.group(1)}"
             out.setdefault("cnn_dailymail", {})[key] = float(m.group(2))
         elif m := _BENCH.match(line.strip()):
             key = f"{_slug(m.group(1))}_{_slug(m.group(2).replace('/', ' per '))}"
             out.setdefault("bench", {})[key] = float(m.group(3))
+        elif _HEAD.match(_message(line)):
+            test = _Report()
+        elif test is None:
+            continue
+        elif m := _HIGHER.search(line):
+            test.higher = m.group(1) == "True"
+        elif m := _REFERENCE.search(line):
+            test.metric, test.reference = m.group(1).lower(), float(m.group(2))
+        elif m := _THRESHOLD.search(line):
+            test.threshold = float(m.group(1))
+        elif (m := _EVALUATED.search(line)) and test.metric and test.threshold is not None:
+            # the report names no task: it is the last scored task's when that task has the
+            # metric and no report yet, else a task named after the metric (e.g. `wer`)
+            own = out.get(task or "", {})
+            mine = test.metric in own and f"{test.metric}_threshold" not in own
+            test.add_to(
+                out.setdefault(task if mine and task else test.metric, {}), float(m.group(2))
+            )
+            test = None
     return out
+
+
+def _message(line: str) -> str:
+    """A line without srun's `N: ` rank label."""
+    return re.sub(r"^\d+: ", "", line.strip())
+
+
+class _Report:
+    """One hypothesis-testing report while it is read."""
+
+    def __init__(self) -> None:
+        self.higher = True
+        self.metric: str | None = None
+        self.reference: float | None = None
+        self.threshold: float | None = None
+
+    def add_to(self, task: dict[str, Any], value: float) -> None:
+        metric = self.metric or "accuracy"
+        assert self.threshold is not None  # add_to is called once the threshold is read
+        task.setdefault(metric, value)
+        task[f"{metric}_reference"] = self.reference
+        task[f"{metric}_threshold"] = self.threshold
+        task["higher_is_better"] = self.higher
+        ok = value >= self.threshold if self.higher else value <= self.threshold
+        task["passed"] = ok
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def result_lines(results: dict[str, Any]) -> list[str]:
+    """`results` for a person: a line per group of figures, a line per perf-sanity case."""
+    lines = []
+    for group, values in results.items():
+        if group == "perf_sanity":
+            for case in values.get("cases", []):
+                lines.append(f"results: perf_sanity: {case['case']}: {case['outcome']}")
+                for c in case.get("clients", []):
+                    shown = _shown(
+                        {k: v for k, v in c.items() if k not in ("server", "client", "log")}
+                    )
+                    lines.append(f"  client {c['server']}.{c['client']}: {shown or 'no figures'}")
+            continue
+        lines.append(f"results: {group}: {_shown(values)}")
+    return lines
+
+
+def _shown(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in values.items() if isinstance(v, (int, float)))

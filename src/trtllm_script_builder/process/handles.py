@@ -11,6 +11,7 @@ import posixpath
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,14 +44,22 @@ def read_local(path: str, offset: int) -> bytes | None:
         return None
 
 
+def junit_path(spec: JobSpec, job_id: str | None) -> str | None:
+    """Where a pytest job writes its JUnit report (remote_work_dir for remote_slurm); None for
+    other jobs."""
+    pattern = spec.junit_file_pattern
+    if not pattern or spec.workflow_type != "pytest":
+        return None
+    name = pattern.replace("%j", job_id or "")
+    return posixpath.join(spec.remote_work_dir or spec.work_dir, name)
+
+
 def read_junit(read: Reader, spec: JobSpec, job_id: str | None) -> tuple[TestReport | None, str]:
     """A pytest job's JUnit report, read where the job wrote it (remote_work_dir over ssh),
     and a note when a file is there but refused; (None, "") when the job wrote none."""
-    pattern = spec.junit_file_pattern
-    if not pattern or spec.workflow_type != "pytest":
+    path = junit_path(spec, job_id)
+    if path is None:
         return None, ""
-    name = pattern.replace("%j", job_id or "")
-    path = posixpath.join(spec.remote_work_dir or spec.work_dir, name)
     data = read(path, 0)
     if not data:
         return None, ""
@@ -150,6 +159,23 @@ class JobHandle(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class LogNames:
+    """Where a job writes its logs once its own job id is known (an array task's only when it
+    starts): its job_spec's patterns (%j: that id) under `base`, the folder the build wrote
+    them for."""
+
+    out_pattern: str | None
+    err_pattern: str | None
+    base: str
+
+    def paths(self, own_id: str) -> tuple[str | None, str | None]:
+        from trtllm_script_builder.process.submit import err_path, log_path
+
+        out = log_path(self.out_pattern, own_id, self.base)
+        return out, log_path(self.err_pattern, own_id, self.base) or err_path(out)
+
+
 class SlurmJob:
     """A Slurm job polled with scontrol (and sacct once it ended, when accounting answers)."""
 
@@ -165,20 +191,38 @@ class SlurmJob:
         err_path: str | None,
         host: str | None,
         poll: float,
+        *,
+        accounting: bool | None = None,
+        array_logs: LogNames | None = None,
     ) -> None:
         self.job_id, self.runner, self.read, self.host = job_id, runner, read, host
         self.what = f"job {job_id}"
         self.out_path, self.err_path = out_path, err_path
         self.poll = poll
-        self.accounting = slurm.accounting_on(runner)
+        self.accounting = slurm.accounting_on(runner) if accounting is None else accounting
         self.st = slurm.JobStatus(job_id)
         self.followers: dict[str, Follower] = {}
         self.paths_fixed = False
         self.unknown_since: float | None = None
+        # An array task (`ARRAY_TASK`): its own job id, hence its log names, are known once it
+        # starts; Slurm's StdOut is the array driver's log, not the job's.
+        self.array_logs = array_logs
+        self.own_id: str | None = None if array_logs else job_id
 
     def refresh(self) -> bool:
-        st = self.st = slurm.query(self.runner, self.job_id, self.accounting)
-        if not self.paths_fixed and st.stdout and st.stdout not in ("(null)", ""):
+        return self.update(slurm.query(self.runner, self.job_id, self.accounting))
+
+    def update(self, st: slurm.JobStatus, settle: bool = True) -> bool:
+        """Take `st` (asked by this handle, or by a batch's one query for all its jobs) as the
+        job's status; True once the job has ended (after a short wait for its last log lines
+        unless not `settle`)."""
+        self.st = st
+        if self.array_logs is not None:
+            if self.own_id is None and st.raw_id:
+                self.own_id = st.raw_id
+                self.what = f"job {st.raw_id} ({self.job_id})"
+                self.out_path, self.err_path = self.array_logs.paths(st.raw_id)
+        elif not self.paths_fixed and st.stdout and st.stdout not in ("(null)", ""):
             # Slurm's own word on where the logs go beats the pattern the build wrote, except
             # for a folder with `%` in its name: the #SBATCH line escapes it as `%%`, and
             # scontrol's StdOut expands the escaped pattern again (`%%x` shows as `%<name>`),
@@ -189,7 +233,7 @@ class SlurmJob:
                 self.err_path = st.stderr if keep_err else None
             self.paths_fixed = True
         now = time.monotonic()
-        if st.terminal:
+        if st.terminal and settle:
             time.sleep(min(self.poll, 0.5))  # the last lines may land just after the end
         elif not st.known:
             self.unknown_since = self.unknown_since or now
@@ -235,7 +279,7 @@ class SlurmJob:
     def decide(self, lines: list[LogLine], spec: JobSpec, timed_out: bool) -> Decision:
         st = self.st
         done = st.terminal
-        junit = read_junit(self.read, spec, self.job_id) if done else (None, "")
+        junit = read_junit(self.read, spec, self.own_id) if done and self.own_id else (None, "")
         decision = _decide(
             self.state() if done else None,
             st.exit_code if done else None,
@@ -251,7 +295,7 @@ class SlurmJob:
 
     def result_fields(self) -> dict[str, Any]:
         return {
-            "job_id": self.job_id,
+            "job_id": self.own_id or self.job_id,
             "host": self.host,
             "signal": self.st.signal,
             "log_files": [p for p in (self.out_path, self.err_path) if p],

@@ -61,7 +61,7 @@ EXPORTED = (
 
 class AllocState(BaseModel):
     """The state file is ours: unknown keys are refused, and every value is checked as a
-    request's is (decision 55), for another process may have written it. A file that fails is
+    request's is (decision 69), for another process may have written it. A file that fails is
     ignored, as if there were none: a new allocation replaces it."""
 
     model_config = ConfigDict(extra="forbid")

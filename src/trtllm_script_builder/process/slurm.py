@@ -40,6 +40,9 @@ class JobStatus:
     stdout: str | None = None
     stderr: str | None = None
     source: str = ""
+    # The job's own numeric id when `job_id` names an array task (`100_3`) that has started:
+    # the id its logs' %j and its SLURM_JOB_ID carry. None while the task is pending.
+    raw_id: str | None = None
 
     @property
     def known(self) -> bool:
@@ -85,25 +88,87 @@ def status_from_scontrol(job_id: str, text: str) -> JobStatus:
         stdout=f.get("StdOut"),
         stderr=f.get("StdErr"),
         source="scontrol",
+        raw_id=_started_id(f["JobState"], f.get("JobId")),
     )
 
 
+def _started_id(state: str | None, raw: str | None) -> str | None:
+    """A pending array task is shown from its array's record (whose JobId is the array's);
+    a started one has its own record and id."""
+    if not raw or not raw.isdigit() or (state or "").split()[0] == "PENDING":
+        return None
+    return raw
+
+
 def status_from_sacct(job_id: str, text: str) -> JobStatus:
-    """`sacct -X -n -P -j ID -o JobID,State,ExitCode,Elapsed,NodeList`: the allocation's row."""
+    """`sacct -X -n -P -j ID -o JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw`: the
+    allocation's row (an array task's JobID is `ARRAY_TASK`)."""
+    rows = sacct_rows(text)
+    return rows.get(job_id) or array_record(rows, job_id) or JobStatus(job_id, source="sacct")
+
+
+_TASK = re.compile(r"(\d+)_(\d+)")
+_ARRAY_ROW = re.compile(r"(\d+)(?:_\[([\d,-]+)(?:%\d+)?\])?")
+
+
+def _in_ranges(task: int, ranges: str) -> bool:
+    for part in ranges.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and int(lo) <= task <= int(hi or lo):
+            return True
+    return False
+
+
+def array_record(rows: dict[str, JobStatus], job_id: str) -> JobStatus | None:
+    """An array task that never started has no row of its own: the array's record of its
+    unstarted tasks (`ARRAY` once they were cancelled, `ARRAY_[1-3]` while pending; no node
+    was assigned) speaks for it, without an exit code or an own job id. (Just after an array
+    ended, accounting may show its last task as `ARRAY` for a moment, with its node: that row
+    is not taken.)"""
+    m = _TASK.fullmatch(job_id)
+    if m is None:
+        return None
+    array, task = m.group(1), int(m.group(2))
+    for key, st in rows.items():
+        row = _ARRAY_ROW.fullmatch(key)
+        if row is None or row.group(1) != array or st.state not in ("CANCELLED", "PENDING"):
+            continue
+        if not (st.nodelist or "None").startswith("None"):
+            continue
+        if row.group(2) is None or _in_ranges(task, row.group(2)):
+            return JobStatus(job_id, state=st.state, source="sacct")
+    return None
+
+
+def _with_arrays(job_ids: list[str]) -> str:
+    """The ids for `sacct -j`: each array task's array too, for array_record."""
+    arrays = [m.group(1) for j in job_ids if (m := _TASK.fullmatch(j))]
+    return ",".join(dict.fromkeys([*job_ids, *arrays]))
+
+
+SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw"
+
+
+def sacct_rows(text: str) -> dict[str, JobStatus]:
+    """Every row of `sacct -X -n -P -o SACCT_FIELDS`, by JobID."""
+    rows: dict[str, JobStatus] = {}
     for line in text.splitlines():
         parts = line.split("|")
-        if len(parts) >= 3 and parts[0] == job_id:
-            code, sig = parse_exit_code(parts[2])
-            return JobStatus(
-                job_id,
-                state=parts[1].split()[0] if parts[1] else None,
-                exit_code=code,
-                signal=sig,
-                run_time=parts[3] if len(parts) > 3 else None,
-                nodelist=parts[4] if len(parts) > 4 else None,
-                source="sacct",
-            )
-    return JobStatus(job_id, source="sacct")
+        if len(parts) < 3 or not parts[0]:
+            continue
+        code, sig = parse_exit_code(parts[2])
+        state = parts[1].split()[0] if parts[1] else None
+        rows[parts[0]] = JobStatus(
+            parts[0],
+            state=state,
+            exit_code=code,
+            signal=sig,
+            run_time=parts[3] if len(parts) > 3 else None,
+            nodelist=parts[4] if len(parts) > 4 else None,
+            source="sacct",
+            raw_id=_started_id(state, parts[5] if len(parts) > 5 else None),
+        )
+    return rows
 
 
 def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
@@ -118,6 +183,7 @@ def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
         if acct.known and (acct.terminal or not st.known):
             acct.stdout, acct.stderr = st.stdout, st.stderr
             acct.reason = st.reason
+            acct.raw_id = acct.raw_id or st.raw_id
             if not acct.terminal and st.terminal:
                 return st
             return acct
@@ -125,10 +191,70 @@ def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
 
 
 def sacct(runner: Runner, job_id: str) -> JobStatus:
-    res = runner(
-        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,ExitCode,Elapsed,NodeList"]
-    )
+    res = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays([job_id]), "-o", SACCT_FIELDS])
     return status_from_sacct(job_id, res.out) if res.rc == 0 else JobStatus(job_id)
+
+
+# squeue -r lists every array task on its own line: `ARRAY_TASK` (%i), its own job id (%A;
+# the array's while pending), state, reason, time used, time left, nodes.
+SQUEUE_FORMAT = "%i|%A|%T|%r|%M|%L|%N"
+
+
+def squeue_rows(text: str) -> dict[str, JobStatus]:
+    rows: dict[str, JobStatus] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 7 or not parts[0]:
+            continue
+        rows[parts[0]] = JobStatus(
+            parts[0],
+            state=parts[2] or None,
+            reason=parts[3] or None,
+            run_time=parts[4] or None,
+            time_left=parts[5] or None,
+            nodelist=parts[6] or None,
+            source="squeue",
+            raw_id=_started_id(parts[2], parts[1]),
+        )
+    return rows
+
+
+def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str, JobStatus]:
+    """The status of many jobs (plain ids and array tasks `ARRAY_TASK`) in one squeue call,
+    plus one sacct call for those that ended; scontrol is asked one by one only about jobs
+    that ended but sacct does not know yet (it lags behind slurmctld by a moment), or about
+    every ended job without accounting. An id no tool knows maps to an unknown JobStatus."""
+    out: dict[str, JobStatus] = {}
+    if not job_ids:
+        return out
+    res = runner(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT])
+    queued = squeue_rows(res.out) if res.rc == 0 else {}
+    gone = []
+    for job in job_ids:
+        st = queued.get(job)
+        if st is not None and not st.terminal and st.state != "COMPLETING":
+            out[job] = st
+        else:
+            gone.append(job)
+    if gone and accounting:
+        acct = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays(gone), "-o", SACCT_FIELDS])
+        rows = sacct_rows(acct.out) if acct.rc == 0 else {}
+        lagging = []
+        for job in gone:
+            st = rows.get(job) or array_record(rows, job)
+            if st is not None and (st.terminal or job not in queued):
+                out[job] = st
+            elif job in queued:  # sacct lags behind slurmctld for a moment
+                lagging.append(job)
+            else:
+                out[job] = JobStatus(job)
+        gone = lagging  # squeue has no exit code: slurmctld's record has, while it lasts
+    if gone:
+        for job in gone:
+            show = runner(["scontrol", "show", "job", "-o", job])
+            st = status_from_scontrol(job, show.out) if show.rc == 0 else JobStatus(job)
+            out[job] = st if st.known else queued.get(job) or st
+    return out
 
 
 def accounting_on(runner: Runner) -> bool:

@@ -47,7 +47,7 @@ def read_job_spec(work_dir: Path) -> JobSpec:
 
 def _unsafe(spec: JobSpec) -> tuple[str, str] | None:
     """The first value that submit, watch or release would pass to a program and that no
-    build writes (an edited file): checked as a request's values are (decision 55)."""
+    build writes (an edited file): checked as a request's values are (decision 69)."""
     for key in ("script_path", "work_dir", "remote_work_dir", "remote_script_path"):
         value = getattr(spec, key)
         if value is not None and (

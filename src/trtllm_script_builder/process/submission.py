@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -20,7 +21,7 @@ Say = Callable[[str], None]
 class Submission(BaseModel):
     """What `submit` started: a Slurm job (job_id) or a local process (pid). The file is
     ours, but may be edited: a job id goes to scancel, a container name to docker kill, so
-    they are checked as a request's values are (decision 55)."""
+    they are checked as a request's values are (decision 69)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -41,6 +42,14 @@ class Submission(BaseModel):
     alloc_job_id: str | None = None
     alloc_state_file: str | None = None
     container_name: str | None = None
+    # The chain's jobs submitted first (process/chain.py ChainJob.to_json), in order.
+    prerequisites: list[dict[str, Any]] | None = None
+    # A job submitted as task `array_task_id` of the Slurm job array `array_job_id` (submit of
+    # a build-many folder): job_id is then `ARRAY_TASK`, and the log names, which hold the
+    # task's own job id, are known only once it starts (log_file stays unset).
+    array_job_id: str | None = None
+    array_task_id: int | None = None
+    batch_dir: str | None = None
 
     @model_validator(mode="after")
     def _values(self) -> Submission:

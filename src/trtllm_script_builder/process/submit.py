@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import posixpath
 import socket
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.chain import (
+    ChainJob,
+    cancel_own,
+    dependency_args,
+    sbatch_with,
+    submit_prerequisites,
+)
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import run, spawn_detached, start_time
+from trtllm_script_builder.process.proc import Runner, run, spawn_detached, start_time
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
@@ -90,6 +98,12 @@ def submit(
         raise BuildError(
             "persistent", f"persistent mode is for local_slurm, not {scenario}", "drop --persistent"
         )
+    if persistent and spec.prerequisites:
+        raise BuildError(
+            "persistent",
+            "this job waits for a compile or image import job, which a held allocation cannot run first",
+            "drop --persistent",
+        )
     if scenario == "local_docker":
         sub = _submit_docker(spec, work_dir)
     elif scenario == "remote_slurm":
@@ -115,18 +129,21 @@ def _script(spec: JobSpec) -> Path:
 
 def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
     script = _script(spec)
-    res = run(["sbatch", "--parsable", str(script)], cwd=work_dir)
+    # Where the script's #SBATCH lines write: the folder the build wrote them for.
+    base = spec.work_dir or str(work_dir)
+    chain = _submit_chain(spec, run, work_dir, base, remote=False)
+    res = run(["sbatch", "--parsable", *dependency_args(chain), str(script)], cwd=work_dir)
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
+        cancel_own(run, chain)
         raise ToolFailed(
             "sbatch",
             f"{first_line(res)}",
             f"check the job against the cluster: trtllm-script-builder check {work_dir}",
         )
-    # Where the script's #SBATCH lines write: the folder the build wrote them for.
-    base = spec.work_dir or str(work_dir)
     out = log_path(spec.log_file_pattern, job, base)
     return Submission(
+        prerequisites=[c.to_json() for c in chain] or None,
         scenario="local_slurm",
         work_dir=str(work_dir),
         submitted_at=_now(),
@@ -141,6 +158,8 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
 def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say) -> Submission:
     host = resolve_ssh_host(spec, override)
     script = _script(spec)
+    compiles = any(p["kind"] == "compile" for p in spec.prerequisites or [])
+    sync = _sync_for_compile(spec, say) if compiles else None
     remote_dir = spec.remote_work_dir
     remote_script = spec.remote_script_path
     if not remote_dir or not remote_script:
@@ -157,7 +176,8 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
                 "extra_files", f"{p} does not exist", "build the job again into this work_dir"
             )
         files.append(p)
-    runner = SshRunner(SshTarget(host))
+    target = SshTarget(host)
+    runner = SshRunner(target)
     hello = runner.check()
     if hello.rc != 0:
         raise ToolFailed(
@@ -166,6 +186,8 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
             "check the host name and that `ssh HOST true` works without a prompt "
             "(open a ControlMaster first for MFA hosts)",
         )
+    if sync is not None:
+        sync(target)
     if spec.remote_repo_path:
         repo = runner(["test", "-d", spec.remote_repo_path])
         if repo.rc != 0:
@@ -181,14 +203,21 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
             "check that the folder can be written",
         )
     say(f"copied {len(files)} file(s) to {host}:{remote_dir}")
-    res = runner(["sbatch", "--parsable", remote_script], cwd=Path(remote_dir))
+    chain = _submit_chain(
+        spec, runner, Path(remote_dir), remote_dir, remote=True, where=f"on {host}: "
+    )
+    res = runner(
+        ["sbatch", "--parsable", *dependency_args(chain), remote_script], cwd=Path(remote_dir)
+    )
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
+        cancel_own(runner, chain)
         raise ToolFailed(
             "sbatch", f"on {host}: {first_line(res)}", "check the job against that cluster"
         )
     out = log_path(spec.log_file_pattern, job, remote_dir)
     return Submission(
+        prerequisites=[c.to_json() for c in chain] or None,
         scenario="remote_slurm",
         work_dir=str(work_dir),
         submitted_at=_now(),
@@ -200,6 +229,34 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
         log_file=out,
         err_file=log_path(spec.error_file_pattern, job, remote_dir) or err_path(out),
     )
+
+
+def _submit_chain(
+    spec: JobSpec, runner: Runner, cwd: Path, log_base: str, *, remote: bool, where: str = ""
+) -> list[ChainJob]:
+    """The job's prerequisites (decision 65), submitted before it; none for most jobs."""
+    if not spec.prerequisites:
+        return []
+    sbatch = sbatch_with(runner, cwd, where)
+    return submit_prerequisites(spec, sbatch, log_base, remote=remote)
+
+
+def _sync_for_compile(spec: JobSpec, say: Say) -> Callable[[SshTarget], None]:
+    """The step a remote compile chain takes first: the compile job builds remote_repo_path,
+    so the local checkout's full state is brought there (decision 58) before anything is
+    copied or submitted."""
+    from trtllm_script_builder.process import gitsync
+
+    assert spec.remote_repo_path is not None
+    remote_repo = spec.remote_repo_path
+
+    def sync(target: SshTarget) -> None:
+        result = gitsync.sync_checkout(target, Path(spec.repo_root), remote_repo, say=say)
+        say(
+            f"synced {spec.repo_root} to {target.host}:{remote_repo} at {result.commit} ({result.method})"
+        )
+
+    return sync
 
 
 def _submit_docker(spec: JobSpec, work_dir: Path) -> Submission:

@@ -14,6 +14,9 @@
    pytest's summary line without one) at exit 0 or 5, or exit 5 alone -> NOT_RUN; failing tests
    in the JUnit report -> FAILED, naming them (decision 49).
 
+A job with a compile or image import chain is judged by process/chain.py first: a failed
+compile is COMPILE_FAILED (decision 65), and the test job's own verdict is never reached.
+
 Lines are classified first, so only what the job's programs printed can decide a pattern:
 `set -x` traces (`+ ...`), the builder's own echo lines ("Job N started on", "Job N finished
 with exit code", "[node N] installing/install done", the run script's trap and "RankN Custom
@@ -43,6 +46,7 @@ class Verdict(str, Enum):
     HANG_DETECTED = "HANG_DETECTED"
     INFRA_FAILURE = "INFRA_FAILURE"
     NOT_RUN = "NOT_RUN"
+    COMPILE_FAILED = "COMPILE_FAILED"
 
     @property
     def exit_code(self) -> int:
@@ -59,6 +63,7 @@ VERDICT_EXIT: dict[Verdict, int] = {
     Verdict.OUT_OF_MEMORY: 13,
     Verdict.HANG_DETECTED: 14,
     Verdict.NOT_RUN: 15,
+    Verdict.COMPILE_FAILED: 16,  # the chain's compile job failed; the test job never ran
 }
 
 HANG_TEXT = "hang detected"

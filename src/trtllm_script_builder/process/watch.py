@@ -19,7 +19,15 @@ from typing import Any, TextIO
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.handles import JobHandle, LocalProcess, SlurmJob, read_local
+from trtllm_script_builder.process.figures import result_lines
+from trtllm_script_builder.process.handles import (
+    JobHandle,
+    LocalProcess,
+    LogNames,
+    SlurmJob,
+    read_local,
+)
+from trtllm_script_builder.process.perf_sanity import add_perf_sanity
 from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
@@ -103,6 +111,7 @@ class WatchResult:
     cancelled: str | None = None  # "hang" / "timeout" when watch cancelled the job
     timed_out: bool = False
     elapsed: float = 0.0
+    chain: list[dict[str, Any]] | None = None  # the compile/import jobs followed first
 
     @property
     def verdict(self) -> Verdict:
@@ -133,6 +142,7 @@ class WatchResult:
             "timed_out": self.timed_out,
             "elapsed_seconds": round(self.elapsed, 1),
             "work_dir": self.work_dir,
+            **({"chain": self.chain} if self.chain is not None else {}),
         }
 
 
@@ -234,15 +244,33 @@ def watch(
         )
     poll = max(poll, 0.05)
     handle = _handle(spec, sub, poll, ssh_host)
-    done = watch_job(handle, spec, console, timeout=timeout, keep_running=keep_running, poll=poll)
+    chain = None
+    if sub.prerequisites and isinstance(handle, SlurmJob):  # the compile/import first (decision 65)
+        from trtllm_script_builder.process.chain import follow_chain
+
+        chain = follow_chain(
+            sub, handle, spec, console,
+            follow=watch_job, timeout=timeout, keep_running=keep_running, poll=poll,
+        )  # fmt: skip
+    if chain is not None and chain.decision is not None and chain.handle is not None:
+        done = Followed(chain.decision, chain.cancelled, chain.timed_out, chain.elapsed)
+        fields = chain.handle.result_fields()
+    else:
+        left = timeout  # what the chain left of it
+        if chain is not None and timeout is not None:
+            left = max(timeout - chain.elapsed, 0.001)
+        done = watch_job(handle, spec, console, timeout=left, keep_running=keep_running, poll=poll)
+        fields = handle.result_fields()
+        add_perf_sanity(done.decision, spec, getattr(handle, "read", read_local))
     result = WatchResult(
         done.decision,
         sub.scenario,
         sub.work_dir,
         cancelled=done.cancelled,
         timed_out=done.timed_out,
-        elapsed=done.elapsed,
-        **handle.result_fields(),
+        elapsed=done.elapsed + (chain.elapsed if chain and chain.decision is None else 0),
+        chain=chain.states if chain else None,
+        **fields,
     )
     write_json(work_dir / VERDICT_FILE, result.to_json())
     return result
@@ -274,7 +302,13 @@ def _handle(spec: JobSpec, sub: Submission, poll: float, ssh_host: str | None) -
     else:
         host = sub.host
         runner, read = run, read_local
-    return SlurmJob(sub.job_id, runner, read, sub.log_file, sub.err_file, host, poll)
+    array_logs = None
+    if sub.array_job_id is not None:
+        base = spec.remote_work_dir or spec.work_dir or sub.work_dir
+        array_logs = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
+    return SlurmJob(
+        sub.job_id, runner, read, sub.log_file, sub.err_file, host, poll, array_logs=array_logs
+    )
 
 
 def render_verdict(result: WatchResult) -> str:
@@ -289,9 +323,7 @@ def render_verdict(result: WatchResult) -> str:
             f"tests: {t.passed} passed, {t.failed} failed, {t.errors} errors, {t.skipped} skipped"
             f" ({t.source})"
         )
-    for group, values in d.results.items():
-        shown = ", ".join(f"{k} {v:g}" for k, v in values.items())
-        lines.append(f"results: {group}: {shown}")
+    lines += result_lines(d.results)
     return "\n".join(lines) + "\n"
 
 

@@ -11,8 +11,10 @@ from trtllm_script_builder import __version__
 from trtllm_script_builder.model.jobspec import CATEGORY_TITLES, JobSpec, OutFile
 from trtllm_script_builder.render import render
 from trtllm_script_builder.render.category4 import render_category4
+from trtllm_script_builder.render.chain import render_chain
 from trtllm_script_builder.render.spec import (
     BuildResult,
+    prerequisites,
     scenario_fields,
     slurm_params,
     spec_common,
@@ -121,6 +123,7 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         "exports": list(job.exports),
         "install": job.install,
         "wheel": bool(job.wheel),
+        "wheel_dir": bool(job.chain and job.chain.compile),
         "eval_requirements": job.workflow == "eval",
         "mpi": job.mpi,
         "mpi_plugin": slurm.mpi_plugin,
@@ -134,10 +137,13 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         files.append(
             OutFile("slurm_run_custom.sh", render("slurm_run_custom.sh.j2"), executable=True)
         )
+    if job.chain is not None:
+        files += render_chain(job, ctx)
     work_dir = Path(job.work_dir)
     spec = JobSpec(
         script_path=str(work_dir / script),
         script_name=script,
+        prerequisites=prerequisites(job),
         # Relative to work_dir (remote_work_dir remotely): executors join the two (decision 44).
         log_file_pattern=f"{job.name}_%j.out",
         error_file_pattern=f"{job.name}_%j.err",

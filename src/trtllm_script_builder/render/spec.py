@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trtllm_script_builder.model.jobspec import JobSpec, OutFile, SlurmParams
+from trtllm_script_builder.resolve.compile import CompileStep
 from trtllm_script_builder.resolve.resolved import ResolvedJob
 
 
@@ -74,3 +75,24 @@ def scenario_fields(job: ResolvedJob, script: str) -> dict[str, Any]:
 def slurm_params(job: ResolvedJob) -> SlurmParams:
     assert job.slurm is not None
     return job.slurm
+
+
+def prerequisites(job: ResolvedJob) -> list[dict[str, str]] | None:
+    """job_spec's prerequisites: the chain's jobs, in the order `submit` starts them."""
+    if job.chain is None:
+        return None
+    out = []
+    for step in job.chain.steps():
+        entry = {
+            "kind": step.kind,
+            "key": step.key,
+            "script_name": step.script,
+            "script_path": str(Path(job.work_dir) / step.script),
+            "log_file_pattern": f"{step.name}_%j.out",
+            "error_file_pattern": f"{step.name}_%j.err",
+            "output": step.wheel_dir if isinstance(step, CompileStep) else step.sqsh,
+        }
+        if job.paths.remote:
+            entry["remote_script_path"] = posixpath.join(job.paths.log_dir, step.script)
+        out.append(entry)
+    return out

@@ -37,7 +37,7 @@ def compiled_bindings(repo_root: str) -> list[str] | None:
 
 def _names(folder: str) -> list[str]:
     """The folder's names; one that no line can carry (a newline, an escape) is no module of
-    ours and would reach a warning line, so it is left out (decision 55)."""
+    ours and would reach a warning line, so it is left out (decision 69)."""
     try:
         return sorted(n for n in os.listdir(folder) if text_problem(n) is None)
     except OSError:

@@ -35,6 +35,7 @@ from trtllm_script_builder.resolve.commands import (
     replace_option,
     split_and,
 )
+from trtllm_script_builder.resolve.compile import plan_chain, refuse_for_submit_py
 from trtllm_script_builder.resolve.resolved import (
     Cluster,
     Paths,
@@ -243,6 +244,8 @@ def resolve(
     if perf:
         from trtllm_script_builder.resolve.perf.plan import plan_perf_sanity
 
+        refuse_for_submit_py(req)
+
         plan = plan_perf_sanity(
             repo_root=req.repo_root,
             test_cmd=req.test_cmd,
@@ -274,6 +277,7 @@ def resolve(
                 f"{sizing.required_devices} GPUs (tp x pp of eval_cmd) exceed the {gpn} GPUs of this machine; the multi-node fallback needs Slurm",
                 "lower --tp_size/--pp_size or use a Slurm scenario",
             )
+        refuse_for_submit_py(req)
         return _eval_fallback(base, sizing)
     return _job(base, wf, sizing, gpn)
 
@@ -470,7 +474,24 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
             folder = mnt.check_mount_path(paths.log_dir, _work_dir_field(paths))
             extras.append(mnt.Mount(folder, folder, "work_dir"))
     wheel = ""
-    if not req.skip_install and req.wheel:
+    chain = plan_chain(
+        req,
+        image=base.image,
+        script_image=base.script_image,
+        log_dir=paths.log_dir,
+        home=home,
+        project=project,
+        model_name=sz.model_name,
+    )
+    if chain is not None:
+        # Sent with a remote job, submitted before it (decision 65).
+        extra_files += [str(Path(req.work_dir) / s.script) for s in chain.steps()]
+    if chain is not None and chain.compile is not None:
+        # The test job installs what the compile job built (decision 65).
+        folder = chain.compile.wheel_dir
+        extras.append(mnt.Mount(folder, folder, "wheel_dir"))
+        exports.append(("WHEEL_DIR", folder))
+    elif not req.skip_install and req.wheel:
         wheel = _wheel(req, paths, extras, extra_files)
         exports.append(("WHEEL_PATH", wheel))
     elif not req.skip_install and not req.is_remote:
@@ -524,18 +545,25 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     if not req.is_slurm:
         return job
     check_sbatch_value(paths.log_dir, _work_dir_field(paths))
+    slurm = base.slurm(
+        nodes=sz.nodes,
+        ntasks=sz.ntasks,
+        ntasks_per_node=sz.ntasks_per_node,
+        gpus_per_node=gpn,
+        gpus=sz.required_devices,
+    )
+    if chain is not None and chain.image_import is not None:
+        slurm["script_image"] = chain.image_import.sqsh  # the imported file (decision 66)
     return replace(
         job,
         category=CATEGORY[wf],
         run_script=run_script,
-        persistent=req.execution_scenario == "local_slurm" and req.persistent_mode is not False,
-        **base.slurm(
-            nodes=sz.nodes,
-            ntasks=sz.ntasks,
-            ntasks_per_node=sz.ntasks_per_node,
-            gpus_per_node=gpn,
-            gpus=sz.required_devices,
-        ),
+        # A chain is submitted with sbatch dependencies; a held allocation has none.
+        persistent=req.execution_scenario == "local_slurm"
+        and req.persistent_mode is not False
+        and chain is None,
+        chain=chain,
+        **slurm,
     )
 
 

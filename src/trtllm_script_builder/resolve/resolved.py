@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 from trtllm_script_builder.model.jobspec import OutFile, SlurmParams
 from trtllm_script_builder.model.slurm_env import SlurmEnv
+from trtllm_script_builder.resolve.compile import Chain
 from trtllm_script_builder.resolve.mounts import Mount, covers
 
 
@@ -84,3 +85,4 @@ class ResolvedJob:
     extra_files: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     submit: SubmitPlan | None = None
+    chain: Chain | None = None  # the import and compile jobs submitted before this one

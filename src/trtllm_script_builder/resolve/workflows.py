@@ -190,3 +190,56 @@ def size_custom_job(req: Request, gpn: int, gpn_source: str) -> Sizing:
         or "custom"
     )
     return Sizing(devices, 1, 1, model)  # one task sees every GPU of the job (decision 25)
+
+
+# ---------------------------------------------------------------- a workflow misspelt
+
+WORKFLOWS = ("pytest", "eval", "bench", "custom", "perf_sanity")
+# What people write for a workflow: the tool it runs, or the category of its script.
+WORKFLOW_ALIASES = {
+    "trtllm-eval": "eval",
+    "trtllm-bench": "bench",
+    "perf": "perf_sanity",
+    "submit.py": "perf_sanity",
+    "2": "pytest",
+    "3": "custom",
+    "4": "perf_sanity",
+    "5": "eval",
+    "6": "bench",
+}
+_GOT = re.compile(r"\(got (.+)\)$")
+
+
+def nearest_workflow(given: object) -> str | None:
+    """The workflow a misspelt name, a tool's name or a category number most likely means."""
+    from difflib import get_close_matches
+
+    text = str(given).strip().lower().removeprefix("category").strip()
+    if text in WORKFLOW_ALIASES:
+        return WORKFLOW_ALIASES[text]
+    text = text.replace("-", "_").replace(" ", "_")
+    if text in WORKFLOWS:
+        return text
+    near = get_close_matches(text, [*WORKFLOWS, *WORKFLOW_ALIASES], n=1, cutoff=0.6)
+    return WORKFLOW_ALIASES.get(near[0], near[0]) if near else None
+
+
+def with_workflow_hint(err: BuildError) -> BuildError:
+    """A refused workflow_type (`... (got 'pytst')`) with the nearest workflow as its fix."""
+    match = _GOT.search(err.problem) if err.field == "workflow_type" else None
+    if match is None:
+        return err
+    import ast
+
+    try:
+        given = ast.literal_eval(match.group(1))
+    except (ValueError, SyntaxError):
+        return err
+    near = nearest_workflow(given)
+    if near is None:
+        return err
+    category = str(given).strip().lower().removeprefix("category").strip()
+    why = f" (category {category} is {near}'s script)" if category.isdigit() else ""
+    hint = BuildError(err.field, err.problem, f"did you mean {near}?{why}")
+    hint.exit_code = err.exit_code
+    return hint

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,26 @@ from trtllm_script_builder.process.proc import CmdResult, Runner, run
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.slurm_time import parse_time_minutes
 
-EXIT_OK, EXIT_PROBLEMS = 0, 1
+EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE = 0, 1, 3
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What `check` found, and where: `cluster` is Slurm's ClusterName, `host` the ssh host of
+    a remote_slurm job (None: this machine)."""
+
+    problems: list[str]
+    rc: int
+    cluster: str | None = None
+    host: str | None = None
+    docker: bool = False
+
+    @property
+    def where(self) -> str:
+        if self.docker:
+            return "this machine (docker, GPUs)"
+        name = f"cluster {self.cluster}" if self.cluster else "the cluster"
+        return f"{name} on {self.host}" if self.host else name
 
 
 def _text(value: Any) -> str | None:
@@ -29,36 +49,86 @@ def _lines(result: CmdResult) -> list[str]:
 
 def check(work_dir: Path, runner: Runner = run, user: str | None = None) -> tuple[list[str], int]:
     """Return the problems found (cluster reasons quoted) and the exit code (0 fine, 1 not)."""
+    found = check_job(work_dir, runner=runner, user=user)
+    return found.problems, found.rc
+
+
+def check_job(
+    work_dir: Path,
+    *,
+    ssh_host: str | None = None,
+    runner: Runner | None = None,
+    user: str | None = None,
+) -> Checked:
+    """Check the job in work_dir where it will run: a remote_slurm job on its cluster over ssh
+    (its job_spec's ssh_host, `ssh_host` wins; decision 61), any other here."""
     work_dir = Path(work_dir).resolve()
     try:
         spec = read_job_spec(work_dir)
     except BuildError as err:
-        return [f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS
+        return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS)
     if spec.execution_scenario == "local_docker":
-        found = _check_docker(spec.required_devices, runner)
-        return found, EXIT_PROBLEMS if found else EXIT_OK
-    problems: list[str] = []
+        found = _check_docker(spec.required_devices, runner or run)
+        return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, docker=True)
     params = spec.slurm_params
     if params is None:
-        return ["job_spec.json: slurm_params missing; rebuild the job"], EXIT_PROBLEMS
-
-    # 1. the cluster's own verdict on the script
+        return Checked(["job_spec.json: slurm_params missing; rebuild the job"], EXIT_PROBLEMS)
     script = Path(spec.script_path)
     script = script if script.is_absolute() else work_dir / script
-    if not script.is_file():
+    problems: list[str] = []
+    missing = not script.is_file()
+    if missing:
         problems.append(f"script_path: {script} does not exist")
+    host: str | None = None
+    if spec.execution_scenario == "remote_slurm":
+        from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+        from trtllm_script_builder.process.submit import resolve_ssh_host
+
+        try:
+            host = resolve_ssh_host(spec, ssh_host)
+            ssh = SshRunner(SshTarget(host))
+        except BuildError as err:
+            return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS, host=host)
+        if runner is None:
+            hello = ssh.check()
+            if hello.rc != 0:
+                why = f"ssh_host: ssh {host}: {first_line(hello)}; check that `ssh HOST true` works"
+                return Checked([why], EXIT_UNREACHABLE, host=host)
+            me = ssh(["id", "-un"])
+            user = user or (me.out.strip() if me.rc == 0 and me.out.strip() else None)
+        runner = runner or ssh
+        # The script is not on the cluster before `submit` copies it: sbatch reads it on stdin.
+        test = None if missing else _remote_test_only(runner, script)
     else:
-        result = runner(["sbatch", "--test-only", str(script)], cwd=work_dir)
-        if not result.found:
-            problems.append("sbatch: SLURM client tools not found; cannot check the job")
-            return problems, EXIT_PROBLEMS
-        if result.rc != 0:
-            reasons = _lines(result) or [f"exit status {result.rc}"]
-            problems += [f"sbatch --test-only: {line}" for line in reasons]
+        runner = runner or run
+        test = None if missing else runner(["sbatch", "--test-only", str(script)], cwd=work_dir)
+    cluster = _cluster_name(runner)
+    # 1. the cluster's own verdict on the script
+    if test is not None and not test.found:
+        problems.append("sbatch: SLURM client tools not found; cannot check the job")
+        return Checked(problems, EXIT_PROBLEMS, cluster, host)
+    if test is not None and test.rc != 0:
+        reasons = _lines(test) or [f"exit status {test.rc}"]
+        problems += [f"sbatch --test-only: {line}" for line in reasons]
 
     # 2. independent checks against what the cluster reports
     problems += _check_params(params, runner, user or current_user())
-    return problems, EXIT_PROBLEMS if problems else EXIT_OK
+    return Checked(problems, EXIT_PROBLEMS if problems else EXIT_OK, cluster, host)
+
+
+def _remote_test_only(runner: Runner, script: Path) -> CmdResult:
+    shell = getattr(runner, "shell", None)
+    if shell is None:  # a fake runner in tests
+        return runner(["sbatch", "--test-only", str(script)])
+    result: CmdResult = shell("sbatch --test-only", input=script.read_bytes())
+    return result
+
+
+def _cluster_name(runner: Runner) -> str | None:
+    config = runner(["scontrol", "show", "config"])
+    if config.rc != 0:
+        return None
+    return parse.parse_config(config.out).get("ClusterName") or None
 
 
 def _check_docker(devices: int, runner: Runner) -> list[str]:

@@ -1,0 +1,411 @@
+"""`report DIR`: one self-contained HTML page over what `watch` decided, for people.
+
+DIR is a job folder (its `verdict.json`) or a batch folder of `build-many` (its `jobs.json`,
+each built row's folder read for its own `verdict.json`; a row not yet watched shows as
+NOT_WATCHED, a row that did not build as BUILD_ERROR). The page has no script and loads
+nothing: styles inline, the bench chart an SVG drawn here. Every value from the files goes
+through Jinja2's autoescape (test ids and messages are the job's words, not ours), and the
+same files give the same bytes (no clock, no dict order from the disk). Decision 55.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeGuard
+from urllib.parse import quote
+
+import jinja2
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.output.writer import write_file
+from trtllm_script_builder.render import TEMPLATES
+
+REPORT_FILE = "report.html"
+VERDICT_FILE = "verdict.json"
+JOBS_FILE = "jobs.json"
+TEMPLATE = "report.html.j2"
+
+# The summary's order: the verdicts of `watch` (docs/verdicts.md), then the report's own two.
+STATUSES = (
+    "PASSED",
+    "FAILED",
+    "NOT_RUN",
+    "TIMEOUT",
+    "CANCELLED",
+    "OUT_OF_MEMORY",
+    "HANG_DETECTED",
+    "INFRA_FAILURE",
+    "NOT_WATCHED",
+    "BUILD_ERROR",
+)
+# The results groups that are not eval tasks.
+BENCH, PERF = "bench", "perf_sanity"
+# Per bench figure: the chart it goes in. trtllm-bench's report lines (process/figures.py) and
+# the perf-sanity benchmark client's (process/perf_sanity.py) share a panel when they measure
+# the same thing in the same unit.
+THROUGHPUT = ("Output throughput", "tokens/s")
+LATENCY = ("Mean request latency", "ms")
+CHART_FIGURES: dict[str, tuple[str, str]] = {
+    "total_output_throughput_tokens_per_sec": THROUGHPUT,
+    "token_throughput": THROUGHPUT,
+    "average_request_latency_ms": LATENCY,
+    "mean_e2el": LATENCY,
+}
+
+
+@dataclass
+class Link:
+    text: str
+    href: str | None  # relative to the report; None when the file is not on this machine
+
+
+@dataclass
+class Score:
+    task: str
+    metric: str
+    value: str
+    threshold: str
+    ok: bool | None  # None: no threshold to judge by
+
+
+@dataclass
+class Bar:
+    label: str
+    value: float
+
+
+@dataclass
+class Panel:
+    title: str
+    unit: str
+    bars: list[Bar] = field(default_factory=list)
+
+
+@dataclass
+class Job:
+    name: str
+    href: str | None
+    status: str
+    entry: str = ""
+    job_id: str = ""
+    exit_code: str = ""
+    elapsed: str = ""
+    reason: str = ""
+    evidence: list[str] = field(default_factory=list)
+    logs: list[Link] = field(default_factory=list)
+    tests: dict[str, Any] | None = None
+    scores: list[Score] = field(default_factory=list)
+    bench: dict[str, float] = field(default_factory=dict)
+    cases: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    jobs: list[Job]
+
+    def counts(self) -> list[tuple[str, int]]:
+        return [(s, n) for s in STATUSES if (n := sum(j.status == s for j in self.jobs))]
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc).split("\n")[0]
+        raise BuildError(
+            "dir",
+            f"{path} cannot be read as JSON ({reason})",
+            "run `watch` (or `build-many`) again to write it whole",
+        ) from None
+
+
+def load_report(folder: Path) -> Report:
+    """The report's content for a job folder or a batch folder."""
+    folder = folder.resolve()
+    if (folder / JOBS_FILE).is_file():
+        rows = _read_json(folder / JOBS_FILE)
+        if not isinstance(rows, list):
+            raise BuildError(
+                "dir",
+                f"{folder / JOBS_FILE} is not a list of jobs",
+                "point at a batch folder that `build-many` wrote",
+            )
+        return Report(
+            folder.name, [_batch_job(folder, row) for row in rows if isinstance(row, dict)]
+        )
+    if (folder / VERDICT_FILE).is_file():
+        verdict = _read_json(folder / VERDICT_FILE)
+        if not isinstance(verdict, dict):
+            raise BuildError(
+                "dir",
+                f"{folder / VERDICT_FILE} is not a verdict of watch",
+                "run `trtllm-script-builder watch WORK_DIR` again",
+            )
+        return Report(folder.name, [_job(folder, folder, folder.name, verdict)])
+    raise BuildError(
+        "dir",
+        f"{folder} has no verdict.json or jobs.json",
+        "give a job folder that `watch` has judged, or a batch folder that `build-many` wrote",
+    )
+
+
+def _batch_job(root: Path, row: dict[str, Any]) -> Job:
+    entry = str(row.get("entry", ""))
+    if row.get("status") != "built" or not row.get("work_dir"):
+        job = Job(entry or f"line {row.get('line', '?')}", None, "BUILD_ERROR", entry=entry)
+        job.reason = str(row.get("error", ""))
+        return job
+    work = Path(str(row["work_dir"]))
+    if not work.is_absolute():
+        work = root / work
+    name = work.name
+    try:
+        verdict = json.loads((work / VERDICT_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Job(name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        job = Job(name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
+        job.reason = f"{VERDICT_FILE} cannot be read: {str(exc).splitlines()[0]}"
+        return job
+    if not isinstance(verdict, dict):
+        return Job(name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
+    return _job(root, work, name, verdict, entry)
+
+
+def _href(root: Path, path: Path, folder: bool = False) -> str | None:
+    if not path.exists():
+        return None
+    rel = os.path.relpath(path, root)
+    if folder:
+        rel = "." if rel == "." else rel + "/"
+    return quote(rel)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _job(root: Path, work: Path, name: str, v: dict[str, Any], entry: str = "") -> Job:
+    status = str(v.get("verdict") or "NOT_WATCHED")
+    if status not in STATUSES:
+        status = "FAILED"
+    elapsed = v.get("elapsed_seconds")
+    job = Job(
+        name,
+        _href(root, work, folder=True) if work != root else None,
+        status,
+        entry=entry,
+        job_id=_text(v.get("job_id") or (f"pid {v['pid']}" if v.get("pid") else "")),
+        exit_code=_text(v.get("exit_code")),
+        elapsed=_duration(elapsed) if isinstance(elapsed, (int, float)) else "",
+        reason=_text(v.get("reason")),
+        evidence=[str(e) for e in v.get("evidence") or []],
+    )
+    for log in v.get("log_files") or []:
+        path = Path(str(log))
+        if not path.is_absolute():
+            path = work / path
+        job.logs.append(Link(path.name, _href(root, path)))
+    tests = v.get("tests")
+    job.tests = _tests(tests) if isinstance(tests, dict) else None
+    results = v.get("results")
+    if isinstance(results, dict):
+        job.scores = list(_scores(results))
+        bench = results.get(BENCH)
+        if isinstance(bench, dict):
+            job.bench = {k: x for k, x in bench.items() if _is_num(x)}
+        perf = results.get(PERF)
+        if isinstance(perf, dict) and isinstance(perf.get("cases"), list):
+            job.cases = [c for c in perf["cases"] if isinstance(c, dict)]
+    return job
+
+
+def _tests(t: dict[str, Any]) -> dict[str, Any]:
+    """The verdict's `tests`, every field of the shape the page reads."""
+
+    def outcomes(key: str) -> list[dict[str, str]]:
+        got = t.get(key)
+        rows = got if isinstance(got, list) else []
+        return [
+            {"id": _text(r.get("id")), "message": _text(r.get("message"))}
+            for r in rows
+            if isinstance(r, dict)
+        ]
+
+    counts = {
+        k: t.get(k) if _is_num(t.get(k)) else 0 for k in ("passed", "failed", "errors", "skipped")
+    }
+    return {
+        **counts,
+        "source": _text(t.get("source")),
+        "failing": outcomes("failing"),
+        "skipped_tests": outcomes("skipped_tests"),
+    }
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m {s % 60:02d}s"
+
+
+def _is_num(x: Any) -> TypeGuard[float]:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _num(x: float) -> str:
+    return f"{x:,.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else f"{x:,}"
+
+
+def _scores(results: dict[str, Any]) -> Iterable[Score]:
+    """Eval figures per task. A task's `<metric>_threshold` (or `threshold` for its accuracy)
+    judges the metric; a task's `passed` (true/false) wins over the comparison."""
+    for task, figures in results.items():
+        if task in (BENCH, PERF) or not isinstance(figures, dict):
+            continue
+        for metric, value in figures.items():
+            if not _is_num(value) or metric == "samples" or metric.endswith("threshold"):
+                continue
+            limit = figures.get(f"{metric}_threshold")
+            if limit is None and metric == "accuracy":
+                limit = figures.get("threshold")
+            ok: bool | None = None
+            if _is_num(limit):
+                ok = value >= limit
+            if metric == "accuracy" and isinstance(figures.get("passed"), bool):
+                ok = figures["passed"]
+            shown = _num(value)
+            if metric == "accuracy" and _is_num(figures.get("samples")):
+                shown += f" ({figures['samples']:,} samples)"
+            yield Score(task, metric, shown, _num(limit) if _is_num(limit) else "", ok)
+
+
+def _panels(jobs: list[Job]) -> list[Panel]:
+    """Bars per chart: each bench job's figure, and each perf-sanity client's."""
+    panels: dict[tuple[str, str], Panel] = {}
+    for job in jobs:
+        rows: list[tuple[str, dict[str, Any]]] = []
+        if job.bench:
+            rows.append((job.name, dict(job.bench)))
+        for case in job.cases:
+            for client in case.get("clients") or []:
+                if isinstance(client, dict):
+                    label = f"{case.get('case', '')} {client.get('server', 0)}.{client.get('client', 0)}"
+                    rows.append((f"{job.name}: {label}", client))
+        for label, figures in rows:
+            for key, (title, unit) in CHART_FIGURES.items():
+                value = figures.get(key)
+                if _is_num(value):
+                    panel = panels.setdefault((title, unit), Panel(title, unit))
+                    panel.bars.append(Bar(label, float(value)))
+    return [panels[k] for k in (THROUGHPUT, LATENCY) if k in panels]
+
+
+# ---------------------------------------------------------------- the chart
+
+
+@dataclass
+class SvgBar:
+    label: str
+    value: str
+    y: int
+    width: float
+
+
+@dataclass
+class SvgPanel:
+    title: str
+    y: int
+    bars: list[SvgBar]
+
+
+@dataclass
+class Chart:
+    width: int
+    height: int
+    label_width: int
+    bar_x: int
+    bar_max: int
+    panels: list[SvgPanel]
+
+
+BAR_H, BAR_GAP, TITLE_H, PANEL_GAP = 18, 6, 26, 14
+
+
+def chart(panels: list[Panel]) -> Chart | None:
+    """Horizontal bars, one panel per figure, each scaled to its own largest value."""
+    if not panels:
+        return None
+    longest = max(len(b.label) for p in panels for b in p.bars)
+    label_width = min(max(120, 7 * longest), 420)
+    bar_x, bar_max = label_width + 10, 360
+    width = bar_x + bar_max + 110
+    y = 4
+    out = []
+    for p in panels:
+        top = max(b.value for b in p.bars) or 1.0
+        bars = []
+        by = y + TITLE_H
+        for b in p.bars:
+            w = round(max(b.value, 0.0) / top * bar_max, 1)
+            bars.append(SvgBar(b.label, f"{_num(b.value)} {p.unit}", by, w))
+            by += BAR_H + BAR_GAP
+        out.append(SvgPanel(f"{p.title} ({p.unit})", y, bars))
+        y = by + PANEL_GAP
+    return Chart(width, y, label_width, bar_x, bar_max, out)
+
+
+# ---------------------------------------------------------------- the page
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,  # every value is the job's text: escaped, always
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        auto_reload=False,
+    )
+    env.filters["num"] = _num
+    return env
+
+
+def render_report(report: Report) -> str:
+    return (
+        _env()
+        .get_template(TEMPLATE)
+        .render(
+            report=report,
+            counts=report.counts(),
+            chart=chart(_panels(report.jobs)),
+            score_jobs=[j for j in report.jobs if j.scores],
+            test_jobs=[j for j in report.jobs if j.tests],
+            bench_jobs=[j for j in report.jobs if j.bench],
+            case_jobs=[j for j in report.jobs if j.cases],
+        )
+    )
+
+
+def write_report(folder: Path) -> Path:
+    """Write DIR/report.html whole; its path."""
+    report = load_report(folder)
+    page = render_report(report)
+    path = folder.resolve() / REPORT_FILE
+    try:
+        write_file(path, page)
+    except OSError as exc:
+        raise BuildError(
+            "dir",
+            f"cannot write {path} ({exc.strerror})",
+            "give a folder you can write to",
+        ) from None
+    return path

@@ -1,0 +1,520 @@
+"""`submit DIR` on a build-many folder: every built job of its `jobs.json`, jobs of one shape as
+one Slurm job array (decision 67).
+
+Two jobs have the same shape when their scripts' `#SBATCH` lines are the same apart from the
+job name and the log file names, and they run in the same scenario. A shape of two jobs or
+more goes in as one array: a driver script in the batch folder carries the shared `#SBATCH`
+lines and `--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into job i's folder,
+sends its output where that job_spec says (with the task's own job id for `%j`) and runs the
+job's own script. A shape of one job goes in as a plain `sbatch`, as `submit JOBDIR` does.
+
+Each job folder gets its `submission.json` (so `watch JOBDIR` follows one job), and the batch
+folder gets `batch_submission.json`, which `watch DIR` reads. On remote_slurm the jobs' files
+are copied to their remote_work_dir first and the drivers go beside them (remote_batch_dir).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.probe.collect import first_line
+from trtllm_script_builder.process.proc import Runner, run
+from trtllm_script_builder.process.slurm import submitted_id
+from trtllm_script_builder.process.spec_file import read_job_spec
+from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+from trtllm_script_builder.process.submission import (
+    Say,
+    Submission,
+    load_submission,
+    save_submission,
+    write_json,
+)
+
+BATCH_INDEX = "jobs.json"
+BATCH_SUBMISSION = "batch_submission.json"
+# The options that name one job's own things; all other #SBATCH lines make the shape.
+_OWN = re.compile(r"#SBATCH\s+(--job-name|--output|--error|-J|-o|-e)(=|\s|$)")
+_DIRECTIVE = re.compile(r"#SBATCH\s.*")
+
+
+def is_batch(folder: Path) -> bool:
+    """A build-many folder: it holds the index `jobs.json`."""
+    return (folder / BATCH_INDEX).is_file()
+
+
+@dataclass
+class Member:
+    """One built job of a batch, as its jobs.json row names it."""
+
+    work_dir: Path
+    entry: str
+    line: int | None = None
+
+
+class BatchJob(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    work_dir: str
+    entry: str
+    job_id: str
+    array_job_id: str | None = None
+    array_task_id: int | None = None
+
+
+class BatchArray(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    job_id: str
+    driver: str
+    size: int
+    max_running: int | None = None
+
+
+class BatchSubmission(BaseModel):
+    """What `submit DIR` started for a build-many folder (its `batch_submission.json`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    batch_dir: str
+    scenario: str
+    submitted_at: str
+    host: str
+    ssh_host: str | None = None
+    remote_batch_dir: str | None = None  # remote_slurm: where the array drivers were copied
+    max_running: int | None = None
+    arrays: list[BatchArray]
+    jobs: list[BatchJob]
+
+
+def read_index(folder: Path) -> list[Member]:
+    """The built jobs of `jobs.json`, in its order (rows whose status is not `built` are left
+    out: they have no job)."""
+    path = folder / BATCH_INDEX
+    try:
+        rows = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BuildError(
+            "work_dir", f"{path} cannot be read ({exc})", "run build-many into it again"
+        ) from None
+    if not isinstance(rows, list):
+        raise BuildError("work_dir", f"{path} is not a list of jobs", "run build-many again")
+    members = []
+    for row in rows:
+        if not isinstance(row, dict) or row.get("status") != "built":
+            continue
+        work = row.get("work_dir")
+        if not isinstance(work, str) or not work:
+            raise BuildError(
+                "work_dir", f"{path}: a built row has no work_dir", "run build-many again"
+            )
+        # a relative work_dir is taken from the batch folder
+        line = row.get("line")
+        members.append(
+            Member(
+                folder / work,
+                str(row.get("entry", "")),
+                line if isinstance(line, int) else None,
+            )
+        )
+    return members
+
+
+def load_batch_submission(folder: Path) -> BatchSubmission | None:
+    path = folder / BATCH_SUBMISSION
+    if not path.exists():
+        return None
+    try:
+        return BatchSubmission.model_validate_json(path.read_text())
+    except (OSError, ValidationError) as exc:
+        raise BuildError("work_dir", f"{path} cannot be read ({exc})", "submit again") from None
+
+
+def directives(script: str) -> list[str]:
+    """The `#SBATCH` lines at the head of a script (sbatch reads none after the first command)."""
+    out = []
+    for line in script.splitlines()[1:]:
+        if not line.startswith("#"):
+            break
+        if _DIRECTIVE.fullmatch(line):
+            out.append(line)
+    return out
+
+
+def shape(scenario: str, lines: list[str]) -> tuple[str, ...]:
+    """What makes jobs share one array: the scenario and the #SBATCH lines but their own."""
+    return (scenario, *(ln for ln in lines if not _OWN.match(ln)))
+
+
+def group_by_shape(keys: list[tuple[str, ...]]) -> list[list[int]]:
+    """Indexes of equal keys, groups in the order of their first member."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def array_spec(size: int, max_running: int | None) -> str:
+    throttle = f"%{max_running}" if max_running else ""
+    return f"0-{size - 1}{throttle}"
+
+
+def _bash_array(name: str, values: list[str]) -> list[str]:
+    return [f"{name}=(", *(f"  {shlex.quote(v)}" for v in values), ")"]
+
+
+def render_driver(
+    shared: list[str],
+    job_name: str,
+    driver_log: str,
+    members: list[tuple[str, str, str, str]],
+    max_running: int | None,
+) -> str:
+    """The array's driver script. `driver_log`: its own log as sbatch reads it (`%` of the
+    path escaped, `%A_%a` for the array and the task). `members`: (folder, script, out, err) of
+    each task, out and err as paths with `%j` for the task's own job id (err "" for the same
+    file as out)."""
+    head = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={job_name}",
+        f"#SBATCH --output={driver_log}",
+        f"#SBATCH --array={array_spec(len(members), max_running)}",
+        *shared,
+        "#",
+        "# Slurm job array written by trtllm-script-builder submit for a build-many folder:",
+        "# task i goes into job i's folder, writes the logs its job_spec names (%j: the task's",
+        "# own job id) and runs that job's own script. Submit the folder again, not this file.",
+        "# The paths are single-quoted on purpose: nothing in them expands.",
+        "# shellcheck disable=SC2016",
+        "set -euo pipefail",
+        "",
+    ]
+    body = [
+        *_bash_array("dirs", [m[0] for m in members]),
+        *_bash_array("scripts", [m[1] for m in members]),
+        *_bash_array("outs", [m[2] for m in members]),
+        *_bash_array("errs", [m[3] for m in members]),
+        "",
+        "i=${SLURM_ARRAY_TASK_ID:?not a task of a job array}",
+        'out=${outs[$i]//"%j"/$SLURM_JOB_ID}',
+        'err=${errs[$i]//"%j"/$SLURM_JOB_ID}',
+        'cd "${dirs[$i]}"',
+        'if [[ -n "$err" ]]; then',
+        '  exec >"$out" 2>"$err"',
+        "else",
+        '  exec >"$out" 2>&1',
+        "fi",
+        'exec bash "${scripts[$i]}"',
+    ]
+    return "\n".join(head + body) + "\n"
+
+
+def _now() -> str:
+    from trtllm_script_builder.process.submit import _now as now
+
+    return now()
+
+
+@dataclass
+class _Job:
+    member: Member
+    spec: JobSpec
+    script: Path
+    lines: list[str]
+
+
+def _load(members: list[Member], force: bool) -> list[_Job]:
+    jobs: list[_Job] = []
+    for m in members:
+        spec = read_job_spec(m.work_dir)
+        if spec.execution_scenario not in SCENARIOS:
+            raise BuildError(
+                "execution_scenario",
+                f"a batch is submitted on local_slurm or remote_slurm, but {m.work_dir} is "
+                f"{spec.execution_scenario}",
+                "submit its jobs one at a time: trtllm-script-builder submit JOBDIR",
+            )
+        if jobs and spec.execution_scenario != jobs[0].spec.execution_scenario:
+            raise BuildError(
+                "execution_scenario",
+                f"the batch mixes {jobs[0].spec.execution_scenario} and "
+                f"{spec.execution_scenario} jobs",
+                "build the list for one scenario",
+            )
+        previous = load_submission(m.work_dir)
+        if previous is not None and not force:
+            raise BuildError(
+                "work_dir",
+                f"{m.work_dir} was already submitted (job {previous.job_id})",
+                "watch the batch with `trtllm-script-builder watch DIR`, or pass --force "
+                "to submit it again",
+            )
+        script = Path(spec.script_path)
+        try:
+            text = script.read_text()
+        except OSError:
+            raise BuildError(
+                "script_path", f"{script} does not exist", "build the job again into this work_dir"
+            ) from None
+        jobs.append(_Job(m, spec, script, directives(text)))
+    return jobs
+
+
+SCENARIOS = ("local_slurm", "remote_slurm")
+
+
+def _job_name(lines: list[str]) -> str:
+    for ln in lines:
+        m = re.fullmatch(r"#SBATCH\s+--job-name=(\S+)", ln)
+        if m:
+            return m.group(1)
+    return "batch"
+
+
+@dataclass
+class _Target:
+    """Where the batch goes: this host's Slurm, or a remote one through ssh."""
+
+    runner: Runner
+    host: str
+    ssh_host: str | None = None
+    ssh: SshRunner | None = None
+
+    def sbatch(self, script: str, cwd: str, started: list[str], job_dir: Path) -> str:
+        res = self.runner(["sbatch", "--parsable", script], Path(cwd))
+        job = submitted_id(res) if res.rc == 0 else None
+        if job is None:
+            if started:  # nothing half-submitted: the arrays and jobs already in go again
+                self.runner(["scancel", *started])
+            undone = f"; cancelled the {len(started)} already submitted" if started else ""
+            where = f"on {self.ssh_host}: " if self.ssh_host else ""
+            raise ToolFailed(
+                "sbatch",
+                f"{where}{first_line(res)}{undone}",
+                f"check the job against the cluster: trtllm-script-builder check {job_dir}",
+            )
+        started.append(job)
+        return job
+
+
+def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
+    from trtllm_script_builder.process.submit import resolve_ssh_host
+
+    hosts = {resolve_ssh_host(j.spec, override) for j in jobs}
+    if len(hosts) > 1:
+        raise BuildError(
+            "ssh_host",
+            f"the batch's jobs name more than one host ({', '.join(sorted(hosts))})",
+            "pass --ssh-host HOST",
+        )
+    host = hosts.pop()
+    runner = SshRunner(SshTarget(host))
+    hello = runner.check()
+    if hello.rc != 0:
+        raise ToolFailed(
+            "ssh_host",
+            f"ssh {host}: {first_line(hello)}",
+            "check the host name and that `ssh HOST true` works without a prompt "
+            "(open a ControlMaster first for MFA hosts)",
+        )
+    # each job's files into its remote_work_dir: one copy per folder
+    by_dir: dict[str, list[Path]] = {}
+    for j in jobs:
+        remote = _remote(j)
+        files = by_dir.setdefault(remote.work_dir, [])
+        files.append(j.script)
+        for extra in j.spec.extra_files:
+            if not Path(extra).is_file():
+                raise BuildError(
+                    "extra_files",
+                    f"{extra} does not exist",
+                    "build the job again into this work_dir",
+                )
+            files.append(Path(extra))
+    for remote_dir, files in by_dir.items():
+        copied = runner.copy(files, remote_dir)
+        if copied.rc != 0:
+            raise ToolFailed(
+                "remote_work_dir",
+                f"copying to {host}:{remote_dir} failed: {first_line(copied)}",
+                "check that the folder can be written",
+            )
+    say(f"copied the scripts of {len(jobs)} job(s) to {host} ({len(by_dir)} folder(s))")
+    return _Target(runner, host, host, runner)
+
+
+@dataclass
+class _Where:
+    """A job's folder and script where Slurm runs it (remote_work_dir on remote_slurm)."""
+
+    work_dir: str
+    script: str
+
+
+def _remote(j: _Job) -> _Where:
+    if not j.spec.remote_work_dir or not j.spec.remote_script_path:
+        raise BuildError(
+            "remote_work_dir",
+            "job_spec.json has no remote_work_dir/remote_script_path",
+            "build the job for remote_slurm again",
+        )
+    return _Where(j.spec.remote_work_dir, j.spec.remote_script_path)
+
+
+def _where(j: _Job, remote: bool) -> _Where:
+    if remote:
+        return _remote(j)
+    return _Where(j.spec.work_dir or str(j.member.work_dir), str(j.script))
+
+
+def remote_batch_dir(folders: list[str], name: str) -> str:
+    """Where an array's driver goes on the remote host: beside the jobs' remote folders, in a
+    folder named after the batch."""
+    common = posixpath.commonpath(folders) if len(set(folders)) > 1 else folders[0]
+    return common if posixpath.basename(common) == name else posixpath.join(common, name)
+
+
+def submit_batch(
+    folder: Path,
+    *,
+    max_running: int | None = None,
+    force: bool = False,
+    ssh_host: str | None = None,
+    say: Say = lambda _: None,
+) -> BatchSubmission:
+    """Submit every built job of the build-many folder `folder`; refuses a folder (or a job of
+    it) already submitted unless `force`."""
+    from trtllm_script_builder.atomic import write_file
+    from trtllm_script_builder.process.submit import err_path, log_path
+    from trtllm_script_builder.resolve.job import check_sbatch_value
+
+    folder = folder.resolve()
+    previous = load_batch_submission(folder)
+    if previous is not None and not force:
+        raise BuildError(
+            "work_dir",
+            f"{folder} was already submitted as a batch ({previous.submitted_at})",
+            "watch it with `trtllm-script-builder watch DIR`, or pass --force to submit it again",
+        )
+    members = read_index(folder)
+    if not members:
+        raise BuildError(
+            "work_dir", f"{folder / BATCH_INDEX} lists no built job", "run build-many again"
+        )
+    jobs = _load(members, force)
+    scenario = jobs[0].spec.execution_scenario
+    remote = scenario == "remote_slurm"
+    if ssh_host and not remote:
+        raise BuildError("ssh_host", f"the batch is {scenario}", "drop --ssh-host")
+    groups = group_by_shape([shape(scenario, j.lines) for j in jobs])
+    driver_dir = str(folder)
+    if remote and any(len(g) > 1 for g in groups):
+        driver_dir = remote_batch_dir([_remote(j).work_dir for j in jobs], folder.name)
+    check_sbatch_value(driver_dir, "remote_work_dir" if remote else "work_dir")
+    target = _remote_target(jobs, ssh_host, say) if remote else _Target(run, socket.gethostname())
+    started: list[str] = []
+    arrays: list[BatchArray] = []
+    rows: list[BatchJob | None] = [None] * len(jobs)
+    subs: list[Submission | None] = [None] * len(jobs)
+
+    def record(i: int, job: str, array: str | None, task: int | None) -> None:
+        j = jobs[i]
+        at = _where(j, remote)
+        log = err = None
+        if array is None:
+            log = log_path(j.spec.log_file_pattern, job, at.work_dir)
+            err = log_path(j.spec.error_file_pattern, job, at.work_dir) or err_path(log)
+        subs[i] = Submission(
+            scenario=scenario,
+            work_dir=str(j.member.work_dir),
+            submitted_at=_now(),
+            host=target.host,
+            ssh_host=target.ssh_host,
+            remote_work_dir=at.work_dir if remote else None,
+            script=at.script,
+            job_id=job,
+            log_file=log,
+            err_file=err,
+            array_job_id=array,
+            array_task_id=task,
+            batch_dir=str(folder),
+        )
+        rows[i] = BatchJob(
+            work_dir=str(j.member.work_dir),
+            entry=j.member.entry,
+            job_id=job,
+            array_job_id=array,
+            array_task_id=task,
+        )
+
+    for g in groups:
+        if len(g) == 1:
+            j = jobs[g[0]]
+            at = _where(j, remote)
+            record(
+                g[0], target.sbatch(at.script, at.work_dir, started, j.member.work_dir), None, None
+            )
+            continue
+        k = len(arrays)
+        tasks = []
+        for i in g:
+            j = jobs[i]
+            at = _where(j, remote)
+            out = log_path(j.spec.log_file_pattern, "%j", at.work_dir) or posixpath.join(
+                at.work_dir, "slurm-%j.out"
+            )
+            err = log_path(j.spec.error_file_pattern, "%j", at.work_dir) or err_path(out) or ""
+            tasks.append((at.work_dir, at.script, out, err))
+        first = jobs[g[0]]
+        shared = [ln for ln in first.lines if not _OWN.match(ln)]
+        text = render_driver(
+            shared,
+            _job_name(first.lines),
+            driver_dir.replace("%", "%%") + f"/batch_array{k}_%A_%a.out",
+            tasks,
+            max_running,
+        )
+        driver = folder / f"batch_array{k}.slurm"
+        write_file(driver, text)
+        if target.ssh is not None:
+            copied = target.ssh.copy([driver], driver_dir)
+            if copied.rc != 0:
+                if started:
+                    target.runner(["scancel", *started])
+                raise ToolFailed(
+                    "remote_work_dir",
+                    f"copying to {target.host}:{driver_dir} failed: {first_line(copied)}",
+                    "check that the folder can be written",
+                )
+        script = posixpath.join(driver_dir, driver.name) if remote else str(driver)
+        array = target.sbatch(script, driver_dir, started, first.member.work_dir)
+        arrays.append(BatchArray(job_id=array, driver=script, size=len(g), max_running=max_running))
+        for t, i in enumerate(g):
+            record(i, f"{array}_{t}", array, t)
+        throttle = f", at most {max_running} at once" if max_running else ""
+        say(f"submitted array {array}: {len(g)} jobs of one shape{throttle} ({driver.name})")
+    for j, sub in zip(jobs, subs, strict=True):
+        assert sub is not None
+        save_submission(j.member.work_dir, sub)
+    batch = BatchSubmission(
+        batch_dir=str(folder),
+        scenario=scenario,
+        submitted_at=_now(),
+        host=target.host,
+        ssh_host=target.ssh_host,
+        remote_batch_dir=driver_dir if remote else None,
+        max_running=max_running,
+        arrays=arrays,
+        jobs=[r for r in rows if r is not None],
+    )
+    write_json(folder / BATCH_SUBMISSION, batch.model_dump(exclude_none=True))
+    return batch

@@ -1,0 +1,304 @@
+"""Chains (decision 65): the image import and compile jobs a test job waits for. `submit`
+starts them first and the test job with `--dependency=afterok:...`; `watch` follows them
+first, and a failed compile is the verdict COMPILE_FAILED (the test job never starts).
+
+For a batch of test jobs sharing one compile and one import: call `submit_prerequisites` once
+per job with the same `known` dict; a prerequisite whose key is in it is not submitted again,
+and `dependency_args` of the returned jobs go on each test job's sbatch.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trtllm_script_builder.errors import ToolFailed
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.handles import JobHandle, Reader, SlurmJob
+from trtllm_script_builder.process.proc import Runner
+from trtllm_script_builder.process.verdict import (
+    MAX_EVIDENCE,
+    Decision,
+    Kind,
+    LogLine,
+    Verdict,
+    classify,
+    decide_verdict,
+)
+
+# (script path, extra sbatch arguments) -> job id; raises ToolFailed when sbatch fails.
+Sbatch = Callable[[str, list[str]], str]
+_PERCENT = re.compile(r"^\[\s*(\d{1,3})%\]")
+
+
+@dataclass
+class ChainJob:
+    """A submitted prerequisite: what submission.json records for `watch`."""
+
+    kind: str  # "import" or "compile"
+    key: str
+    job_id: str
+    log_file: str | None
+    err_file: str | None
+    shared: bool = False  # submitted earlier for another job (a batch): not ours to cancel
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None and v is not False}
+
+
+def dependency_args(jobs: list[ChainJob]) -> list[str]:
+    """sbatch options that start a job only after every job in `jobs` succeeded, and cancel it
+    when one of them fails (instead of leaving it pending for ever)."""
+    if not jobs:
+        return []
+    ids = ":".join(j.job_id for j in jobs)
+    return [f"--dependency=afterok:{ids}", "--kill-on-invalid-dep=yes"]
+
+
+def submit_prerequisites(
+    spec: JobSpec,
+    sbatch: Sbatch,
+    log_base: str,
+    *,
+    remote: bool = False,
+    known: dict[str, ChainJob] | None = None,
+) -> list[ChainJob]:
+    """Submit the job_spec's prerequisites in order (the compile waits for the import);
+    `log_base` is the folder their log patterns are relative to. A key found in `known` is
+    reused instead of submitted; new jobs are added to it."""
+    known = {} if known is None else known
+    done: list[ChainJob] = []
+    for entry in spec.prerequisites or []:
+        key = entry["key"]
+        if key in known:
+            done.append(ChainJob(**{**vars(known[key]), "shared": True}))
+            continue
+        script = entry.get("remote_script_path") if remote else entry["script_path"]
+        assert script, "remote job_spec without remote_script_path"
+        job_id = sbatch(script, dependency_args(done))
+        job = ChainJob(
+            entry["kind"],
+            key,
+            job_id,
+            _join(log_base, entry.get("log_file_pattern"), job_id),
+            _join(log_base, entry.get("error_file_pattern"), job_id),
+        )
+        known[key] = job
+        done.append(job)
+    return done
+
+
+def cancel_own(runner: Runner, jobs: list[ChainJob]) -> None:
+    """The test job could not be submitted: cancel the prerequisites submitted for it alone."""
+    own = [j.job_id for j in jobs if not j.shared]
+    if own:
+        runner(["scancel", *own])
+
+
+def _join(base: str, pattern: str | None, job_id: str) -> str | None:
+    import posixpath
+
+    return posixpath.join(base, pattern.replace("%j", job_id)) if pattern else None
+
+
+def sbatch_with(runner: Runner, cwd: Any, where: str = "") -> Sbatch:
+    """An Sbatch through `runner` (local, or ssh), run in `cwd`."""
+    from trtllm_script_builder.process.probe.collect import first_line
+    from trtllm_script_builder.process.slurm import submitted_id
+
+    def sbatch(script: str, extra: list[str]) -> str:
+        res = runner(["sbatch", "--parsable", *extra, script], cwd=cwd)
+        job = submitted_id(res) if res.rc == 0 else None
+        if job is None:
+            raise ToolFailed(
+                "sbatch",
+                f"{where}{script}: {first_line(res)}",
+                "check the job against the cluster (trtllm-script-builder check WORK_DIR)",
+            )
+        return job
+
+    return sbatch
+
+
+# ---------------------------------------------------------------- following the chain
+
+
+class PrerequisiteJob(SlurmJob):
+    """A Slurm job of the chain: its log lines marked, the compile's progress in percent, and
+    its own verdict (compile: COMPILE_FAILED; import: INFRA_FAILURE)."""
+
+    def __init__(self, job: ChainJob, runner: Runner, read: Reader, host: str | None, poll: float):
+        super().__init__(job.job_id, runner, read, job.log_file, job.err_file, host, poll)
+        self.kind = job.kind
+        self.what = f"{job.kind} job {job.job_id}"
+        self.percent: str | None = None
+
+    def logs(self, final: bool = False) -> list[tuple[list[LogLine], str]]:
+        got = super().logs(final)
+        for lines, _ in got:
+            for ln in lines:
+                if m := _PERCENT.match(ln.text.lstrip()):
+                    self.percent = f"{int(m.group(1))}%"
+        return [(lines, f"[{self.kind}] {prefix}") for lines, prefix in got]
+
+    def progress(self, elapsed: float, log_lines: int) -> str:
+        st = self.st
+        built = f", built {self.percent}" if self.percent else ""
+        return (
+            f"[watch] {self.what} {st.state or 'UNKNOWN'}, {st.run_time or '-'} run{built}, "
+            f"{log_lines} log lines"
+        )
+
+    def decide(self, lines: list[LogLine], spec: JobSpec, timed_out: bool) -> Decision:
+        st = self.st
+        done = st.terminal
+        return decide_prerequisite(
+            self.kind,
+            self.job_id,
+            self.state() if done else None,
+            st.exit_code if done else None,
+            lines,
+            timed_out=timed_out,
+            signal=st.signal if done else None,
+        )
+
+
+@dataclass(frozen=True)
+class _Patterns:
+    success_patterns: tuple[str, ...]
+    failure_patterns: tuple[str, ...]
+
+
+_COMPILE = _Patterns(("Built wheel",), ("FAILED:", "error:"))
+_IMPORT = _Patterns(("Image already imported", "Importing"), ("[ERROR]",))
+
+
+def decide_prerequisite(
+    kind: str,
+    job_id: str,
+    state: str | None,
+    exit_code: int | None,
+    lines: list[LogLine],
+    *,
+    timed_out: bool = False,
+    signal: int | None = None,
+) -> Decision:
+    """The verdict on a prerequisite job. Its exit code decides (a compiler prints `error:`
+    in passing); a compile that failed on its own is COMPILE_FAILED with the first compiler
+    error and the first `FAILED:` line; an import that failed is INFRA_FAILURE."""
+    pats = _COMPILE if kind == "compile" else _IMPORT
+    d = decide_verdict(state, exit_code, lines, pats, timed_out=timed_out, signal=signal)
+    ok = exit_code == 0 and state in (None, "COMPLETED") and not timed_out
+    if d.verdict is Verdict.FAILED and ok:
+        return Decision(Verdict.PASSED, "exit code 0", d.evidence[:1], d.state, d.exit_code)
+    if d.verdict is Verdict.PASSED:
+        return d
+    where = d.evidence[:1]
+    if kind == "compile" and d.verdict in (Verdict.FAILED, Verdict.INFRA_FAILURE):
+        program = [ln for k, ln in classify(lines) if k in (Kind.PROGRAM, Kind.SETUP)]
+        first_error = next((ln for ln in program if "error:" in ln.text), None)
+        first_failed = next((ln for ln in program if ln.text.startswith("FAILED: ")), None)
+        found = [ln.show() for ln in (first_error, first_failed) if ln is not None]
+        if d.verdict is Verdict.FAILED or found:
+            shown = found or [ln.show() for ln in program[-5:]]
+            reason = f"the compile job {job_id} failed, so the test job never started"
+            evidence = [*where, *shown][:MAX_EVIDENCE]
+            return Decision(Verdict.COMPILE_FAILED, reason, evidence, d.state, d.exit_code)
+    if kind == "import" and d.verdict is Verdict.FAILED:
+        d = Decision(Verdict.INFRA_FAILURE, "", d.evidence, d.state, d.exit_code)
+    d.reason = (
+        f"the {kind} job {job_id}: {d.reason}" if d.reason else f"the {kind} job {job_id} failed"
+    )
+    d.reason += ", so the test job never started"
+    return d
+
+
+@dataclass
+class ChainOutcome:
+    """How following the prerequisites ended: a decision when one did not succeed."""
+
+    decision: Decision | None
+    cancelled: str | None
+    timed_out: bool
+    elapsed: float
+    handle: JobHandle | None  # the job that decided (for the result's job fields)
+    states: list[dict[str, Any]]
+
+
+def follow_prerequisites(
+    jobs: list[ChainJob],
+    spec: JobSpec,
+    console: Any,
+    runner: Runner,
+    read: Reader,
+    host: str | None,
+    *,
+    follow: Callable[..., Any],
+    timeout: float | None,
+    keep_running: bool,
+    poll: float,
+) -> ChainOutcome:
+    """Follow each prerequisite to its end with `follow` (watch's loop), in order; stop at the
+    first that did not succeed."""
+    start = time.monotonic()
+    states: list[dict[str, Any]] = []
+    for job in jobs:
+        left = None if timeout is None else max(timeout - (time.monotonic() - start), 0.001)
+        handle = PrerequisiteJob(job, runner, read, host, poll)
+        done = follow(handle, spec, console, timeout=left, keep_running=keep_running, poll=poll)
+        d = done.decision
+        states.append(
+            {"kind": job.kind, "job_id": job.job_id, "state": d.state, "verdict": d.verdict.value}
+        )
+        if d.verdict is not Verdict.PASSED:
+            return ChainOutcome(
+                d, done.cancelled, done.timed_out, time.monotonic() - start, handle, states
+            )
+    return ChainOutcome(None, None, False, time.monotonic() - start, None, states)
+
+
+def stop_test_job(runner: Runner, job_id: str) -> None:
+    """The test job of a failed chain: Slurm cancels it (--kill-on-invalid-dep=yes); cancel it
+    here too, for a Slurm that kept it pending with DependencyNeverSatisfied."""
+    runner(["scancel", job_id])
+
+
+def follow_chain(
+    sub: Any,
+    test: SlurmJob,
+    spec: JobSpec,
+    console: Any,
+    *,
+    follow: Callable[..., Any],
+    timeout: float | None,
+    keep_running: bool,
+    poll: float,
+) -> ChainOutcome:
+    """`watch`'s first part for a submission with prerequisites: follow them; when one did not
+    succeed, make sure the test job (`test`) will not start and say so in the outcome."""
+    jobs = [ChainJob(**{k: v for k, v in p.items() if k in _CHAIN_KEYS}) for p in sub.prerequisites]
+    out = follow_prerequisites(
+        jobs,
+        spec,
+        console,
+        test.runner,
+        test.read,
+        test.host,
+        follow=follow,
+        timeout=timeout,
+        keep_running=keep_running,
+        poll=poll,
+    )
+    if out.decision is not None:
+        if not (out.timed_out and keep_running):
+            stop_test_job(test.runner, test.job_id)
+            note = f"test job {test.job_id} cancelled before it started"
+            out.decision.evidence = [*out.decision.evidence[: MAX_EVIDENCE - 1], note]
+        out.states.append({"kind": "test", "job_id": test.job_id, "state": None, "verdict": None})
+    return out
+
+
+_CHAIN_KEYS = ("kind", "key", "job_id", "log_file", "err_file", "shared")

@@ -1,0 +1,657 @@
+"""Bring a local checkout's whole working state to the clone on a remote cluster (decision 58).
+
+`sync_checkout` snapshots what the checkout holds - commits, staged, unstaged and untracked
+files that .gitignore does not exclude - into one commit, sends that commit to
+`remote_repo_path` over ssh and checks it out there, detached.
+
+The user's checkout is only read: the snapshot is made with a temporary index
+(GIT_INDEX_FILE) and a temporary object folder (GIT_OBJECT_DIRECTORY, the checkout's own
+objects as an alternate), both in a temporary folder, so index, working tree, HEAD, branches,
+stash and even .git/objects stay as they were, whatever fails. The commit travels either as a
+temporary branch pushed to the repository the remote clone's `origin` names (when a remote of
+the local checkout is that repository), or as a `git bundle` streamed into one ssh command.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
+from trtllm_script_builder.process.ssh import SSH_FAILED, SshRunner, SshTarget
+
+Say = Callable[[str], None]
+
+TEMP_BRANCH_PREFIX = "refs/heads/tsb-sync/"
+TRANSFER_TIMEOUT = 1800.0  # a first bundle of a big repository takes a while
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# an absolute path on the cluster, no control characters (they would end the ssh line)
+_REMOTE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
+# variables that would point git at another repository, index or object folder than ours
+_GIT_LOCATION_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+)
+# the temporary index is a copy; keep git from writing shared or cached parts of it elsewhere
+_INDEX_CONFIG = (
+    "-c", "core.fsmonitor=false",
+    "-c", "core.splitIndex=false",
+    "-c", "core.untrackedCache=false",
+    "-c", "gc.auto=0",
+    "-c", "core.hooksPath=/dev/null",  # no post-index-change hook for our own index
+)  # fmt: skip
+_SNAPSHOT_NAME = "trtllm-script-builder"
+_SNAPSHOT_EMAIL = "tsb-sync@localhost"
+
+# exit statuses of the remote scripts below
+_RC_NO_DIR = 50
+_RC_DIRTY = 51
+_RC_FAILED = 52
+_RC_SUBMODULES = 53
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What sits checked out at remote_repo_path now, and how it got there.
+
+    `method`: "push" (a temporary branch on the shared origin), "bundle" (streamed over ssh)
+    or "present" (the cluster had the commit already). `snapshot` is False when the checkout
+    had nothing uncommitted, so `commit` is its HEAD.
+    """
+
+    commit: str
+    method: str
+    snapshot: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _first_line(res: CmdResult) -> str:
+    for line in (res.err or res.out).splitlines():
+        if line.strip():
+            return line.strip()
+    return f"exit status {res.rc}"
+
+
+def check_remote_path(path: str) -> str:
+    """remote_repo_path as the sync takes it: absolute, no control characters, not `/`."""
+    if not _REMOTE_PATH.fullmatch(path) or path.rstrip("/") == "":
+        shown = path[:120].encode("unicode_escape").decode()
+        raise BuildError(
+            "remote_repo_path",
+            f"{shown!r} is not an absolute path of a folder",
+            "give the full path of the checkout on the cluster, e.g. /lustre/users/me/TensorRT-LLM",
+        )
+    return path.rstrip("/")
+
+
+# ---------------------------------------------------------------- the local side
+
+
+def _clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
+    env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password nobody types
+    env.update(extra or {})
+    return env
+
+
+class _Local:
+    """git in the user's checkout (`root`), read-only unless an env says otherwise."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def git(
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        input: bytes | None = None,
+        timeout: float | None = None,
+    ) -> CmdResult:
+        return run(["git", *args], self.root, env=_clean_env(env), input=input, timeout=timeout)
+
+    def must(self, what: str, args: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+        res = self.git(args, env)
+        if res.rc != 0:
+            raise ToolFailed(
+                "repo_root",
+                f"git {what} failed in {self.root}: {_first_line(res)}",
+                "check the checkout with `git status` there",
+            )
+        return res.out.strip()
+
+
+def _open_checkout(local_repo: Path) -> _Local:
+    local_repo = Path(local_repo)
+    if not local_repo.is_dir():
+        raise BuildError(
+            "repo_root", f"{local_repo} is not a git checkout (no such folder)", _ROOT_FIX
+        )
+    res = run(
+        ["git", "rev-parse", "--is-bare-repository", "--show-toplevel"],
+        local_repo,
+        env=_clean_env(),
+    )
+    lines = res.out.split("\n")
+    if res.rc != 0 or lines[0].strip() != "false" or len(lines) < 2 or not lines[1]:
+        why = _first_line(res) if res.rc != 0 else "a bare repository has no working tree"
+        raise BuildError("repo_root", f"{local_repo} is not a git checkout ({why})", _ROOT_FIX)
+    top = Path(lines[1])
+    if top.resolve() != local_repo.resolve():
+        # the whole outer checkout would land at remote_repo_path, not this folder
+        raise BuildError(
+            "repo_root",
+            f"{local_repo} is a folder inside the git checkout {top}, not its top",
+            "give the top folder of your TensorRT-LLM clone",
+        )
+    return _Local(top)
+
+
+_ROOT_FIX = "give the root of your TensorRT-LLM clone (repo_root)"
+
+
+@dataclass
+class _Snapshot:
+    commit: str
+    snapshot: bool
+    store: Path  # a bare repository: the snapshot's new objects, the checkout's as alternate
+    objects: Path  # the checkout's own object folder
+    notes: list[str]
+
+
+def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
+    head = local.git(["rev-parse", "-q", "--verify", "HEAD^{commit}"]).out.strip()
+    if not _SHA.fullmatch(head):
+        raise BuildError("repo_root", f"{local.root} has no commit yet", "commit once, then sync")
+    paths = local.must("rev-parse", ["rev-parse", "--git-path", "index", "--git-path", "objects"])
+    index_rel, objects_rel = paths.splitlines()
+    user_index = local.root / index_rel
+    objects = (local.root / objects_rel).resolve()
+
+    store = tmp / "snapshot.git"
+    local.must("init", ["init", "-q", "--bare", "--", str(store)])
+    (store / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    (store / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+
+    index = tmp / "index"
+    if user_index.is_file():
+        # a copy keeps the stat data, so `git add` hashes only what changed
+        shutil.copyfile(user_index, index)
+    env = {
+        "GIT_INDEX_FILE": str(index),
+        "GIT_OBJECT_DIRECTORY": str(store / "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects),
+    }
+    if not index.exists():
+        local.must("read-tree", [*_INDEX_CONFIG, "read-tree", "HEAD"], env)
+    local.must("add", [*_INDEX_CONFIG, "add", "-A"], env)
+    tree = local.must("write-tree", [*_INDEX_CONFIG, "write-tree"], env)
+    notes = _submodule_notes(local, env)
+    if tree == local.must("rev-parse", ["rev-parse", "HEAD^{tree}"]):
+        notes.insert(0, f"nothing uncommitted: sending HEAD {head[:12]}")
+        return _Snapshot(head, False, store, objects, notes)
+    # Same state, same commit: name, e-mail and dates are fixed (HEAD's commit time), so a
+    # second sync of an unchanged tree finds the commit on the cluster already.
+    when = local.must("log", ["log", "-1", "--format=@%ct +0000", "HEAD"])
+    branch = local.git(["symbolic-ref", "-q", "--short", "HEAD"]).out.strip() or "detached HEAD"
+    env |= {
+        "GIT_AUTHOR_NAME": _SNAPSHOT_NAME,
+        "GIT_AUTHOR_EMAIL": _SNAPSHOT_EMAIL,
+        "GIT_AUTHOR_DATE": when,
+        "GIT_COMMITTER_NAME": _SNAPSHOT_NAME,
+        "GIT_COMMITTER_EMAIL": _SNAPSHOT_EMAIL,
+        "GIT_COMMITTER_DATE": when,
+    }
+    message = f"tsb-sync: uncommitted work of {branch} on top of {head[:12]}"
+    commit = local.must(
+        "commit-tree", ["commit-tree", "--no-gpg-sign", "-p", head, "-m", message, tree], env
+    )
+    notes.insert(0, f"snapshot {commit[:12]} of the uncommitted work on top of {head[:12]}")
+    return _Snapshot(commit, True, store, objects, notes)
+
+
+def _submodule_notes(local: _Local, env: Mapping[str, str]) -> list[str]:
+    """Submodules whose own uncommitted changes cannot travel (only their commit does)."""
+    res = local.git(
+        [*_INDEX_CONFIG, "--no-optional-locks", "status", "--porcelain=v2", "-z",
+         "--untracked-files=no", "--ignore-submodules=none"],
+        env,
+    )  # fmt: skip
+    notes = []
+    for entry in res.out.split("\0"):
+        parts = entry.split(" ", 8)
+        if len(parts) == 9 and parts[0] == "1" and parts[2].startswith("S"):
+            sub, path = parts[2], parts[8]
+            if sub[2] == "M" or sub[3] == "U":
+                notes.append(
+                    f"submodule {path} has uncommitted changes that stay here "
+                    "(only its commit travels); commit them in the submodule and push them"
+                )
+    return notes
+
+
+# ---------------------------------------------------------------- the remote side
+
+# $1 path, $2 commit: what is at the path (key=value lines)
+_PROBE = r"""
+p=$1
+if [ ! -e "$p" ]; then
+  if [ -L "$p" ]; then echo state=notdir; else echo state=missing; fi
+  exit 0
+fi
+[ -d "$p" ] || { echo state=notdir; exit 0; }
+cd "$p" 2>/dev/null || { echo state=unreadable; exit 0; }
+[ -n "$(ls -A . 2>/dev/null)" ] || { echo state=empty; exit 0; }
+command -v git >/dev/null 2>&1 || { echo state=nogit; exit 0; }
+top=$(git rev-parse --show-toplevel 2>/dev/null) || { echo state=notgit; exit 0; }
+[ "$top" = "$(pwd -P)" ] || { echo state=notgit; exit 0; }
+echo state=repo
+printf 'origin=%s\n' "$(git config --get remote.origin.url)"
+printf 'head=%s\n' "$(git rev-parse -q --verify 'HEAD^{commit}')"
+if git cat-file -e "$2^{commit}" 2>/dev/null; then echo has=yes; else echo has=no; fi
+git status --porcelain --ignore-submodules=all 2>/dev/null |
+  awk 'NR <= 3 { print "change=" $0 } END { print "changes=" NR }'
+git log -n 20 --format='tip=%H' 2>/dev/null
+git for-each-ref --sort=-committerdate --count=100 --format='tip=%(objectname)' \
+  refs/heads refs/remotes 2>/dev/null
+"""
+
+# $1 path, $2 url (empty: a new empty repository): a new clone at a missing or empty path
+_CREATE = r"""
+mkdir -p -- "$1" || exit 50
+if [ -n "$2" ]; then
+  GIT_TERMINAL_PROMPT=0 git clone -q --no-checkout -- "$2" "$1" </dev/null || exit 52
+else
+  cd "$1" && git init -q || exit 52
+fi
+"""
+
+# $1 path, $2 ref: fetch the temporary branch from origin (no remote-tracking ref is made)
+_FETCH_ORIGIN = r"""
+cd "$1" || exit 50
+GIT_TERMINAL_PROMPT=0 git fetch -q --no-tags --refmap= origin "$2" </dev/null || exit 52
+"""
+
+# $1 path, $2 ref; stdin: the bundle. The bundle file lives in .git while git reads it.
+_FETCH_BUNDLE = r"""
+cd "$1" || exit 50
+gd=$(cd "$(git rev-parse --git-dir)" && pwd -P) || exit 52
+t=$(mktemp "$gd/tsb-sync-XXXXXX") || exit 52
+trap 'rm -f "$t"' EXIT
+trap 'rm -f "$t"; exit 52' HUP INT TERM
+cat >"$t" || exit 52
+git fetch -q --no-tags --refmap= -- "$t" "$2" </dev/null || exit 52
+"""
+
+# $1 path, $2 commit, $3 force (1 or empty), $4 submodules (1 or empty; decision 59)
+_CHECKOUT = r"""
+cd "$1" || exit 50
+export GIT_TERMINAL_PROMPT=0
+if [ -z "$3" ] && [ -n "$(git status --porcelain --ignore-submodules=all | head -n 1)" ]; then
+  echo "the checkout has changes of its own" >&2
+  exit 51
+fi
+if [ -n "$3" ]; then
+  git checkout -q -f --detach "$2" && git clean -q -f -d || exit 52
+else
+  git checkout -q --detach "$2" || exit 52
+fi
+[ "$(git rev-parse HEAD)" = "$2" ] || { echo "HEAD is not $2 after the checkout" >&2; exit 52; }
+if [ -n "$4" ] && [ -f .gitmodules ]; then
+  { git submodule sync -q --recursive && git submodule update -q --init --recursive; } \
+    </dev/null || exit 53
+fi
+"""
+
+
+# $1 path, $2 1 when the folder itself was made by the sync (else only what is in it goes)
+_REMOVE = r"""
+if [ -n "$2" ]; then rm -rf -- "$1"; else find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +; fi
+"""
+
+
+def _line(script: str, *args: str) -> str:
+    """One remote shell line: `sh -c SCRIPT tsb-sync ARGS...`, every value quoted."""
+    return shlex.join(["sh", "-c", script, "tsb-sync", *args])
+
+
+@dataclass
+class _Remote:
+    state: str
+    origin: str = ""
+    head: str = ""
+    has: bool = False
+    changes: int = 0
+    examples: list[str] = field(default_factory=list)
+    tips: list[str] = field(default_factory=list)
+
+
+def _parse_probe(text: str) -> _Remote:
+    r = _Remote(state="")
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key == "state":
+            r.state = value
+        elif key == "origin":
+            r.origin = value
+        elif key == "head":
+            r.head = value
+        elif key == "has":
+            r.has = value == "yes"
+        elif key == "changes" and value.isdigit():
+            r.changes = int(value)
+        elif key == "change":
+            r.examples.append(value.strip())
+        elif key == "tip" and _SHA.fullmatch(value) and value not in r.tips:
+            r.tips.append(value)
+    return r
+
+
+def repo_key(url: str) -> tuple[str, str]:
+    """(host, path) naming one repository whatever the URL's form: scp-like, ssh://,
+    https://, file:// or a path; `.git` and slashes at the end do not count, and hosted
+    paths are compared without case."""
+    u = url.strip()
+    m = re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/]*@)?([^/:]*)(?::\d*)?(/.*)?", u)
+    if m and not u.lower().startswith("file://"):
+        host, path = m.group(1), m.group(2) or ""
+    elif u.lower().startswith("file://"):
+        host, path = "", u[len("file://") :]
+    elif m2 := re.fullmatch(r"(?:[^@/:]+@)?([^/:]+):(?!//)(.+)", u):
+        host, path = m2.group(1), m2.group(2)
+    else:
+        host, path = "", u
+    path = path.rstrip("/").removesuffix(".git").rstrip("/")
+    if host:
+        return host.lower(), path.strip("/").lower()
+    return "", path
+
+
+def _push_urls(local: _Local, remote_origin: str) -> list[tuple[str, str]]:
+    """(remote name, push URL) of each local remote that is the same repository as the
+    cluster clone's origin."""
+    if not remote_origin:
+        return []
+    res = local.git(["config", "--get-regexp", r"^remote\..*\.(url|pushurl)$"])
+    urls: dict[str, list[str]] = {}
+    push: dict[str, list[str]] = {}
+    for line in res.out.splitlines():
+        key, _, value = line.partition(" ")
+        m = re.fullmatch(r"remote\.(.+)\.(url|pushurl)", key)
+        if m and value and not value.startswith("-"):
+            (push if m.group(2) == "pushurl" else urls).setdefault(m.group(1), []).append(value)
+    want = repo_key(remote_origin)
+    found = []
+    for name, fetch_urls in urls.items():
+        if any(repo_key(u) == want for u in fetch_urls + push.get(name, [])):
+            found.append((name, (push.get(name) or fetch_urls)[0]))
+    return found
+
+
+def _clone_url(local: _Local) -> str | None:
+    """The URL a new cluster clone is made from: the local checkout's `origin`."""
+    url = local.git(["config", "--get", "remote.origin.url"]).out.strip()
+    return url if url and not url.startswith("-") else None
+
+
+# ---------------------------------------------------------------- the procedure
+
+
+def sync_checkout(
+    target: SshTarget,
+    local_repo: Path,
+    remote_repo_path: str,
+    *,
+    force: bool = False,
+    submodules: bool = True,
+    timeout: float | None = None,
+    say: Say = lambda _: None,
+) -> SyncResult:
+    """Make remote_repo_path on `target` hold exactly what local_repo holds now (committed,
+    staged, unstaged and untracked files .gitignore does not exclude), checked out detached.
+
+    Refuses (BuildError, exit 2) a remote checkout with changes of its own unless `force`
+    (which discards them: `checkout -f` and `git clean -fd`, ignored files stay). With
+    `submodules`, `git submodule update --init --recursive` runs there after the checkout.
+    Raises ToolFailed (exit 3) when git or ssh fails; local_repo is never changed.
+    """
+    path = check_remote_path(remote_repo_path)
+    host = target.host
+    where = f"{host}:{path}"
+    local = _open_checkout(local_repo)
+    long = timeout or max(TRANSFER_TIMEOUT, tool_timeout())
+    ssh = SshRunner(target, timeout=long)
+    tmp = Path(tempfile.mkdtemp(prefix="tsb-sync-"))
+    try:
+        snap = _snapshot(local, tmp)
+        notes = list(snap.notes)
+        sha = snap.commit
+
+        remote = _probe(ssh, path, sha, where)
+        fresh = remote.state in ("missing", "empty")  # nothing of anyone's to keep there
+        made_folder = "1" if remote.state == "missing" else ""
+        try:
+            if fresh:
+                remote = _create(ssh, local, path, sha, where, notes, say)
+            elif remote.changes and not force:
+                raise _dirty(where, remote)
+            method = "present"
+            if remote.has:
+                notes.append(f"the cluster had {sha[:12]} already")
+            else:
+                method = _transfer(ssh, local, snap, remote, path, where, notes, say)
+            _checkout(ssh, path, sha, where, force or fresh, submodules)
+        except BaseException:
+            if fresh:  # what this sync made there and left unfinished goes again
+                ssh.shell(_line(_REMOVE, path, made_folder))
+            raise
+        if remote.changes and force and not fresh:
+            notes.append(f"discarded {remote.changes} change(s) of the cluster checkout (--force)")
+        say(f"{where} is at {sha[:12]} ({method})")
+        return SyncResult(sha, method, snap.snapshot, tuple(notes))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _ssh_failed(res: CmdResult, host: str) -> ToolFailed:
+    return ToolFailed(
+        "ssh_host",
+        f"ssh {host}: {_first_line(res)}",
+        "check the host name and that `ssh HOST true` works without a prompt "
+        "(open a ControlMaster first for MFA hosts)",
+    )
+
+
+def _probe(ssh: SshRunner, path: str, sha: str, where: str) -> _Remote:
+    res = ssh.shell(_line(_PROBE, path, sha))
+    if res.rc == SSH_FAILED or (res.rc != 0 and "state=" not in res.out):
+        raise _ssh_failed(res, ssh.target.host)
+    remote = _parse_probe(res.out)
+    if remote.state == "notdir":
+        raise BuildError(
+            "remote_repo_path",
+            f"{where} is not a folder",
+            "give the folder of the checkout there (or a path that does not exist yet)",
+        )
+    if remote.state == "unreadable":
+        raise BuildError(
+            "remote_repo_path", f"{where} cannot be entered", "check its permissions there"
+        )
+    if remote.state == "notgit":
+        raise BuildError(
+            "remote_repo_path",
+            f"{where} holds files but is not the top of a git checkout",
+            "give the folder of a clone, an empty folder or a path that does not exist yet",
+        )
+    if remote.state == "nogit":
+        raise ToolFailed(
+            "remote_repo_path",
+            f"{ssh.target.host} has no git",
+            "install git there, or put it on the PATH of non-interactive ssh shells",
+        )
+    return remote
+
+
+def _dirty(where: str, remote: _Remote) -> BuildError:
+    shown = ", ".join(remote.examples[:3])
+    return BuildError(
+        "remote_repo_path",
+        f"{where} has changes of its own ({remote.changes} file(s): {shown}) "
+        "that the sync would overwrite or leave behind",
+        "commit or stash them there, or pass --force to discard them",
+    )
+
+
+def _create(
+    ssh: SshRunner, local: _Local, path: str, sha: str, where: str, notes: list[str], say: Say
+) -> _Remote:
+    """A clone of the local origin at a missing or empty path, else an empty repository
+    (the bundle then carries the whole history)."""
+    url = _clone_url(local)
+    if url:
+        say(f"cloning {url} into {where}")
+        res = ssh.shell(_line(_CREATE, path, url))
+        if res.rc == 0:
+            notes.append(f"cloned {url} into {where}")
+            return _probe(ssh, path, sha, where)
+        if res.rc == SSH_FAILED:
+            raise _ssh_failed(res, ssh.target.host)
+        notes.append(f"cloning {url} there failed ({_first_line(res)}); made an empty repository")
+    res = ssh.shell(_line(_CREATE, path, ""))
+    if res.rc != 0:
+        if res.rc == SSH_FAILED:
+            raise _ssh_failed(res, ssh.target.host)
+        raise ToolFailed(
+            "remote_repo_path",
+            f"making the checkout at {where} failed: {_first_line(res)}",
+            "check that its parent folder can be written",
+        )
+    if not url:
+        notes.append(f"made an empty repository at {where}")
+    return _probe(ssh, path, sha, where)
+
+
+def _transfer(
+    ssh: SshRunner,
+    local: _Local,
+    snap: _Snapshot,
+    remote: _Remote,
+    path: str,
+    where: str,
+    notes: list[str],
+    say: Say,
+) -> str:
+    """Send the commit; returns the method that worked. A shared origin is tried first; a
+    push it refuses or a fetch the cluster cannot make falls back to the bundle."""
+    sha = snap.commit
+    ref = f"{TEMP_BRANCH_PREFIX}{sha}-{secrets.token_hex(4)}"
+    for name, url in _push_urls(local, remote.origin):
+        say(f"pushing {sha[:12]} to {name} as {ref.removeprefix('refs/heads/')}")
+        env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(snap.store / "objects")}
+        push = local.git(
+            ["push", "-q", "--no-verify", "--no-follow-tags", "--recurse-submodules=no",
+             "--", url, f"{sha}:{ref}"],
+            env, timeout=ssh.timeout,
+        )  # fmt: skip
+        if push.rc != 0:
+            notes.append(f"push to {name} refused ({_first_line(push)}); sent a bundle instead")
+            break
+        try:
+            fetched = ssh.shell(_line(_FETCH_ORIGIN, path, ref))
+        finally:
+            gone = local.git(
+                ["push", "-q", "--no-verify", "--recurse-submodules=no", "--", url, f":{ref}"],
+                timeout=ssh.timeout,
+            )
+            if gone.rc != 0:
+                notes.append(
+                    f"could not delete the temporary branch {ref} on {name} "
+                    f"({_first_line(gone)}); delete it with: git push {name} :{ref}"
+                )
+        if fetched.rc == 0:
+            return "push"
+        if fetched.rc == SSH_FAILED:
+            raise _ssh_failed(fetched, ssh.target.host)
+        notes.append(
+            f"the cluster could not fetch from its origin ({_first_line(fetched)}); "
+            "sent a bundle instead"
+        )
+        break
+    _send_bundle(ssh, local, snap, remote, path, where, ref, say)
+    return "bundle"
+
+
+def _send_bundle(
+    ssh: SshRunner,
+    local: _Local,
+    snap: _Snapshot,
+    remote: _Remote,
+    path: str,
+    where: str,
+    ref: str,
+    say: Say,
+) -> None:
+    store = snap.store
+    sha = snap.commit
+    # what the cluster has and this checkout knows too: the bundle leaves it out
+    known = local.git(
+        ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+        {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(store / "objects")},
+        input="".join(f"{t}\n" for t in remote.tips).encode(),
+    )
+    have = [w[0] for w in (ln.split() for ln in known.out.splitlines()) if w[1:] == ["commit"]]
+    git_dir = ["--git-dir", str(store)]
+    local.must("update-ref", [*git_dir, "update-ref", ref, sha])
+    bundle = store.parent / "sync.bundle"
+    local.must("bundle", [*git_dir, "bundle", "create", "-q", str(bundle), ref, *(f"^{h}" for h in have)])  # fmt: skip
+    data = bundle.read_bytes()
+    say(f"sending a {len(data) / 1e6:.1f} MB bundle to {where}")
+    res = ssh.shell(_line(_FETCH_BUNDLE, path, ref), input=data)
+    if res.rc == SSH_FAILED:
+        raise _ssh_failed(res, ssh.target.host)
+    if res.rc != 0:
+        raise ToolFailed(
+            "remote_repo_path",
+            f"sending the snapshot to {where} failed: {_first_line(res)}",
+            "check the free space and the permissions there",
+        )
+
+
+def _checkout(
+    ssh: SshRunner, path: str, sha: str, where: str, force: bool, submodules: bool
+) -> None:
+    res = ssh.shell(_line(_CHECKOUT, path, sha, "1" if force else "", "1" if submodules else ""))
+    if res.rc == 0:
+        return
+    if res.rc == SSH_FAILED:
+        raise _ssh_failed(res, ssh.target.host)
+    if res.rc == _RC_DIRTY:
+        probe = _probe(ssh, path, sha, where)
+        raise _dirty(where, probe)
+    if res.rc == _RC_SUBMODULES:
+        raise ToolFailed(
+            "remote_repo_path",
+            f"{where} is at {sha[:12]} but its submodules could not be updated: {_first_line(res)}",
+            "push the submodule commits (or let the cluster reach their URLs), or pass "
+            "--no-submodules and update them there yourself",
+        )
+    raise ToolFailed(
+        "remote_repo_path",
+        f"checking out {sha[:12]} at {where} failed: {_first_line(res)}",
+        "look at `git status` there",
+    )
+
+
+__all__ = ["SyncResult", "check_remote_path", "repo_key", "sync_checkout"]

@@ -1,0 +1,544 @@
+"""`sync_checkout` and `sync WORK_DIR` over a real OpenSSH server on loopback, against real git
+repositories: a bare origin, the user's clone, and the cluster's clone under another folder.
+
+Every test takes a fingerprint of the user's checkout (every file's bytes, .git included,
+`git status --porcelain`, `git stash list`, `git for-each-ref`) before and after, and checks
+that the sync left no temporary folder, file or branch behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import make_repo
+from trtllm_script_builder.cli import main
+from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.process.gitsync import check_remote_path, repo_key, sync_checkout
+from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+
+HOST = "tsb-loopback"
+DOWN = "tsb-nowhere"  # in the same ssh config: a closed port
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Tester",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "Tester",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    res = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, env=env, check=False
+    )
+    if check:
+        assert res.returncode == 0, f"git {' '.join(args)}: {res.stderr}"
+    return res.stdout
+
+
+# ---------------------------------------------------------------- the pure parts
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("git@github.com:NVIDIA/TensorRT-LLM.git", "https://github.com/nvidia/TensorRT-LLM"),
+        ("ssh://git@github.com/NVIDIA/TensorRT-LLM.git/", "git@github.com:NVIDIA/TensorRT-LLM"),
+        ("/srv/git/trt.git", "file:///srv/git/trt.git"),
+    ],
+)
+def test_repo_key_names_one_repository_in_every_url_form(a: str, b: str) -> None:
+    assert repo_key(a) == repo_key(b)
+
+
+def test_repo_key_tells_forks_and_hosts_apart() -> None:
+    upstream = repo_key("git@github.com:NVIDIA/TensorRT-LLM.git")
+    assert repo_key("git@github.com:alice/TensorRT-LLM.git") != upstream
+    assert repo_key("git@gitlab.com:NVIDIA/TensorRT-LLM.git") != upstream
+    assert repo_key("/srv/git/Trt.git") != repo_key("/srv/git/trt.git")  # paths keep case
+
+
+@pytest.mark.parametrize("bad", ["relative/path", "-oProxyCommand=x", "/", "/a\nb", ""])
+def test_remote_path_must_be_absolute_and_plain(bad: str) -> None:
+    with pytest.raises(BuildError) as err:
+        check_remote_path(bad)
+    assert err.value.line().startswith("error: remote_repo_path: ")
+    assert err.value.exit_code == 2
+
+
+def test_repo_root_must_be_the_top_of_a_checkout_with_a_commit(tmp_path: Path) -> None:
+    target = SshTarget("never-contacted.invalid")  # refused before any ssh
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(BuildError, match="is not a git checkout"):
+        sync_checkout(target, plain, "/srv/trt")
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", str(repo))
+    with pytest.raises(BuildError) as err:
+        sync_checkout(target, repo, "/srv/trt")
+    assert err.value.line() == f"error: repo_root: {repo} has no commit yet; commit once, then sync"
+    (repo / "sub").mkdir()
+    (repo / "sub" / "f").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    with pytest.raises(BuildError) as err:
+        sync_checkout(target, repo / "sub", "/srv/trt")
+    assert err.value.line() == (
+        f"error: repo_root: {repo / 'sub'} is a folder inside the git checkout {repo}, not its "
+        "top; give the top folder of your TensorRT-LLM clone"
+    )
+    assert err.value.exit_code == 2
+
+
+# ---------------------------------------------------------------- sshd on loopback
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _skip(reason: str) -> None:
+    if os.environ.get("TSB_REQUIRE_SSHD") == "1":
+        pytest.fail(f"TSB_REQUIRE_SSHD=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A real OpenSSH server on 127.0.0.1 (key login as this user); yields the client config
+    (host tsb-loopback, and tsb-nowhere on a closed port)."""
+    binary = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(binary) or shutil.which("ssh") is None:
+        _skip("OpenSSH is not installed (apt-get install -y openssh-server openssh-client)")
+    d = tmp_path_factory.mktemp("sshd")
+    for key in ("host_key", "user_key"):
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
+        )
+    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
+    port = _free_port()
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
+        f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+        "StrictModes no\n"
+        # the test's submodules are local folders, which git fetches only when allowed
+        "SetEnv GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=protocol.file.allow "
+        "GIT_CONFIG_VALUE_0=always\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)
+    server = subprocess.Popen(
+        [binary, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")],
+        stdin=subprocess.DEVNULL,
+    )
+    user = os.environ.get("USER") or "root"
+    common = (
+        f"  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+    )
+    config = d / "ssh_config"
+    config.write_text(
+        f"Host {HOST}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n{common}"
+        f"Host {DOWN}\n  HostName 127.0.0.1\n  Port {_free_port()}\n  User {user}\n{common}"
+    )
+    control = Path(tempfile.mkdtemp(prefix="tsb-ssh-sync-", dir="/tmp"))
+    ok = False
+    for _ in range(50):
+        res = subprocess.run(
+            ["ssh", "-F", str(config), "-o", "BatchMode=yes", HOST, "true"],
+            capture_output=True,
+            check=False,
+        )
+        if res.returncode == 0:
+            ok = True
+            break
+        if server.poll() is not None:
+            break
+        time.sleep(0.1)
+    if not ok:
+        server.terminate()
+        server.wait(10)
+        log = (d / "sshd.log").read_text() if (d / "sshd.log").exists() else ""
+        _skip(f"sshd could not be started on 127.0.0.1:{port}: {log.strip()[-300:]}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TSB_SSH_CONFIG", str(config))
+        mp.setenv("TSB_SSH_CONTROL_DIR", str(control))
+        yield config
+        SshRunner(SshTarget(HOST)).close()
+    server.terminate()
+    server.wait(10)
+    shutil.rmtree(control, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- repositories
+
+
+@dataclass
+class World:
+    root: Path
+    origin: Path  # bare
+    work: Path  # the user's checkout
+    remote: Path  # remote_repo_path (on loopback, so the test can read it)
+    tmp: Path  # TMPDIR of the sync
+
+
+def _origin_and_clone(root: Path) -> tuple[Path, Path]:
+    origin = root / "origin.git"
+    git(root, "init", "-q", "--bare", "-b", "main", str(origin))
+    first = root / "first"
+    git(root, "init", "-q", "-b", "main", str(first))
+    make_repo(first)
+    (first / "cpp").mkdir()
+    for name in ("kept.cpp", "staged.cpp", "unstaged.cpp", "deleted.cpp"):
+        (first / "cpp" / name).write_text(f"// {name}\n")
+    (first / ".gitignore").write_text("build/\n*.log\n")
+    git(first, "add", "-A")
+    git(first, "commit", "-qm", "first")
+    git(first, "push", "-q", str(origin), "main")
+    work = root / "work"
+    git(root, "clone", "-q", str(origin), str(work))
+    return origin, work
+
+
+def dirty_up(work: Path) -> None:
+    """A commit, a stash entry, then a staged, an unstaged, an untracked, an ignored and a
+    deleted file."""
+    (work / "cpp" / "kept.cpp").write_text("// kept, second commit\n")
+    git(work, "commit", "-qam", "second")
+    (work / "cpp" / "kept.cpp").write_text("// stashed away\n")
+    git(work, "stash", "-q")
+    (work / "cpp" / "staged.cpp").write_text("// staged change\n")
+    git(work, "add", "cpp/staged.cpp")
+    (work / "cpp" / "unstaged.cpp").write_text("// unstaged change\n")
+    (work / "cpp" / "new_untracked.cpp").write_text("// untracked\n")
+    (work / "build").mkdir()
+    (work / "build" / "ignored.o").write_bytes(b"\0ignored object")
+    (work / "run.log").write_text("ignored log\n")
+    (work / "cpp" / "deleted.cpp").unlink()
+
+
+@pytest.fixture
+def world(sshd: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
+    origin, work = _origin_and_clone(tmp_path)
+    dirty_up(work)
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return World(tmp_path, origin, work, tmp_path / "cluster" / "TensorRT-LLM", tmp)
+
+
+def fingerprint(repo: Path) -> dict[str, str]:
+    """Every file under repo (.git included) by its bytes, plus what git says of its state."""
+    prints = {}
+    for path in sorted(repo.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            prints[str(path.relative_to(repo))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    prints["<status>"] = git(repo, "--no-optional-locks", "status", "--porcelain")
+    prints["<stash>"] = git(repo, "stash", "list")
+    prints["<refs>"] = git(repo, "for-each-ref")
+    prints["<head>"] = git(repo, "rev-parse", "HEAD")
+    return prints
+
+
+def expected_tree(work: Path) -> dict[str, str]:
+    """What should reach the cluster: tracked and untracked-not-ignored files, as they are."""
+    names = git(work, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    return {
+        n: hashlib.sha256((work / n).read_bytes()).hexdigest()
+        for n in names.split("\0")
+        if n and (work / n).is_file()
+    }
+
+
+def remote_tree(remote: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(remote)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(remote.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(remote).parts
+    }
+
+
+def no_leftovers(w: World) -> None:
+    assert list(w.tmp.iterdir()) == [], "a temporary folder was left behind"
+    assert "tsb-sync" not in git(w.origin, "for-each-ref"), "a temporary branch was left"
+    if (w.remote / ".git").is_dir():
+        assert not list((w.remote / ".git").glob("tsb-sync-*")), "a bundle was left there"
+        assert "tsb-sync" not in git(w.remote, "for-each-ref")
+
+
+def check_synced(w: World, commit: str, dirty: bool = True) -> None:
+    assert git(w.remote, "rev-parse", "HEAD").strip() == commit
+    assert git(w.remote, "status", "--porcelain") == ""
+    expected = expected_tree(w.work)
+    assert remote_tree(w.remote) == expected
+    if not dirty:
+        return
+    assert "cpp/new_untracked.cpp" in expected and "cpp/staged.cpp" in expected
+    assert not (w.remote / "cpp" / "deleted.cpp").exists()
+    assert not (w.remote / "build").exists() and not (w.remote / "run.log").exists()
+    assert (w.remote / "cpp" / "kept.cpp").read_text() == "// kept, second commit\n"
+
+
+# ---------------------------------------------------------------- the two methods
+
+
+def test_shared_origin_clones_then_pushes_a_temporary_branch(world: World) -> None:
+    before = fingerprint(world.work)
+    head = before["<head>"].strip()
+    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert fingerprint(world.work) == before
+    assert (res.method, res.snapshot) == ("push", True)
+    assert git(world.remote, "rev-parse", f"{res.commit}^").strip() == head
+    # the snapshot exists only there: not even its objects were written here
+    assert git(world.work, "cat-file", "-t", res.commit, check=False) == ""
+    assert any("cloned" in n for n in res.notes)
+    check_synced(world, res.commit)
+    no_leftovers(world)
+
+    # the same state again gives the same commit, which the cluster has
+    again = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert (again.commit, again.method) == (res.commit, "present")
+    assert fingerprint(world.work) == before
+    no_leftovers(world)
+
+    # a new change goes as a new snapshot, over the shared origin
+    (world.work / "cpp" / "unstaged.cpp").write_text("// changed again\n")
+    before = fingerprint(world.work)
+    third = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert third.method == "push" and third.commit != res.commit
+    assert fingerprint(world.work) == before
+    check_synced(world, third.commit)
+    no_leftovers(world)
+
+
+def test_no_shared_origin_sends_bundles(world: World) -> None:
+    git(world.work, "remote", "remove", "origin")
+    before = fingerprint(world.work)
+    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert res.method == "bundle"
+    assert any("empty repository" in n for n in res.notes)
+    assert fingerprint(world.work) == before
+    check_synced(world, res.commit)
+    no_leftovers(world)
+
+    # the second bundle leaves out what the cluster has
+    (world.work / "cpp" / "second_untracked.cpp").write_text("// more\n")
+    before = fingerprint(world.work)
+    again = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert again.method == "bundle" and again.commit != res.commit
+    assert fingerprint(world.work) == before
+    check_synced(world, again.commit)
+    no_leftovers(world)
+
+
+def test_a_clean_checkout_sends_its_head(world: World) -> None:
+    git(world.work, "checkout", "-q", "--", ".")
+    git(world.work, "reset", "-q", "--hard")
+    git(world.work, "clean", "-q", "-fd")
+    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert (res.snapshot, res.commit) == (False, git(world.work, "rev-parse", "HEAD").strip())
+    check_synced(world, res.commit, dirty=False)
+
+
+def test_a_refused_push_falls_back_to_a_bundle(world: World) -> None:
+    hook = world.origin / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'pushes are closed' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    before = fingerprint(world.work)
+    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert res.method == "bundle"
+    assert any("refused" in n for n in res.notes), res.notes
+    assert fingerprint(world.work) == before
+    check_synced(world, res.commit)
+    no_leftovers(world)
+
+
+def test_submodules_follow_the_snapshot(
+    sshd: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster's submodule sits at the commit the local checkout has (a new one, pushed to
+    the submodule's origin); uncommitted changes inside it stay here and get a note."""
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.file.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+    sub_origin = tmp_path / "lib.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(sub_origin))
+    lib = tmp_path / "lib"
+    git(tmp_path, "clone", "-q", str(sub_origin), str(lib))
+    (lib / "lib.h").write_text("// v1\n")
+    git(lib, "add", "-A")
+    git(lib, "commit", "-qm", "v1")
+    git(lib, "push", "-q", "origin", "HEAD:main")
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    first = tmp_path / "first"
+    git(tmp_path, "init", "-q", "-b", "main", str(first))
+    (first / "README").write_text("top\n")
+    git(first, "submodule", "-q", "add", str(sub_origin), "3rdparty/lib")
+    git(first, "add", "-A")
+    git(first, "commit", "-qm", "with lib")
+    git(first, "push", "-q", str(origin), "main")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", "--recurse-submodules", str(origin), str(work))
+    # the submodule moves to a new, pushed commit; one file in it is edited and not committed
+    (lib / "lib.h").write_text("// v2\n")
+    git(lib, "commit", "-qam", "v2")
+    git(lib, "push", "-q", "origin", "HEAD:main")
+    inner = work / "3rdparty" / "lib"
+    git(inner, "pull", "-q", "origin", "main")
+    (inner / "extra.h").write_text("// not committed\n")
+    before = fingerprint(work)
+    remote = tmp_path / "cluster" / "TensorRT-LLM"
+    res = sync_checkout(SshTarget(HOST), work, str(remote))
+    assert fingerprint(work) == before
+    assert any("submodule 3rdparty/lib has uncommitted changes" in n for n in res.notes)
+    there = remote / "3rdparty" / "lib"
+    assert git(there, "rev-parse", "HEAD") == git(inner, "rev-parse", "HEAD")
+    assert (there / "lib.h").read_text() == "// v2\n" and not (there / "extra.h").exists()
+    assert git(remote, "status", "--porcelain") == ""
+
+    # --no-submodules leaves the cluster's submodule checkout where it is
+    (lib / "lib.h").write_text("// v3\n")
+    git(lib, "commit", "-qam", "v3")
+    git(lib, "push", "-q", "origin", "HEAD:main")
+    git(inner, "pull", "-q", "origin", "main")
+    kept = sync_checkout(SshTarget(HOST), work, str(remote), submodules=False)
+    assert git(remote, "rev-parse", "HEAD").strip() == kept.commit
+    assert (there / "lib.h").read_text() == "// v2\n"
+
+
+# ---------------------------------------------------------------- refusals and failures
+
+
+def test_cluster_changes_are_refused_without_force(world: World) -> None:
+    first = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    (world.remote / "cpp" / "kept.cpp").write_text("// edited on the cluster\n")
+    (world.remote / "scratch.txt").write_text("cluster notes\n")
+    (world.work / "cpp" / "unstaged.cpp").write_text("// newer\n")
+    before = fingerprint(world.work)
+    with pytest.raises(BuildError) as err:
+        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    line = err.value.line()
+    assert err.value.exit_code == 2 and "\n" not in line
+    assert line.startswith(f"error: remote_repo_path: {HOST}:{world.remote} has changes of its own")
+    assert "cpp/kept.cpp" in line and line.endswith("or pass --force to discard them")
+    assert (world.remote / "cpp" / "kept.cpp").read_text() == "// edited on the cluster\n"
+    assert git(world.remote, "rev-parse", "HEAD").strip() == first.commit
+    assert fingerprint(world.work) == before
+    no_leftovers(world)
+
+    forced = sync_checkout(SshTarget(HOST), world.work, str(world.remote), force=True)
+    assert any("discarded 2 change(s)" in n for n in forced.notes)
+    check_synced(world, forced.commit)
+
+
+def test_an_unreachable_host_changes_nothing(world: World) -> None:
+    before = fingerprint(world.work)
+    with pytest.raises(ToolFailed) as err:
+        sync_checkout(SshTarget(DOWN), world.work, str(world.remote))
+    assert err.value.exit_code == 3
+    assert err.value.line().startswith(f"error: ssh_host: ssh {DOWN}: ")
+    assert fingerprint(world.work) == before
+    assert not world.remote.exists()
+    no_leftovers(world)
+
+
+def test_a_remote_path_that_is_a_file_is_refused(world: World) -> None:
+    world.remote.parent.mkdir(parents=True)
+    world.remote.write_text("not a folder\n")
+    before = fingerprint(world.work)
+    with pytest.raises(BuildError) as err:
+        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert err.value.exit_code == 2
+    assert err.value.line() == (
+        f"error: remote_repo_path: {HOST}:{world.remote} is not a folder; give the folder of "
+        "the checkout there (or a path that does not exist yet)"
+    )
+    assert world.remote.read_text() == "not a folder\n"
+    assert fingerprint(world.work) == before
+    no_leftovers(world)
+
+
+def test_a_failed_fetch_midway_removes_the_new_clone(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git on the cluster fails to fetch the bundle (as on a full disk): the sync fails after
+    the new repository was made there and the bundle sent, and leaves nothing behind."""
+    from trtllm_script_builder.process import gitsync
+
+    git(world.work, "remote", "remove", "origin")  # a bundle into a new repository
+    fake = world.root / "fakebin"
+    fake.mkdir()
+    (fake / "git").write_text(
+        '#!/bin/sh\ncase "$1" in fetch) echo "fatal: disk full" >&2; exit 128;; esac\n'
+        f'exec {shutil.which("git")} "$@"\n'
+    )
+    (fake / "git").chmod(0o755)
+    monkeypatch.setattr(gitsync, "_FETCH_BUNDLE", f"PATH={fake}:$PATH\n{gitsync._FETCH_BUNDLE}")
+    before = fingerprint(world.work)
+    with pytest.raises(ToolFailed) as err:
+        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert err.value.exit_code == 3
+    assert err.value.line() == (
+        f"error: remote_repo_path: sending the snapshot to {HOST}:{world.remote} failed: "
+        "fatal: disk full; check the free space and the permissions there"
+    )
+    assert fingerprint(world.work) == before
+    assert not world.remote.exists()
+    no_leftovers(world)
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_sync_command_reads_the_job_spec(world: World, tmp_path: Path) -> None:
+    env = json.loads(Path("examples/slurm_env_remote.json").read_text())
+    env["ssh_host"] = HOST
+    (tmp_path / "env.json").write_text(json.dumps(env))
+    request = {
+        "execution_scenario": "remote_slurm",
+        "work_dir": str(tmp_path / "job"),
+        "repo_root": str(world.work),
+        "bench_cmd": "trtllm-bench --model org/Tiny-Model throughput --dataset /d.json --tp 1",
+        "partition": "gpu",
+        "account": "tsb",
+        "slurm_env_file": str(tmp_path / "env.json"),
+        "remote_repo_path": str(world.remote),
+        "llm_models_root": "/models",
+    }
+    (tmp_path / "req.json").write_text(json.dumps(request))
+    built = CliRunner().invoke(main, ["build", str(tmp_path / "req.json")])
+    assert built.exit_code == 0, built.output
+    before = fingerprint(world.work)
+    res = CliRunner().invoke(main, ["sync", str(tmp_path / "job")])
+    assert res.exit_code == 0, res.output
+    commit = res.stdout.strip()
+    check_synced(world, commit)
+    assert fingerprint(world.work) == before
+
+    spec = json.loads((tmp_path / "job" / "job_spec.json").read_text())
+    del spec["remote_repo_path"]
+    (tmp_path / "job" / "job_spec.json").write_text(json.dumps(spec))
+    res = CliRunner().invoke(main, ["sync", str(tmp_path / "job")])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "error: remote_repo_path: job_spec.json has no remote_repo_path; build the job for "
+        "remote_slurm (remote_repo_path names the cluster's clone)"
+    )

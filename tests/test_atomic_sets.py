@@ -1,0 +1,464 @@
+"""Nothing lost (decision 63): `build`, `build --force` and `build-many` are killed by SIGINT,
+SIGTERM, SIGHUP and SIGKILL at fixed points (the TSB_TEST_PAUSE_AT hook) and at seeded random
+moments; every time the old set or the new one is there whole, nothing else in the work
+folder's parent changed, and no temporary is left (after a SIGKILL: none after the next run).
+A perf-sanity build whose submit.py fails or is interrupted leaves a repository root used as
+work_dir exactly as it was: nested folders, modes, symlinks (a dangling one, one pointing
+outside, one to a folder) and `.git`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trtllm_script_builder.atomic import (
+    Interrupted,
+    commit_set,
+    signals_as_exceptions,
+    sweep,
+    temp_name,
+)
+
+from .conftest import Env
+
+CMD = "pytest accuracy/test_tiny.py::TestTiny::test_one"
+OLD, NEW = "01:00:00", "02:00:00"
+TEMP = re.compile(r"\.tsb-[A-Za-z0-9_.-]+-[0-9]+\.(tmp|commit)$")
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
+PERF = "pytest perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2pp3] TIMEOUT (60)"
+
+
+def dead_pid() -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    return int(done.stdout)
+
+
+def name_of(name: str, pid: int, kind: str = "tmp") -> str:
+    """The temporary name process pid of this host gives `name`."""
+    return temp_name(name, kind).replace(f"-{os.getpid()}.", f"-{pid}.")
+
+
+def tree(root: Path) -> dict[str, tuple[Any, ...]]:
+    """Every path under root: its type, mode, content hash or symlink target (never followed)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, root)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                digest = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+                out[rel] = ("file", stat.S_IMODE(st.st_mode), digest)
+    return out
+
+
+def temps(t: dict[str, tuple[Any, ...]]) -> list[str]:
+    return [p for p in t if any(TEMP.search(part) for part in p.split("/"))]
+
+
+def set_time(work: Path) -> str:
+    """The set's time limit; fails when job_spec.json and the script it names disagree."""
+    spec = json.loads((work / "job_spec.json").read_text())
+    script = Path(spec["script_path"]).read_text()
+    m = re.search(r"^#SBATCH --time=(\S+)$", script, re.M)
+    assert m is not None and m.group(1) == spec["slurm_params"]["time_limit"], (m, spec)
+    return m.group(1)
+
+
+def start(args: list[str], pause: str | None = None, **popen: Any) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    env.pop("TSB_TEST_PAUSE_AT", None)
+    if pause:
+        env.update(TSB_TEST_PAUSE_AT=pause, TSB_TEST_PAUSE_SECONDS="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "trtllm_script_builder", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+def run(args: list[str]) -> None:
+    p = start(args)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+
+
+def kill_at(args: list[str], pause: str, sig: int) -> int:
+    """Start, wait for the pause point, send sig; the exit status."""
+    p = start(args, pause)
+    assert p.stderr is not None
+    said = []
+    while (line := p.stderr.readline()) and line.strip() != f"tsb-pause {pause}":
+        said.append(line)
+    assert line, "".join(said)  # the point was reached
+    p.send_signal(sig)
+    p.communicate(timeout=60)
+    return p.returncode
+
+
+def kill_after(args: list[str], delay: float, sig: int) -> int:
+    p = start(args)
+    time.sleep(delay)
+    p.send_signal(sig)
+    p.communicate(timeout=60)
+    return p.returncode
+
+
+@pytest.fixture()
+def place(env: Env, tmp_path: Path) -> Path:
+    p = tmp_path / "place"
+    p.mkdir()
+    (p / "neighbour.txt").write_text("not ours\n")
+    return p
+
+
+def request_file(env: Env, work: Path, time_limit: str, name: str) -> str:
+    path = env.root / name
+    path.write_text(
+        json.dumps(env.request(test_cmd=CMD, work_dir=str(work), time_limit=time_limit))
+    )
+    return str(path)
+
+
+def test_a_new_job_folder_appears_whole_or_not_at_all(env: Env, place: Path) -> None:
+    work = place / "work"
+    req = request_file(env, work, NEW, "new.json")
+    before = tree(place)
+    for sig in SIGNALS:
+        code = kill_at(["build", req], "staged", sig)
+        assert code == (130 if sig == signal.SIGINT else -sig)
+        after = tree(place)
+        if sig == signal.SIGKILL:  # cannot be caught: its folder is left, and swept next
+            assert {k: v for k, v in after.items() if not temps([k])} == before
+            assert temps(after)
+        else:
+            assert after == before
+    run(["build", req])
+    assert set_time(work) == NEW and not temps(tree(place))
+
+
+def test_force_over_an_existing_job_swaps_the_whole_set(env: Env, place: Path) -> None:
+    work = place / "work"
+    reqs = {
+        OLD: request_file(env, work, OLD, "old.json"),
+        NEW: request_file(env, work, NEW, "new.json"),
+    }
+    run(["build", reqs[NEW]])
+    trees = {NEW: tree(place)}
+    run(["build", "--force", reqs[OLD]])
+    trees[OLD] = tree(place)
+    assert set_time(work) == OLD and trees[OLD] != trees[NEW]
+    now = OLD
+    for point in ("staged", "commit"):
+        for sig in SIGNALS:
+            want = NEW if now == OLD else OLD
+            code = kill_at(["build", "--force", reqs[want]], point, sig)
+            after = tree(place)
+            if sig == signal.SIGKILL:
+                leftover = temps(after)
+                assert leftover, after
+                if point == "commit":  # the set was renamed to .commit: the next run moves it
+                    assert sweep(work) == [leftover[0].split("/")[-1]]
+                    assert tree(place) == trees[want]
+                    now = want
+                else:
+                    assert {k: v for k, v in after.items() if k not in leftover} == trees[now]
+                    run(["build", "--force", reqs[now]])  # the next run sweeps
+                    assert tree(place) == trees[now]
+            elif point == "commit":  # held back until the set is moved, then the signal ends it
+                assert code == (130 if sig == signal.SIGINT else -sig)
+                assert after == trees[want], sig
+                now = want
+            else:
+                assert after == trees[now], sig
+            assert set_time(work) == now
+
+
+def test_random_kills_of_build_force_keep_one_whole_set(env: Env, place: Path) -> None:
+    work = place / "work"
+    reqs = {
+        OLD: request_file(env, work, OLD, "old.json"),
+        NEW: request_file(env, work, NEW, "new.json"),
+    }
+    run(["build", reqs[NEW]])
+    trees = {NEW: tree(place)}
+    run(["build", "--force", reqs[OLD]])
+    trees[OLD] = tree(place)
+    rng = random.Random(55)
+    for _ in range(8):
+        sig, delay = rng.choice(SIGNALS), rng.uniform(0.05, 0.5)
+        now = set_time(work)
+        want = NEW if now == OLD else OLD
+        kill_after(["build", "--force", reqs[want]], delay, sig)
+        sweep(work)  # what the next run does first (a SIGKILL's leftovers)
+        sweep(place)
+        after = tree(place)
+        assert after in (trees[OLD], trees[NEW]), (sig, delay)
+
+
+def test_build_many_killed_leaves_whole_jobs_and_no_index_temporary(env: Env, place: Path) -> None:
+    listing = env.root / "list.txt"
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_one\n" * 600)
+    root = place / "many"
+    base = {k: v for k, v in env.request().items() if k != "work_dir"}
+    reqs = {}
+    for limit in (OLD, NEW):
+        path = env.root / f"base{limit[1]}.json"
+        path.write_text(json.dumps({**base, "time_limit": limit}))
+        reqs[limit] = ["build-many", str(listing), "--base", str(path), "--work-dir", str(root)]
+    run(reqs[NEW])
+    trees = {NEW: tree(place)}
+    run([*reqs[OLD], "--force"])
+    trees[OLD] = tree(place)
+    first = Path(json.loads((root / "jobs.json").read_text())[0]["work_dir"]) / "job_spec.json"
+    rng = random.Random(7)
+    mixed = 0
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL, signal.SIGHUP):
+        want = NEW if set_time(first.parent) == OLD else OLD
+        # Killed once the first job folder was replaced, at a random moment in the rest.
+        ino = first.stat().st_ino
+        p = start([*reqs[want], "--force"])
+        deadline = time.monotonic() + 30
+        while first.stat().st_ino == ino and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.25))
+        p.send_signal(sig)
+        p.communicate(timeout=60)
+        after = tree(place)
+        if sig != signal.SIGKILL:
+            assert not temps(after), temps(after)
+        else:  # what the next run does in each folder it writes
+            for folder in [root, *root.iterdir()]:
+                sweep(folder)
+            after = tree(place)
+        assert not temps(after) and ".jobs.json" not in str(after)
+        assert after.keys() == trees[OLD].keys()
+        for path, entry in after.items():  # every file is the old one or the new one
+            assert entry in (trees[OLD][path], trees[NEW][path]), path
+        times = {set_time(job) for job in root.iterdir() if job.is_dir()}
+        mixed += len(times) == 2
+    assert mixed  # the kills did land while job folders were being written
+    run([*reqs[NEW], "--force"])
+    assert tree(place) == trees[NEW]
+
+
+def test_a_sigkill_leftover_does_not_make_build_many_refuse_its_folder(
+    env: Env, place: Path
+) -> None:
+    """The next run removes it first, so the folder is still empty."""
+    root = place / "many"
+    root.mkdir()
+    left = root / name_of("jobs.json", dead_pid())
+    left.write_text("[\n")
+    listing = env.root / "list.txt"
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_one\n")
+    base = env.root / "base.json"
+    base.write_text(json.dumps({k: v for k, v in env.request().items() if k != "work_dir"}))
+    run(["build-many", str(listing), "--base", str(base), "--work-dir", str(root)])
+    (row,) = json.loads((root / "jobs.json").read_text())
+    assert sorted(root.iterdir()) == sorted([root / "jobs.json", Path(row["work_dir"])])
+
+
+# ---------------------------------------------------------------- perf-sanity (submit.py)
+
+SLOW_SUBMIT = '''\
+"""A submit.py that writes its files, says so, and then takes its time."""
+import os, sys, time
+from pathlib import Path
+
+args = sys.argv[1:]
+work = Path(args[args.index("--work-dir") + 1])
+(work / "test_list.txt").write_text("half\\n")
+(work / "slurm_launch.sh").write_text("#!/bin/bash\\n")
+Path(os.environ["SLOW_SUBMIT_MARK"]).write_text("written\\n")
+time.sleep(30)
+'''
+
+
+def repo_like(env: Env, tmp_path: Path) -> Path:
+    """The fixture repo as work_dir, with what a checkout holds."""
+    repo = env.repo
+    (repo / ".git" / "objects" / "ab").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".git" / "objects" / "ab" / "cdef").write_bytes(b"\x00\x01blob")
+    (repo / "a" / "b").mkdir(parents=True)
+    (repo / "a" / "b" / "c.txt").write_text("nested\n")
+    (repo / "a" / "b" / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "a" / "b" / "run.sh").chmod(0o750)
+    (repo / "readonly.txt").write_text("r\n")
+    (repo / "readonly.txt").chmod(0o444)
+    (repo / "test_list.txt").write_text("mine, not submit.py's\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "target.txt").write_text("outside\n")
+    (repo / "link-out").symlink_to(outside / "target.txt")
+    (repo / "dangling").symlink_to("no/such/file")
+    (repo / "dir-link").symlink_to("a")
+    return outside
+
+
+def perf_request(env: Env) -> str:
+    path = env.root / "perf.json"
+    path.write_text(json.dumps(env.request(test_cmd=PERF, partition="gb", work_dir=str(env.repo))))
+    return str(path)
+
+
+def test_perf_sanity_into_a_repo_root_changes_only_its_own_files(env: Env, tmp_path: Path) -> None:
+    outside = repo_like(env, tmp_path)
+    before, out_before = tree(env.repo), tree(outside)
+    run(["build", perf_request(env)])
+    after = tree(env.repo)
+    assert sorted(set(after) - set(before)) == ["job_spec.json", "slurm_launch.sh"]
+    changed = sorted(k for k in before if after[k] != before[k])
+    assert changed == ["test_list.txt"]  # submit.py's own output, part of the set
+    assert tree(outside) == out_before and not temps(after)
+    assert set_time(env.repo)
+
+
+def test_perf_sanity_failing_submit_py_leaves_a_repo_root_as_it_was(
+    env: Env, tmp_path: Path
+) -> None:
+    from .test_category4 import FAILING_SUBMIT
+
+    outside = repo_like(env, tmp_path)
+    (env.repo / "jenkins/scripts/perf/local/submit.py").write_text(FAILING_SUBMIT)
+    before, out_before = tree(env.repo), tree(outside)
+    p = start(["build", perf_request(env)])
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 3 and "KeyError" in err
+    assert tree(env.repo) == before and tree(outside) == out_before
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_perf_sanity_interrupted_submit_py_leaves_a_repo_root_as_it_was(
+    env: Env, tmp_path: Path, sig: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = repo_like(env, tmp_path)
+    (env.repo / "jenkins/scripts/perf/local/submit.py").write_text(SLOW_SUBMIT)
+    mark = tmp_path / "mark"
+    monkeypatch.setenv("SLOW_SUBMIT_MARK", str(mark))
+    p = None
+    try:
+        before, out_before = tree(env.repo), tree(outside)
+        p = start(["build", perf_request(env)], start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert mark.exists()
+        if sig == signal.SIGINT:
+            os.killpg(p.pid, sig)  # Ctrl-C reaches the builder and submit.py alike
+        else:
+            p.send_signal(sig)  # the builder only: it must stop submit.py itself
+        p.communicate(timeout=60)
+        assert p.returncode == (130 if sig == signal.SIGINT else -sig)
+        if sig == signal.SIGKILL:
+            with_left = tree(env.repo)
+            os.killpg(p.pid, signal.SIGKILL)  # submit.py, orphaned
+            assert temps(with_left)
+            sweep(env.repo)
+        else:
+            time.sleep(0.1)  # submit.py was stopped and waited for: nothing more appears
+        assert tree(env.repo) == before and tree(outside) == out_before
+    finally:
+        if p is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- the pieces
+
+
+def test_sweep_leaves_a_live_process_and_another_host_alone(tmp_path: Path) -> None:
+    mine = tmp_path / temp_name("a.json")
+    mine.write_text("in progress")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        live = tmp_path / name_of("b.json", sleeper.pid)
+        live.write_text("another live run")
+        other = tmp_path / ".c.json.tsb-otherhost-1.tmp"
+        other.write_text("another host's run, on a shared file system")
+        assert sweep(tmp_path) == []
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert sweep(tmp_path) == [live.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, other.name])
+
+
+def test_commit_finishes_what_a_killed_run_started(tmp_path: Path) -> None:
+    """A `.commit` folder holds a whole set: the sweep moves the rest, job_spec.json last."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "job.slurm").write_text("old script")
+    (work / "job_spec.json").write_text("old spec")
+    (work / "slurm-1.out").write_text("a log")
+    committing = work / name_of("tsb-set", dead_pid(), "commit")
+    committing.mkdir()
+    (committing / "job_spec.json").write_text("new spec")
+    os.replace(work / "job.slurm", work / "gone")  # as if job.slurm was the first moved
+    (work / "job.slurm").write_text("new script")
+    (work / "gone").unlink()
+    sweep(work)
+    assert {p.name: p.read_text() for p in work.iterdir()} == {
+        "job.slurm": "new script",
+        "job_spec.json": "new spec",
+        "slurm-1.out": "a log",
+    }
+
+
+def test_commit_set_moves_everything_and_keeps_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "keep").write_text("mine")
+    (tmp_path / "job_spec.json").write_text("old")
+    stage = tmp_path / temp_name("tsb-set")
+    stage.mkdir()
+    (stage / "job_spec.json").write_text("new")
+    (stage / "run.sh").write_text("new")
+    commit_set(str(stage), str(tmp_path))
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        "keep": "mine",
+        "job_spec.json": "new",
+        "run.sh": "new",
+    }
+
+
+def test_signals_become_an_exception_and_the_old_handlers_come_back() -> None:
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGHUP, lambda s, f: seen.append(s))
+    try:
+        with pytest.raises(Interrupted) as caught, signals_as_exceptions():
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(1)
+        assert caught.value.signum == signal.SIGHUP and seen == []
+        os.kill(os.getpid(), signal.SIGHUP)  # the old handler is back
+        time.sleep(0.05)
+        assert seen == [signal.SIGHUP]
+        ignored = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        with signals_as_exceptions():  # an ignored signal stays ignored
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.05)
+        signal.signal(signal.SIGHUP, ignored)
+    finally:
+        signal.signal(signal.SIGHUP, previous)

@@ -1,0 +1,521 @@
+"""Batches (submit / watch of a build-many folder) without a cluster: the shape grouping, the
+array driver script (run with bash as Slurm would run one task), the batched Slurm queries,
+and the batch watch loop with results.json and the merged JUnit report against a fake Slurm
+(squeue / sacct / scancel answered from a script of states)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.process import batch_watch, slurm
+from trtllm_script_builder.process.batch_submit import (
+    BATCH_SUBMISSION,
+    BatchJob,
+    BatchSubmission,
+    directives,
+    group_by_shape,
+    read_index,
+    render_driver,
+    shape,
+)
+from trtllm_script_builder.process.batch_watch import batch_exit_status, watch_batch
+from trtllm_script_builder.process.proc import CmdResult
+from trtllm_script_builder.process.verdict import Verdict
+from trtllm_script_builder.process.watch import Console
+
+GOLDEN_SPEC = Path(__file__).parent / "golden" / "cat2_pytest_local_slurm" / "job_spec.json"
+
+
+def script(name: str, gres: str = "gpu:1", time: str = "00:10:00") -> str:
+    return (
+        "#!/bin/bash\n"
+        f"#SBATCH --job-name={name}\n"
+        f"#SBATCH --output=/w/{name}/{name}_%j.out\n"
+        f"#SBATCH --error=/w/{name}/{name}_%j.err\n"
+        "#SBATCH --nodes=1\n"
+        f"#SBATCH --gres={gres}\n"
+        f"#SBATCH --time={time}\n"
+        "#\n"
+        "# a comment\n"
+        "set -euo pipefail\n"
+        "#SBATCH --gres=gpu:8\n"  # after the first command: sbatch reads it no more
+    )
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def test_jobs_differing_only_in_their_names_and_logs_share_a_shape() -> None:
+    a, b = directives(script("a")), directives(script("b"))
+    assert a != b
+    assert shape("local_slurm", a) == shape("local_slurm", b)
+    assert "#SBATCH --gres=gpu:8" not in shape("local_slurm", a)
+    assert shape("local_slurm", a) == (
+        "local_slurm",
+        "#SBATCH --nodes=1",
+        "#SBATCH --gres=gpu:1",
+        "#SBATCH --time=00:10:00",
+    )
+
+
+def test_group_by_shape_keeps_the_order_of_first_members() -> None:
+    keys = [
+        shape("local_slurm", directives(script("a", gres="gpu:2"))),
+        shape("local_slurm", directives(script("b"))),
+        shape("local_slurm", directives(script("c", gres="gpu:2"))),
+        shape("local_slurm", directives(script("d", time="00:20:00"))),
+        shape("remote_slurm", directives(script("e"))),
+        shape("local_slurm", directives(script("f"))),
+    ]
+    assert group_by_shape(keys) == [[0, 2], [1, 5], [3], [4]]
+
+
+def test_read_index_takes_built_rows_and_their_work_dir(tmp_path: Path) -> None:
+    rows = [
+        {"line": 1, "entry": "a", "status": "built", "work_dir": str(tmp_path / "x_named")},
+        {"line": 2, "entry": "b", "status": "error", "error": "error: ..."},
+        {"line": 3, "entry": "c", "status": "built", "work_dir": "relative_one"},
+    ]
+    (tmp_path / "jobs.json").write_text(json.dumps(rows))
+    members = read_index(tmp_path)
+    assert [(m.work_dir, m.entry, m.line) for m in members] == [
+        (tmp_path / "x_named", "a", 1),
+        (tmp_path / "relative_one", "c", 3),
+    ]
+    (tmp_path / "jobs.json").write_text('[{"status": "built"}]')
+    with pytest.raises(BuildError, match="a built row has no work_dir"):
+        read_index(tmp_path)
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def _members(tmp_path: Path) -> list[tuple[str, str, str, str]]:
+    out = []
+    for i, name in enumerate(["plain", "with space", "it's $odd"]):
+        folder = tmp_path / name
+        folder.mkdir()
+        job = folder / "job.slurm"
+        job.write_text('#!/bin/bash\necho "job $SLURM_JOB_ID in $PWD"\necho oops >&2\n')
+        err = "" if i == 2 else str(folder / "log_%j.err")
+        out.append((str(folder), str(job), str(folder / "log_%j.out"), err))
+    return out
+
+
+def test_driver_passes_bash_n_and_shellcheck(tmp_path: Path) -> None:
+    text = render_driver(
+        ["#SBATCH --nodes=1", "#SBATCH --gres=gpu:1"],
+        "tiny_auto_test",
+        "/b/batch_array0_%A_%a.out",
+        _members(tmp_path),
+        max_running=2,
+    )
+    assert "#SBATCH --array=0-2%2\n" in text
+    driver = tmp_path / "driver.slurm"
+    driver.write_text(text)
+    assert subprocess.run(["bash", "-n", str(driver)], check=False).returncode == 0
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed")
+    res = subprocess.run(["shellcheck", str(driver)], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout
+
+
+@pytest.mark.parametrize("task", [0, 1, 2])
+def test_a_task_runs_its_job_in_its_folder_with_its_own_logs(tmp_path: Path, task: int) -> None:
+    members = _members(tmp_path)
+    driver = tmp_path / "driver.slurm"
+    driver.write_text(render_driver([], "n", "/b/x_%A_%a.out", members, None))
+    env = {"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": str(task), "SLURM_JOB_ID": "4711"}
+    res = subprocess.run(
+        ["bash", str(driver)], env=env, capture_output=True, text=True, check=False
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == res.stderr == ""  # all of it went to the job's own logs
+    folder = Path(members[task][0])
+    out = (folder / "log_4711.out").read_text()
+    assert out.startswith(f"job 4711 in {folder}\n")
+    if task == 2:  # no error pattern: both streams in the one log
+        assert out.endswith("oops\n")
+    else:
+        assert (folder / "log_4711.err").read_text() == "oops\n"
+    others = [Path(m[0]) for i, m in enumerate(members) if i != task]
+    assert not [p for o in others for p in o.glob("log_*")]
+
+
+def test_a_driver_run_outside_an_array_refuses(tmp_path: Path) -> None:
+    driver = tmp_path / "driver.slurm"
+    driver.write_text(render_driver([], "n", "/b/x_%A_%a.out", _members(tmp_path), None))
+    res = subprocess.run(
+        ["bash", str(driver)], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True
+    )
+    assert res.returncode != 0 and "not a task of a job array" in res.stderr
+
+
+# ---------------------------------------------------------------- batched queries
+
+
+class FakeSlurm:
+    """squeue / sacct / scancel from a script: `states[id]` is the list of states a job shows
+    poll after poll (the last one stays); a job leaves squeue once its state is final."""
+
+    def __init__(self, states: dict[str, list[str]], raw: dict[str, str]) -> None:
+        self.states, self.raw = states, raw
+        self.calls: list[list[str]] = []
+        self.polls = 0
+        self.cancelled: set[str] = set()
+
+    def state(self, job: str) -> str:
+        if job in self.cancelled:
+            return "CANCELLED"
+        seq = self.states[job]
+        return seq[min(self.polls, len(seq) - 1)]
+
+    def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+        argv = list(argv)
+        self.calls.append(argv)
+        if argv[0] == "squeue":
+            ids = argv[argv.index("-j") + 1].split(",")
+            lines = []
+            for job in ids:
+                st = self.state(job)
+                if st in ("PENDING", "RUNNING"):
+                    own = self.raw[job] if st == "RUNNING" else job.split("_")[0]
+                    reason = "JobArrayTaskLimit" if st == "PENDING" else "None"
+                    lines.append(f"{job}|{own}|{st}|{reason}|0:01|9:59|n1")
+            self.polls += 1
+            return CmdResult(0, "\n".join(lines))
+        if argv[0] == "sacct":
+            if "-j" not in argv or argv[argv.index("-j") + 1] == "1":
+                return CmdResult(0, "")  # accounting_on
+            ids = argv[argv.index("-j") + 1].split(",")
+            rows = []
+            for job in ids:
+                if job not in self.states:  # an array's own record: none in this script
+                    continue
+                st = self.state(job)
+                code = {"COMPLETED": "0:0", "FAILED": "1:0"}.get(st, "0:15")
+                rows.append(f"{job}|{st}|{code}|00:00:05|n1|{self.raw[job]}")
+            return CmdResult(0, "\n".join(rows))
+        if argv[0] == "scancel":
+            self.cancelled.update(argv[1:])
+            return CmdResult(0)
+        return CmdResult(1, "", "unexpected")
+
+
+def test_query_many_asks_squeue_once_and_sacct_once_for_the_ended() -> None:
+    fake = FakeSlurm(
+        {"7_0": ["COMPLETED"], "7_1": ["RUNNING"], "7_2": ["PENDING"], "9": ["FAILED"]},
+        {"7_0": "8", "7_1": "10", "7_2": "7", "9": "9"},
+    )
+    got = slurm.query_many(fake, ["7_0", "7_1", "7_2", "9"], accounting=True)
+    assert [c[0] for c in fake.calls] == ["squeue", "sacct"]
+    assert fake.calls[1][fake.calls[1].index("-j") + 1] == "7_0,9,7"  # and 7_0's array
+    assert (got["7_0"].state, got["7_0"].exit_code, got["7_0"].raw_id) == ("COMPLETED", 0, "8")
+    assert (got["7_1"].state, got["7_1"].raw_id) == ("RUNNING", "10")
+    # a pending task shows its array's id, which is not its own
+    assert (got["7_2"].state, got["7_2"].reason, got["7_2"].raw_id) == (
+        "PENDING",
+        "JobArrayTaskLimit",
+        None,
+    )
+    assert (got["9"].state, got["9"].exit_code) == ("FAILED", 1)
+
+
+def test_a_task_cancelled_before_it_started_takes_its_arrays_record() -> None:
+    """sacct has no row of a task that never started: the array's own row (`101` once its
+    unstarted tasks ended, `101_[1-3%1]` while they wait) answers for it."""
+    ended = (
+        "101_0|CANCELLED by 0|0:0|00:00:01|cpunode|102\n"
+        "101|CANCELLED by 0|0:0|00:00:00|None assigned|101\n"
+    )
+    st = slurm.status_from_sacct("101_2", ended)
+    assert (st.state, st.exit_code, st.raw_id, st.terminal) == ("CANCELLED", None, None, True)
+    assert slurm.status_from_sacct("101_0", ended).raw_id == "102"
+    assert slurm.status_from_sacct("102_2", ended).state is None
+    # just after an array ended, accounting may list its last task as the bare array id
+    lagging = "101|COMPLETED|0:0|00:00:00|cpunode|101\n"
+    assert slurm.status_from_sacct("101_2", lagging).state is None
+    waiting = "101_0|RUNNING|0:0|00:00:01|cpunode|102\n101_[1-3%1]|PENDING|0:0|00:00:00||101\n"
+    assert slurm.status_from_sacct("101_3", waiting).state == "PENDING"
+    assert slurm.status_from_sacct("101_4", waiting).state is None
+    calls: list[list[str]] = []
+
+    def runner(argv: Any, cwd: Any = None) -> CmdResult:
+        calls.append(list(argv))
+        return CmdResult(0, "" if argv[0] == "squeue" else ended)
+
+    got = slurm.query_many(runner, ["101_0", "101_2"], accounting=True)
+    assert calls[1][calls[1].index("-j") + 1] == "101_0,101_2,101"
+    assert (got["101_0"].state, got["101_2"].state) == ("CANCELLED", "CANCELLED")
+
+
+def test_an_end_sacct_does_not_know_yet_is_asked_of_scontrol() -> None:
+    """squeue -j lists a job that just ended (no exit code); sacct still says RUNNING."""
+    answers = {
+        "squeue": "7_1|9|COMPLETED|None|0:05|0:00|n1\n7_0|8|RUNNING|None|0:05|9:55|n1\n",
+        "sacct": "7_1|RUNNING|0:0|00:00:05|n1|9\n",
+        "scontrol": "JobId=9 ArrayJobId=7 ArrayTaskId=1 JobState=FAILED Reason=NonZeroExitCode "
+        "ExitCode=3:0 RunTime=00:00:05 TimeLimit=00:10:00",
+    }
+    calls: list[list[str]] = []
+
+    def runner(argv: Any, cwd: Any = None) -> CmdResult:
+        calls.append(list(argv))
+        return CmdResult(0, answers[argv[0]])
+
+    got = slurm.query_many(runner, ["7_0", "7_1"], accounting=True)
+    assert [c[0] for c in calls] == ["squeue", "sacct", "scontrol"]
+    assert calls[2][-1] == "7_1"
+    assert (got["7_1"].state, got["7_1"].exit_code, got["7_1"].raw_id) == ("FAILED", 3, "9")
+    assert got["7_0"].state == "RUNNING"
+
+
+def test_scontrol_takes_a_task_id_only_once_it_started() -> None:
+    pending = "JobId=7 ArrayJobId=7 ArrayTaskId=2 JobState=PENDING Reason=JobArrayTaskLimit"
+    running = "JobId=12 ArrayJobId=7 ArrayTaskId=2 JobState=RUNNING Reason=None"
+    assert slurm.status_from_scontrol("7_2", pending).raw_id is None
+    assert slurm.status_from_scontrol("7_2", running).raw_id == "12"
+
+
+# ---------------------------------------------------------------- exit status
+
+
+def test_batch_exit_status() -> None:
+    assert batch_exit_status([Verdict.PASSED, Verdict.PASSED]) == 0
+    assert batch_exit_status([Verdict.PASSED, Verdict.TIMEOUT, Verdict.TIMEOUT]) == 11
+    assert batch_exit_status([Verdict.NOT_RUN]) == 15
+    assert batch_exit_status([Verdict.PASSED, Verdict.FAILED, Verdict.NOT_RUN]) == 1
+    assert batch_exit_status([Verdict.TIMEOUT, Verdict.CANCELLED]) == 1
+
+
+# ---------------------------------------------------------------- the watch loop
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="{f}" skipped="0" tests="1"
+time="1.5"><testcase classname="accuracy.test_x" name="{name}" time="0.1">{body}</testcase>
+</testsuite></testsuites>
+"""
+
+
+def make_batch(tmp_path: Path, jobs: list[tuple[str, str | None]]) -> Path:
+    """A submitted batch folder: (name, array id or None) per job, job_specs from the golden
+    pytest job with work_dir moved to the job's folder."""
+    folder = tmp_path / "batch"
+    rows: list[BatchJob] = []
+    golden = json.loads(GOLDEN_SPEC.read_text())
+    for i, (name, array) in enumerate(jobs):
+        work = folder / name
+        work.mkdir(parents=True)
+        spec = {**golden, "work_dir": str(work), "script_path": str(work / "x.slurm")}
+        spec["container_mounts"] = ""
+        (work / "job_spec.json").write_text(json.dumps(spec))
+        job_id = f"{array}_{i}" if array else str(500 + i)
+        rows.append(
+            BatchJob(
+                work_dir=str(work),
+                entry=f"accuracy/test_x.py::{name}",
+                job_id=job_id,
+                array_job_id=array,
+                array_task_id=i if array else None,
+            )
+        )
+    batch = BatchSubmission(
+        batch_dir=str(folder),
+        scenario="local_slurm",
+        submitted_at="now",
+        host="h",
+        arrays=[],
+        jobs=rows,
+    )
+    (folder / BATCH_SUBMISSION).write_text(batch.model_dump_json())
+    (folder / "jobs.json").write_text("[]")
+    return folder
+
+
+def write_logs(folder: Path, name: str, own: str, ok: bool, junit: bool = True) -> None:
+    work = folder / name
+    out = work / f"tiny_auto_test_{own}.out"
+    summary = "1 passed in 0.1s" if ok else "1 failed in 0.1s"
+    out.write_text(f"Job {own} started on n1: 1 node(s), 1 task(s)\n{summary}\n")
+    if junit:
+        body = "" if ok else '<failure message="boom">trace</failure>'
+        text = JUNIT.format(f=0 if ok else 1, name=name, body=body)
+        (work / f"tiny_auto_test_{own}_junit.xml").write_text(text)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def run_watch(
+    folder: Path, fake: FakeSlurm, monkeypatch: pytest.MonkeyPatch, **kw: Any
+) -> tuple[batch_watch.BatchResult, str]:
+    monkeypatch.setattr(batch_watch, "run", fake)
+    err = io.StringIO()
+    clock = Clock()
+    result = watch_batch(
+        folder,
+        console=Console(io.StringIO(), err),
+        poll=1.0,
+        clock=clock,
+        sleep=clock.sleep,
+        **kw,
+    )
+    return result, err.getvalue()
+
+
+def test_one_query_per_poll_and_results_with_merged_junit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_batch(tmp_path, [("test_ok", "7"), ("test_bad", "7"), ("test_alone", None)])
+    write_logs(folder, "test_ok", "8", ok=True)
+    write_logs(folder, "test_bad", "9", ok=False)
+    write_logs(folder, "test_alone", "502", ok=True, junit=False)
+    fake = FakeSlurm(
+        {
+            "7_0": ["RUNNING", "COMPLETED"],
+            "7_1": ["PENDING", "PENDING", "RUNNING", "FAILED"],
+            "502": ["RUNNING", "RUNNING", "COMPLETED"],
+        },
+        {"7_0": "8", "7_1": "9", "502": "502"},
+    )
+    result, err = run_watch(folder, fake, monkeypatch)
+    squeues = [c for c in fake.calls if c[0] == "squeue"]
+    assert len(squeues) == fake.polls == 4  # one per poll, for every open job at once
+    assert squeues[0][squeues[0].index("-j") + 1] == "7_0,7_1,502"
+    assert squeues[-1][squeues[-1].index("-j") + 1] == "7_1"
+    assert result.exit_status == 1
+    data = json.loads((folder / "results.json").read_text())
+    assert data == result.to_json()
+    assert data["summary"] == {"jobs": 3, "verdicts": {"PASSED": 2, "FAILED": 1}, "exit_status": 1}
+    rows = {r["entry"].split("::")[1]: r for r in data["jobs"]}
+    assert rows["test_bad"]["job_id"] == "9" and rows["test_bad"]["array_task"] == "7_1"
+    assert rows["test_bad"]["tests"]["failing"] == ["accuracy/test_x.py::test_bad"]
+    assert rows["test_alone"]["array_task"] is None
+    assert rows["test_alone"]["tests"]["passed"] == 1  # its summary line: no JUnit report
+    for name, row in rows.items():
+        verdict = json.loads((folder / name / "verdict.json").read_text())
+        assert (verdict["verdict"], verdict["job_id"]) == (row["verdict"], row["job_id"])
+    junit = ET.parse(folder / "junit.xml").getroot()
+    assert (junit.tag, junit.get("tests"), junit.get("failures"), junit.get("time")) == (
+        "testsuites",
+        "2",
+        "1",
+        "3.000",
+    )
+    assert [s.get("name") for s in junit] == ["test_ok", "test_bad"]
+    assert "[watch] FAILED: accuracy/test_x.py::test_bad (job 9 (7_1): " in err
+    assert "[watch] 0/3 done, 2 running, 1 pending, 0 passed, 0 failed, 0 other" in err
+
+
+def test_timeout_cancels_every_open_job_with_one_scancel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7"), ("test_c", None)])
+    write_logs(folder, "test_a", "8", ok=True)
+    fake = FakeSlurm(
+        {"7_0": ["COMPLETED"], "7_1": ["PENDING"], "502": ["RUNNING"]},
+        {"7_0": "8", "7_1": "9", "502": "502"},
+    )
+    result, err = run_watch(folder, fake, monkeypatch, timeout=3.0)
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "7_1", "502"]]
+    assert "timeout after 3s: cancelling 2 job(s)" in err
+    verdicts = [r.verdict for r in result.jobs]
+    assert verdicts == [Verdict.PASSED, Verdict.TIMEOUT, Verdict.TIMEOUT]
+    assert result.exit_status == Verdict.TIMEOUT.exit_code
+    assert result.to_json()["cancelled_by_watch"] == "timeout"
+
+
+def test_keep_running_cancels_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7")])
+    fake = FakeSlurm({"7_0": ["RUNNING"], "7_1": ["PENDING"]}, {"7_0": "8", "7_1": "9"})
+    result, err = run_watch(folder, fake, monkeypatch, timeout=2.0, keep_running=True)
+    assert not [c for c in fake.calls if c[0] == "scancel"]
+    assert "2 job(s) keep running" in err
+    assert [r.verdict for r in result.jobs] == [Verdict.TIMEOUT, Verdict.TIMEOUT]
+
+
+def test_an_interrupt_cancels_when_told_and_waits_for_the_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7")])
+    fake = FakeSlurm({"7_0": ["RUNNING"], "7_1": ["PENDING"]}, {"7_0": "8", "7_1": "9"})
+    asked: list[int] = []
+    monkeypatch.setattr(batch_watch, "run", fake)
+    clock = Clock()
+
+    def sleep(s: float) -> None:
+        clock.sleep(s)
+        if clock.now == 1.0:  # Ctrl-C during the first wait
+            raise KeyboardInterrupt
+
+    def ask(n: int) -> bool:
+        asked.append(n)
+        return True
+
+    result = watch_batch(
+        folder,
+        console=Console(io.StringIO(), io.StringIO()),
+        poll=1.0,
+        clock=clock,
+        sleep=sleep,
+        on_interrupt=ask,
+    )
+    assert asked == [2]
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "7_0", "7_1"]]
+    assert [r.verdict for r in result.jobs] == [Verdict.CANCELLED, Verdict.CANCELLED]
+    assert result.exit_status == Verdict.CANCELLED.exit_code
+
+
+def test_an_interrupt_answered_no_leaves_the_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_batch(tmp_path, [("test_a", "7")])
+    fake = FakeSlurm({"7_0": ["RUNNING"]}, {"7_0": "8"})
+    monkeypatch.setattr(batch_watch, "run", fake)
+
+    def sleep(s: float) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        watch_batch(
+            folder,
+            console=Console(io.StringIO(), io.StringIO()),
+            sleep=sleep,
+            on_interrupt=lambda n: False,
+        )
+    assert not [c for c in fake.calls if c[0] == "scancel"]
+    assert not (folder / "results.json").exists()
+
+
+def test_hang_in_one_running_job_cancels_that_job_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7")])
+    (folder / "test_a" / "tiny_auto_test_8.out").write_text("step 1\nHang detected on rank 0\n")
+    (folder / "test_b" / "tiny_auto_test_9.out").write_text("step 1\n")
+    fake = FakeSlurm(
+        {"7_0": ["RUNNING"], "7_1": ["RUNNING", "RUNNING", "COMPLETED"]},
+        {"7_0": "8", "7_1": "9"},
+    )
+    result, err = run_watch(folder, fake, monkeypatch)
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "7_0"]]
+    assert "'hang detected' in the log: cancelling job 8 (7_0)" in err
+    assert [r.verdict for r in result.jobs] == [Verdict.HANG_DETECTED, Verdict.PASSED]
+    assert result.to_json()["jobs"][0]["reason"] == "'hang detected' in the log"

@@ -1,0 +1,380 @@
+"""Compile and image-import chains (decisions 64-66): the request fields, what the build writes,
+how `submit` chains the jobs and how their end is judged. The live runs are in
+tests/slurm/test_compile_chain.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process import submit as submit_mod
+from trtllm_script_builder.process.chain import (
+    ChainJob,
+    decide_prerequisite,
+    dependency_args,
+    submit_prerequisites,
+)
+from trtllm_script_builder.process.proc import CmdResult
+from trtllm_script_builder.process.verdict import VERDICT_EXIT, LogLine, Verdict
+from trtllm_script_builder.resolve.compile import sqsh_name
+
+from .conftest import Env
+
+PYTEST_1 = "pytest accuracy/test_tiny.py::TestTiny::test_one"
+
+
+def _build(cli, env: Env, scenario: str = "local_slurm", **fields: Any):
+    return cli([], env.request(scenario, test_cmd=PYTEST_1, **fields))
+
+
+@pytest.mark.parametrize(
+    ("device", "arch"),
+    [
+        ("B200", "100-real"),
+        ("GB200", "100-real"),
+        ("H100", "90-real"),
+        ("NVIDIA H200 141GB HBM3e", "90-real"),
+        ("l40s", "89-real"),
+        ("A100-SXM4-80GB", "80-real"),
+    ],
+)
+def test_the_arch_comes_from_the_gpu_type(cli, env: Env, device: str, arch: str) -> None:
+    r = _build(cli, env, compile=True, device_type=device)
+    assert r.code == 0, r.stderr
+    text = (env.work / "compile.slurm").read_text()
+    assert f"python3 scripts/build_wheel.py --cuda_architectures {arch} " in text
+
+
+def test_cuda_arch_wins_and_is_quoted(cli, env: Env) -> None:
+    r = _build(cli, env, compile=True, device_type="H100", cuda_arch="90-real;100-real")
+    assert r.code == 0, r.stderr
+    assert "--cuda_architectures '90-real;100-real' " in (env.work / "compile.slurm").read_text()
+
+
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        (
+            {"device_type": "T4"},
+            "error: cuda_arch: is not given and device_type 'T4' is not one of B200, GB200, "
+            "B300, GB300, H100, H200, L40S, A100; pass --cuda-arch (e.g. 90-real)",
+        ),
+        (
+            {},
+            "error: cuda_arch: is not given and there is no device_type to derive it from; "
+            "pass --cuda-arch (e.g. 90-real) or --device-type (e.g. H100)",
+        ),
+    ],
+)
+def test_an_unknown_gpu_without_cuda_arch_is_refused(
+    cli, env: Env, fields: dict[str, Any], line: str
+) -> None:
+    r = _build(cli, env, compile=True, **fields)
+    assert (r.code, r.stderr.strip()) == (2, line)
+    assert not env.work.exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("cuda_arch", "-90-real"),
+        ("cuda_arch", "90-real; rm -rf /"),
+        ("cuda_arch", "90-real\n"),
+        ("wheel_dir", "relative/wheel"),
+        ("wheel_dir", "-/x"),
+        ("sqsh_cache_dir", "/a,b"),
+        ("sqsh_cache_dir", "/a b"),
+    ],
+)
+def test_bad_values_are_refused_in_one_line(cli, env: Env, field: str, value: str) -> None:
+    r = _build(cli, env, compile=True, device_type="H100", **{field: value})
+    assert r.code == 2 and r.stderr.startswith(f"error: {field}: "), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("scenario", "fields", "start"),
+    [
+        ("local_slurm", {"use_ccache": True}, "error: use_ccache: is a compile option"),
+        ("local_slurm", {"cuda_arch": "90-real"}, "error: cuda_arch: is a compile option"),
+        ("local_docker", {"compile": True}, "error: compile: runs as a Slurm job"),
+        ("local_docker", {"sqsh_cache_dir": "/c"}, "error: sqsh_cache_dir: runs as a Slurm job"),
+        ("local_slurm", {"compile": True, "skip_install": True}, "error: compile: builds a wheel"),
+        (
+            "local_slurm",
+            {"sqsh_cache_dir": "/c", "container_image": "/images/x.sqsh"},
+            "error: sqsh_cache_dir: container_image '/images/x.sqsh' is a squashfs file",
+        ),
+    ],
+)
+def test_contradictions_are_refused(
+    cli, env: Env, scenario: str, fields: dict[str, Any], start: str
+) -> None:
+    r = _build(cli, env, scenario, device_type="H100", **fields)
+    assert r.code == 2 and r.stderr.startswith(start), r.stderr
+
+
+def test_perf_sanity_is_refused(cli, env: Env) -> None:
+    perf = "pytest perf/test_perf_sanity.py::test_e2e[aggr-tiny_cfg-tiny_tp2pp3]"
+    req = env.request(test_cmd=perf, partition="gb", compile=True, device_type="GB200")
+    r = cli([], req)
+    assert r.code == 2 and r.stderr.startswith("error: compile: is not available for perf-sanity")
+
+
+def test_an_option_the_checkout_lacks_is_refused(cli, env: Env) -> None:
+    build_wheel = env.repo / "scripts" / "build_wheel.py"
+    assert '"--benchmarks"' in build_wheel.read_text()  # the stand-in: an older build_wheel.py
+    assert _build(cli, env, compile=True, device_type="H100", benchmarks=True).code == 0
+    assert "--benchmarks" in (env.work / "compile.slurm").read_text()
+    # newer checkouts dropped --benchmarks (micro_benchmarks stays)
+    build_wheel.write_text(build_wheel.read_text().replace('"--benchmarks"', '"--micro_only"'))
+    r = _build(cli, env, compile=True, device_type="H100", benchmarks=True)
+    assert r.code == 2
+    assert r.stderr.startswith("error: benchmarks: the checkout's scripts/build_wheel.py has no")
+
+
+def test_a_checkout_without_build_wheel_is_refused(cli, env: Env) -> None:
+    (env.repo / "scripts" / "build_wheel.py").unlink()
+    r = _build(cli, env, compile=True, device_type="H100")
+    assert r.code == 2 and r.stderr.startswith("error: compile: ") and "build_wheel.py" in r.stderr
+
+
+def test_the_chain_in_the_job_folder(cli, env: Env) -> None:
+    r = _build(cli, env, compile=True, device_type="H100", sqsh_cache_dir="/lustre/sqsh")
+    assert r.code == 0, r.stderr
+    spec = json.loads((env.work / "job_spec.json").read_text())
+    kinds = [(p["kind"], p["script_name"]) for p in spec["prerequisites"]]
+    assert kinds == [("import", "import.slurm"), ("compile", "compile.slurm")]
+    sqsh = "/lustre/sqsh/" + sqsh_name("nvcr.io/test/trtllm:x86_64-1")
+    assert spec["prerequisites"][0]["output"] == sqsh
+    assert spec["prerequisites"][1]["output"] == f"{env.work}/wheel"
+    assert "persistent_mode" not in spec  # a held allocation cannot run a chain first
+    test = (env.work / "tiny_auto_test.slurm").read_text()
+    assert f"CONTAINER_IMAGE={sqsh}\n" in test
+    assert "pip install -e ." not in test and '--force-reinstall "${wheels[0]}"' in test
+    imp = (env.work / "import.slurm").read_text()
+    assert "IMAGE_URI=docker://nvcr.io#test/trtllm:x86_64-1\n" in imp
+    assert "--nvtx" in (env.work / "compile.slurm").read_text()
+    assert _build(cli, env, compile=True, device_type="H100", nvtx=False).code == 0
+    assert "--nvtx" not in (env.work / "compile.slurm").read_text()
+
+
+def test_without_the_fields_nothing_changes(cli, env: Env) -> None:
+    assert _build(cli, env).code == 0
+    spec = json.loads((env.work / "job_spec.json").read_text())
+    assert "prerequisites" not in spec
+    assert sorted(p.name for p in env.work.iterdir()) == ["job_spec.json", "tiny_auto_test.slurm"]
+
+
+def test_sqsh_names_are_readable_and_distinct() -> None:
+    a = sqsh_name("nvcr.io/nvidia/pytorch:25.05-py3")
+    assert a.startswith("nvcr.io_nvidia_pytorch_25.05-py3-") and a.endswith(".sqsh")
+    assert a == sqsh_name("nvcr.io/nvidia/pytorch:25.05-py3")
+    assert sqsh_name("a/b:c") != sqsh_name("a_b_c")  # same readable part, other hash
+
+
+# ---------------------------------------------------------------- submit
+
+
+def _spec(prereqs: list[dict[str, str]]) -> JobSpec:
+    return JobSpec(
+        workflow_type="custom",
+        category=3,
+        model_name="m",
+        execution_scenario="local_slurm",
+        container_image="i",
+        docker_image="i",
+        script_path="/w/m.slurm",
+        script_name="m.slurm",
+        success_patterns=[],
+        failure_patterns=[],
+        required_devices=1,
+        node_count=1,
+        work_dir="/w",
+        repo_root="/r",
+        prerequisites=prereqs,
+    )
+
+
+def _entry(kind: str, key: str) -> dict[str, str]:
+    return {
+        "kind": kind,
+        "key": key,
+        "script_name": f"{kind}.slurm",
+        "script_path": f"/w/{kind}.slurm",
+        "log_file_pattern": f"m_{kind}_%j.out",
+        "error_file_pattern": f"m_{kind}_%j.err",
+        "output": "/x",
+    }
+
+
+def test_prerequisites_are_chained_and_shared_by_key() -> None:
+    calls: list[tuple[str, list[str]]] = []
+
+    def sbatch(script: str, extra: list[str]) -> str:
+        calls.append((script, extra))
+        return str(100 + len(calls))
+
+    known: dict[str, ChainJob] = {}
+    spec = _spec([_entry("import", "import:/c/x.sqsh"), _entry("compile", "compile:a")])
+    first = submit_prerequisites(spec, sbatch, "/w", known=known)
+    assert calls == [
+        ("/w/import.slurm", []),
+        ("/w/compile.slurm", ["--dependency=afterok:101", "--kill-on-invalid-dep=yes"]),
+    ]
+    assert [(j.kind, j.job_id, j.log_file) for j in first] == [
+        ("import", "101", "/w/m_import_101.out"),
+        ("compile", "102", "/w/m_compile_102.out"),
+    ]
+    assert dependency_args(first) == ["--dependency=afterok:101:102", "--kill-on-invalid-dep=yes"]
+    # a second test job of a batch: same image, another compile
+    spec2 = _spec([_entry("import", "import:/c/x.sqsh"), _entry("compile", "compile:b")])
+    second = submit_prerequisites(spec2, sbatch, "/w", known=known)
+    assert [(j.job_id, j.shared) for j in second] == [("101", True), ("103", False)]
+    assert calls[-1] == (
+        "/w/compile.slurm",
+        ["--dependency=afterok:101", "--kill-on-invalid-dep=yes"],
+    )
+
+
+def test_submit_chains_the_test_job(env: Env, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _build(cli, env, compile=True, device_type="H100", sqsh_cache_dir="/c").code == 0
+    argvs: list[list[str]] = []
+
+    def sbatch(argv: Sequence[str], cwd: Path | None = None, **_: object) -> CmdResult:
+        argvs.append(list(argv))
+        return CmdResult(0, f"{40 + len(argvs)}\n")
+
+    monkeypatch.setattr(submit_mod, "run", sbatch)
+    sub = submit_mod.submit(env.work)
+    assert argvs[-1] == [
+        "sbatch",
+        "--parsable",
+        "--dependency=afterok:41:42",
+        "--kill-on-invalid-dep=yes",
+        str(env.work / "tiny_auto_test.slurm"),
+    ]
+    assert [a[-1] for a in argvs[:2]] == [
+        str(env.work / "import.slurm"),
+        str(env.work / "compile.slurm"),
+    ]
+    assert sub.job_id == "43"
+    saved = json.loads((env.work / "submission.json").read_text())
+    assert [(p["kind"], p["job_id"]) for p in saved["prerequisites"]] == [
+        ("import", "41"),
+        ("compile", "42"),
+    ]
+    assert saved["prerequisites"][1]["log_file"] == f"{env.work}/tiny_compile_42.out"
+
+
+def test_persistent_submit_of_a_chain_is_refused(env: Env, cli) -> None:
+    assert _build(cli, env, compile=True, device_type="H100").code == 0
+    r = cli(["submit", str(env.work), "--persistent"])
+    assert r.code == 2 and r.stderr.startswith("error: persistent: this job waits for a compile")
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def _lines(*texts: str) -> list[LogLine]:
+    return [LogLine(t, "m_compile_7.out", i) for i, t in enumerate(texts, 1)]
+
+
+def test_a_failed_compile_names_the_first_compiler_error() -> None:
+    lines = _lines(
+        "Job 7 started on n1: 1 node(s), 1 task(s)",
+        "[ 33%] Building CXX object a.cpp.o",
+        '/r/cpp/a.cu(42): error: identifier "x" is undefined',
+        "/r/cpp/b.cu(7): error: second",
+        "FAILED: tensorrt_llm/kernels/a.cu.o",
+        "Job 7 finished with exit code 1",
+    )
+    d = decide_prerequisite("compile", "7", "FAILED", 1, lines)
+    assert d.verdict is Verdict.COMPILE_FAILED and d.exit_status == 16 == VERDICT_EXIT[d.verdict]
+    assert d.evidence == [
+        "Slurm state FAILED, exit code 1",
+        'm_compile_7.out:3: /r/cpp/a.cu(42): error: identifier "x" is undefined',
+        "m_compile_7.out:5: FAILED: tensorrt_llm/kernels/a.cu.o",
+    ]
+    assert "test job never started" in d.reason
+
+
+def test_a_compile_that_exits_0_passes_despite_error_words() -> None:
+    lines = _lines("warning: treating error: as text", "Built wheel /w/wheel/t.whl")
+    assert decide_prerequisite("compile", "7", "COMPLETED", 0, lines).verdict is Verdict.PASSED
+
+
+def test_a_compile_out_of_time_is_a_timeout_and_a_failed_import_is_infra() -> None:
+    d = decide_prerequisite("compile", "7", "TIMEOUT", 0, _lines("[ 40%] Building CXX object x"))
+    assert d.verdict is Verdict.TIMEOUT and d.reason.startswith("the compile job 7: Slurm state")
+    d = decide_prerequisite(
+        "import", "6", "FAILED", 1, _lines("[ERROR] URL https://r/v2/x returned error code: 503")
+    )
+    assert d.verdict is Verdict.INFRA_FAILURE and "import job 6" in d.reason
+
+
+def test_a_refused_test_job_takes_its_prerequisites_back(
+    env: Env, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _build(cli, env, compile=True, device_type="H100", sqsh_cache_dir="/c").code == 0
+    argvs: list[list[str]] = []
+
+    def slurm(argv: Sequence[str], cwd: Path | None = None, **_: object) -> CmdResult:
+        argvs.append(list(argv))
+        if argv[0] == "sbatch" and str(argv[-1]).endswith("tiny_auto_test.slurm"):
+            return CmdResult(1, "", "sbatch: error: Batch job submission failed: Invalid account")
+        return CmdResult(0, f"{50 + len(argvs)}\n")
+
+    monkeypatch.setattr(submit_mod, "run", slurm)
+    r = cli(["submit", str(env.work)])
+    assert r.code == 3 and r.stderr.startswith("error: sbatch: "), r.stderr
+    assert argvs[-1] == ["scancel", "51", "52"]
+    assert not (env.work / "submission.json").exists()
+
+
+def test_a_remote_import_chain_is_copied_and_submitted_there(
+    env: Env, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _build(cli, env, "remote_slurm", sqsh_cache_dir="/lustre/sqsh").code == 0
+    seen: dict[str, list[Any]] = {"copied": [], "argv": []}
+
+    class FakeSsh:
+        def __init__(self, target: object) -> None:
+            pass
+
+        def check(self) -> CmdResult:
+            return CmdResult(0)
+
+        def copy(self, files: Sequence[Path], remote_dir: str) -> CmdResult:
+            seen["copied"] += [Path(f).name for f in files]
+            return CmdResult(0)
+
+        def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+            seen["argv"].append(list(argv))
+            return (
+                CmdResult(0, f"{70 + len(seen['argv'])}\n") if argv[0] == "sbatch" else CmdResult(0)
+            )
+
+    monkeypatch.setattr(submit_mod, "SshRunner", FakeSsh)
+    sub = submit_mod.submit(env.work)
+    remote = "/lustre/rtester/TensorRT-LLM/work_dirs/work"
+    assert "import.slurm" in seen["copied"] and "tiny_auto_test.slurm" in seen["copied"]
+    sbatches = [a for a in seen["argv"] if a[0] == "sbatch"]
+    assert sbatches == [
+        ["sbatch", "--parsable", f"{remote}/import.slurm"],
+        [
+            "sbatch",
+            "--parsable",
+            f"--dependency=afterok:{70 + seen['argv'].index(sbatches[0]) + 1}",
+            "--kill-on-invalid-dep=yes",
+            f"{remote}/tiny_auto_test.slurm",
+        ],
+    ]
+    assert sub.prerequisites and sub.prerequisites[0]["log_file"].startswith(
+        f"{remote}/tiny_import_"
+    )
