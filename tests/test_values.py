@@ -235,3 +235,9 @@ def test_file_names_of_the_checkout_that_no_line_can_carry_are_left_out(tmp_path
     assert compiled_bindings(str(tmp_path)) == [
         "tensorrt_llm/bindings.cpython-312-x86_64-linux-gnu.so"
     ]
+
+
+def test_an_array_task_id_is_a_job_id() -> None:
+    assert values.JOB_ID.fullmatch("529_0") and values.JOB_ID.fullmatch("12")
+    for bad in ("-1", "--user=x", "1 2", "1_", "_1", "1\n"):
+        assert not values.JOB_ID.fullmatch(bad)

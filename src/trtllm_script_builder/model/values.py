@@ -37,7 +37,7 @@ _NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 # Whole-string patterns, shared by every file that carries such a value.
 SLURM_NAME = re.compile(r"[A-Za-z0-9._+][A-Za-z0-9._+-]*")  # partition, account, MPI plugin
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # names files, jobs and containers
-JOB_ID = re.compile(r"[0-9]+")  # a Slurm job id as scancel and squeue take it
+JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+)?")  # a Slurm job id (an array task: 12_3)
 HOST = re.compile(r"[A-Za-z0-9._%+@\[\]:][A-Za-z0-9._%+@\[\]:-]*")  # host, user@host, [::1]
 NODELIST = re.compile(r"[A-Za-z0-9._\[\],-]*")  # gpunode, node[01-04],login
 # Characters an image reference never holds: docker and pyxis would split at them.
