@@ -278,10 +278,33 @@ def test_a_folder_of_another_or_a_submitted_job_is_kept_unless_forced(env: Env, 
     assert "--force" in r.stderr
     assert {p.name: p.read_bytes() for p in env.work.iterdir()} == before  # nothing written
     assert cli(["--force"], env.request(custom_cmd="true")).code == 0
+    # the old job's script went with it; what the tool did not write stays
+    assert not (env.work / "x_bench.slurm").exists()
     (env.work / "submission.json").write_text("{}")
     r = cli([], env.request(custom_cmd="true"))
     assert r.code == 2 and "was submitted" in r.stderr
     assert cli(["--force"], env.request(custom_cmd="true")).code == 0
+
+
+def test_a_forced_rebuild_removes_only_the_old_jobs_own_scripts(env: Env, cli) -> None:
+    assert cli([], env.request(bench_cmd="trtllm-bench -m x throughput")).code == 0
+    (env.work / "notes.txt").write_text("mine")
+    (env.work / "keep").mkdir()
+    spec = json.loads((env.work / "job_spec.json").read_text())
+    # a job_spec naming what the tool never writes (a folder, a path, not a script) removes
+    # nothing of it
+    (env.work / "keep.sh").mkdir()
+    spec["prerequisites"] = [
+        {"script_name": "keep.sh"},
+        {"script_name": "../x.sh"},
+        {"script_name": "notes.txt"},
+    ]
+    (env.work / "job_spec.json").write_text(json.dumps(spec))
+    assert cli(["--force"], env.request(custom_cmd="true")).code == 0
+    names = sorted(p.name for p in env.work.iterdir())
+    assert "x_bench.slurm" not in names
+    assert {"keep", "keep.sh", "notes.txt", "job_spec.json"} <= set(names)
+    assert (env.work / "notes.txt").read_text() == "mine"
 
 
 @pytest.mark.parametrize(

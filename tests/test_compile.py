@@ -144,6 +144,16 @@ def test_a_checkout_without_build_wheel_is_refused(cli, env: Env) -> None:
     assert r.code == 2 and r.stderr.startswith("error: compile: ") and "build_wheel.py" in r.stderr
 
 
+def test_a_rebuild_without_the_chain_leaves_no_chain_script_behind(cli, env: Env) -> None:
+    assert _build(cli, env, compile=True, device_type="H100", sqsh_cache_dir="/l/sqsh").code == 0
+    assert {"import.slurm", "compile.slurm"} <= {p.name for p in env.work.iterdir()}
+    assert _build(cli, env, compile=True, device_type="H100").code == 0
+    names = {p.name for p in env.work.iterdir()}
+    assert "compile.slurm" in names and "import.slurm" not in names
+    assert _build(cli, env).code == 0
+    assert not {"import.slurm", "compile.slurm"} & {p.name for p in env.work.iterdir()}
+
+
 def test_the_chain_in_the_job_folder(cli, env: Env) -> None:
     r = _build(cli, env, compile=True, device_type="H100", sqsh_cache_dir="/lustre/sqsh")
     assert r.code == 0, r.stderr

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -99,13 +101,51 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
         )
     if not force:
         _guard(result)
+    before = _old_scripts(result.work_dir)
     with signals_as_exceptions():  # Ctrl-C or a kill: the finally clauses below still run
         if result.submit is None:
             try:
-                return write_atomically(result.work_dir, result.files)
+                written = write_atomically(result.work_dir, result.files)
             except OSError as exc:
                 raise unwritable(exc) from None
-        return _run_submit_step(result, unwritable)
+        else:
+            written = _run_submit_step(result, unwritable)
+        _drop_stale(result.work_dir, before - {p.name for p in written})
+        return written
+
+
+# The names the tool gives scripts (`<model>_<kind>.slurm`, compile.slurm, docker_cmd.sh, ...).
+_SCRIPT_NAME = re.compile(r"[\w.+-]{1,250}\.(?:slurm|sh)")
+
+
+def _old_scripts(work_dir: Path) -> set[str]:
+    """The scripts the folder's previous build wrote, as its job_spec.json names them (the
+    job's script and its compile/import scripts): nothing else in the folder is ours."""
+    try:
+        with open(work_dir / "job_spec.json", "rb") as f:
+            old = json.loads(f.read(4 << 20))
+    except (OSError, ValueError, RecursionError):
+        return set()
+    if not isinstance(old, dict):
+        return set()
+    names = [old.get("script_name")]
+    prereqs = old.get("prerequisites")
+    if isinstance(prereqs, list):
+        names += [p.get("script_name") for p in prereqs if isinstance(p, dict)]
+    return {n for n in names if isinstance(n, str) and _SCRIPT_NAME.fullmatch(n)}
+
+
+def _drop_stale(work_dir: Path, names: set[str]) -> None:
+    """Remove the previous build's scripts the new set does not have (a rebuild with --force
+    over another job, or without the compile it had), once the new job_spec.json no longer
+    names them; only regular files, never a link or a folder of that name (decision 63)."""
+    for name in sorted(names):
+        path = work_dir / name
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 # submit.py's flags whose value is a path in work_dir: given in the private folder instead.

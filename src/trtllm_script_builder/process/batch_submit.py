@@ -394,7 +394,7 @@ def submit_batch(
     """Submit every built job of the build-many folder `folder`; refuses a folder (or a job of
     it) already submitted unless `force`."""
     from trtllm_script_builder.atomic import write_file
-    from trtllm_script_builder.process.submit import err_path, log_path
+    from trtllm_script_builder.process.submission import err_path, log_path
     from trtllm_script_builder.resolve.job import check_sbatch_value
 
     folder = folder.resolve()

@@ -34,7 +34,7 @@ Say = Callable[[str], None]
 TEMP_BRANCH_PREFIX = "refs/heads/tsb-sync/"
 # The tool's own job folders at the top of a checkout (remote_work_dir's default is
 # <remote_repo_path>/work_dirs/<name>; TensorRT-LLM's .gitignore does not name the folder):
-# they do not travel, are no change of the cluster clone's own, and --force keeps them.
+# they do not travel, are no change of the cluster clone's own, and --force keeps them (decision 70).
 JOB_FOLDERS = "work_dirs"
 _NOT_JOB_FOLDERS = (".", f":(top,exclude,literal){JOB_FOLDERS}")  # a pathspec
 FORCE_HINT = "pass --force to discard them"  # the end of a refused sync's fix (sync --force)

@@ -3,7 +3,6 @@ and record it in WORK_DIR/submission.json."""
 
 from __future__ import annotations
 
-import posixpath
 import shlex
 import socket
 from collections.abc import Callable
@@ -29,7 +28,9 @@ from trtllm_script_builder.process.submission import (
     SUBMISSION,
     Say,
     Submission,
+    err_path,
     load_submission,
+    log_path,
     save_submission,
     write_json,
 )
@@ -55,19 +56,6 @@ def resolve_ssh_host(spec: JobSpec, override: str | None) -> str:
             "pass --ssh-host HOST (or probe the cluster with probe --ssh HOST)",
         )
     return str(host)
-
-
-def log_path(pattern: str | None, job_id: str, base: str) -> str | None:
-    """The log of a job: job_spec's pattern is relative to the job's folder (decision 44);
-    an absolute one (job_specs written before) stands as it is."""
-    return posixpath.join(base, pattern.replace("%j", job_id)) if pattern else None
-
-
-def err_path(out: str | None) -> str | None:
-    """Without error_file_pattern (older job_specs): `<name>_%j.out` and `.err` side by side."""
-    if out and out.endswith(".out"):
-        return out[: -len(".out")] + ".err"
-    return None
 
 
 def _now() -> str:
