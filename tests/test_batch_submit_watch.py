@@ -523,7 +523,7 @@ def test_hang_in_one_running_job_cancels_that_job_only(
 
 # ---------------------------------------------------------------- prerequisites (chains)
 # A batch built with compile / sqsh_cache_dir: one import and one compile per key for the
-# whole batch, the arrays after them (decisions 65, 69), and the chain followed in the same loop.
+# whole batch, the arrays after them (decisions 65, 71), and the chain followed in the same loop.
 
 IMPORT_KEY = "import:/sqsh/img.sqsh"
 COMPILE_KEY = "compile:/repo /sqsh/img.sqsh --cuda_architectures 90-real --dist_dir /wheel"
@@ -879,11 +879,11 @@ def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
         for p in spec["prerequisites"]:
             p["remote_script_path"] = f"{remote}/{Path(p['script_path']).name}"
         path.write_text(json.dumps(spec))
-    synced: list[tuple[str, str | None, str]] = []
+    synced: list[tuple[str, str | None, str, Any]] = []
 
-    def sync_for_compile(spec: Any, say: Any) -> Any:
+    def sync_for_compile(spec: Any, work_dir: Path, say: Any) -> Any:
         def sync(target: Any) -> None:
-            synced.append((spec.repo_root, spec.remote_repo_path, target))
+            synced.append((spec.repo_root, spec.remote_repo_path, work_dir.name, target))
             FakeSsh.made[-1].events.append("sync")
 
         return sync
@@ -893,7 +893,8 @@ def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
     monkeypatch.setattr(submit, "_sync_for_compile", sync_for_compile)
     batch = batch_submit.submit_batch(folder)
     (ssh,) = FakeSsh.made
-    assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", ssh.target)]  # once for the three
+    # once for the three, named after the first job's folder (its `sync --force` hint)
+    assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", "job0", ssh.target)]
     # the sync first, then the copies, then the import and compile from the first job's
     # remote folder and the array after them
     assert ssh.events[:2] == ["check", "sync"]

@@ -257,10 +257,29 @@ def code_errors() -> list[Site]:
                 sites.append(
                     Site(f"{rel}:{node.lineno}", node.func.id, field, _template(node.args[1]))
                 )
+            elif node.func.id == "refuse" and len(node.args) >= 2:
+                # model/values.py's refusal: "<what> (got <value>)"
+                f = node.args[0]
+                field = f.value if isinstance(f, ast.Constant) else None
+                msg = f"{_template(node.args[1])} (got …)"
+                sites.append(Site(f"{rel}:{node.lineno}", "BuildError", field, msg))
             elif node.func.id == "ValueError" and path.name == "request.py" and node.args:
                 # a field validator: _first_error shows it as "<message> (got <value>)"
                 msg = _template(node.args[0])
                 sites.append(Site(f"{rel}:{node.lineno}", "ValueError", None, f"{msg} (got …)"))
+        if path.name == "values.py":
+            # the problems every value is checked for, shown as "<problem> (got <value>)"
+            for fn in ast.walk(tree):
+                if isinstance(fn, ast.FunctionDef) and fn.name == "text_problem":
+                    for ret in ast.walk(fn):
+                        if (
+                            isinstance(ret, ast.Return)
+                            and isinstance(ret.value, ast.JoinedStr | ast.Constant)
+                            and ret.value is not None
+                            and _template(ret.value) != "None"
+                        ):
+                            msg = f"{_template(ret.value)} (got …)"
+                            sites.append(Site(f"{rel}:{ret.lineno}", "BuildError", None, msg))
     return sites
 
 

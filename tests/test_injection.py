@@ -102,7 +102,7 @@ def test_an_error_line_shows_a_long_value_cut_short(env: Env, cli) -> None:
 
 def test_no_traceback_for_a_lone_surrogate_or_deep_nesting(env: Env, cli, tmp_path) -> None:
     r = cli([], {**env.request(custom_cmd="true"), "custom_cmd": "echo \udc80"})
-    assert r.code == 2 and r.stderr.startswith("error: custom_cmd: contains a lone surrogate")
+    assert r.code == 2 and r.stderr.startswith("error: custom_cmd: holds a lone surrogate")
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     for field in ("slurm_env_file", "job_spec_file"):

@@ -217,7 +217,7 @@ def test_review_findings_refused_cleanly(env: Env, cli, tmp_path: Path) -> None:
         env,
         env.request(bench_cmd="trtllm-bench -m x throughput --tp 2"),
         "slurm_env_file",
-        contains="MPI plugin",
+        contains="pmix.preferred: is not a Slurm name",
     )
     env.write_env()
     refused(

@@ -219,6 +219,27 @@ def test_replace_option_keeps_the_rest() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("cmd", "expected"),
+    [
+        # a longer id that starts with the old one is another model
+        ("trtllm-eval --model org/M-Instruct-FP8 mmlu", None),
+        ("trtllm-eval --model=org/M-Instruct-FP8 mmlu", None),
+        # text inside a quoted word is no option
+        ("echo '--model org/M-Instruct' && trtllm-eval --model org/M-Instruct mmlu",
+         "echo '--model org/M-Instruct' && trtllm-eval --model /m/M mmlu"),
+        ('echo "--model=org/M-Instruct"', None),
+        # the value quoted in the command is still the value
+        ("trtllm-eval --model 'org/M-Instruct' mmlu", "trtllm-eval --model /m/M mmlu"),
+        ('trtllm-eval --model="org/M-Instruct" mmlu', "trtllm-eval --model=/m/M mmlu"),
+        ("trtllm-eval --model_path org/M-Instruct mmlu", None),
+    ],
+)  # fmt: skip
+def test_replace_option_matches_shell_words(cmd: str, expected: str | None) -> None:
+    got = replace_option(cmd, "--model", "org/M-Instruct", "/m/M")
+    assert got == (cmd if expected is None else expected)
+
+
 # ---------------------------------------------------------------- mounts
 
 

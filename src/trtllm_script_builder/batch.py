@@ -21,11 +21,11 @@ from typing import IO, Any, TextIO
 
 from trtllm_script_builder.atomic import signals_as_exceptions, sweep
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.values import text_problem
 
 # A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
 # (`...::test_x[pp2] # 2 mins`, `... TIMEOUT (90) # failed`).
 _COMMENT = re.compile(r"(?:^|\s)#.*$", re.S)
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # Words a test list may hold unquoted; anything else is quoted, for the job runs `bash -c`.
 _PLAIN = re.compile(r"[\w@%+=:,./\[\]-]+")
 # Linux refuses an environment string over 128 KiB; a group's TEST_CMD stays well below.
@@ -74,7 +74,7 @@ def _test_entry(lineno: int, raw: str) -> Entry | Bad | None:
 def _test_line(lineno: int, text: str) -> Entry:
     from trtllm_script_builder.resolve.perf.testid import strip_timeout
 
-    if _CONTROL.search(text):
+    if text_problem(text, lines=True):  # model/values.py; a tab separates words here
         raise BuildError("test_cmd", "holds a control character", "remove it from the line")
     try:
         selection, minutes = strip_timeout(text)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 EXIT_INVALID = 2
 EXIT_TOOL_FAILED = 3
 
@@ -18,7 +20,21 @@ class BuildError(Exception):
         super().__init__(self.line())
 
     def line(self) -> str:
-        return f"error: {self.field}: {self.problem}; {self.fix}"
+        """One line, whatever the parts hold: a control character from a value or an OS
+        message is escaped, and a problem longer than a screen keeps its start and end."""
+        problem = _one_line(self.problem)
+        if len(problem) > _LONGEST:
+            left_out = len(problem) - 900
+            problem = f"{problem[:600]}... ({left_out} characters left out) ...{problem[-300:]}"
+        return f"error: {_one_line(self.field)}: {problem}; {_one_line(self.fix)}"
+
+
+_LONGEST = 1000
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _one_line(text: str) -> str:
+    return _CONTROL.sub(lambda m: ascii(m.group(0))[1:-1], text)
 
 
 class ToolFailed(BuildError):

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,10 +125,14 @@ def _skip_sshd(reason: str) -> None:
 
 
 @contextlib.contextmanager
-def loopback_sshd(root: Path) -> Iterator[LoopbackSshd]:
+def loopback_sshd(
+    root: Path, session_env: Mapping[str, str] | None = None
+) -> Iterator[LoopbackSshd]:
     """A real OpenSSH server on 127.0.0.1 (root login with a key made here) in front of the
     test cluster; the client side uses a private ssh config (no known_hosts checks) and a
-    short ControlPath folder. TSB_SSH_CONFIG and TSB_SSH_CONTROL_DIR are set while it runs."""
+    short ControlPath folder. TSB_SSH_CONFIG and TSB_SSH_CONTROL_DIR are set while it runs.
+    `session_env` is set in every ssh session (sshd's SetEnv, PATH too): what a cluster's
+    login shell would have, e.g. the stand-ins first on PATH, which sbatch passes to jobs."""
     binary = shutil.which("sshd") or "/usr/sbin/sshd"
     if not os.path.exists(binary) or shutil.which("ssh") is None:
         _skip_sshd("OpenSSH is not installed (apt-get install -y openssh-server openssh-client)")
@@ -147,6 +151,11 @@ def loopback_sshd(root: Path) -> Iterator[LoopbackSshd]:
         f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         "StrictModes no\n"
+        + (  # one SetEnv line: sshd takes the first of several
+            "SetEnv " + " ".join(f"{k}={v}" for k, v in session_env.items()) + "\n"
+            if session_env
+            else ""
+        )
     )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
     server = subprocess.Popen(

@@ -1,6 +1,6 @@
 """A batch built with `compile` and `sqsh_cache_dir` on the live test cluster (cluster.sh up):
 `submit DIR` starts one image import and one compile for all its jobs, then the jobs' array
-after them; `watch DIR` follows the chain and the jobs in one loop (decisions 65, 69).
+after them; `watch DIR` follows the chain and the jobs in one loop (decisions 65, 71).
 
 The jobs are pytest jobs built by the real build-many from a test list, against the tiny
 TensorRT-LLM-shaped repo of test_e2e_build (real pytest); the stand-ins of

@@ -170,6 +170,31 @@ def test_passing_job(live: Live) -> None:
     assert cli("watch", str(live.root / "pass"), "--poll", POLL, "-q").code == 0
 
 
+def test_a_work_dir_with_percent_signs_is_watched_at_its_real_log(live: Live) -> None:
+    """Slurm expands `%` in --output (`%j` the job id, `%x` the job name); the #SBATCH line
+    escapes the folder's, so the log is in the folder as named, which is the path submit
+    records and watch reads."""
+    res = cli(
+        "run",
+        str(live.request("pct%x%j%%dir", 'echo "1 passed in 0.01s"')),
+        "--poll",
+        POLL,
+        "--json",
+    )
+    assert res.code == 0, res.stderr
+    v = res.json
+    assert v["verdict"] == "PASSED" and "1 passed in 0.01s" in res.stdout
+    folder = live.root / "pct%x%j%%dir"
+    sub = json.loads((folder / "submission.json").read_text())
+    assert sub["log_file"] == str(folder / f"custom_custom_{v['job_id']}.out")
+    assert "1 passed" in Path(sub["log_file"]).read_text()
+    assert v["log_files"][0] == sub["log_file"]  # what watch read, not scontrol's StdOut
+    assert not list(live.root.glob("pct*")) or {p.name for p in live.root.glob("pct*")} == {
+        "pct%x%j%%dir",
+        "pct%x%j%%dir.json",
+    }
+
+
 def test_failing_job_quotes_its_stderr(live: Live) -> None:
     cmd = "echo step 1; python3 -c 'raise SystemExit(\"Error: boom\")'"
     res = cli("run", str(live.request("fail", cmd)), "--poll", POLL, "--json")

@@ -44,7 +44,9 @@ def command(
     goes as a temporary branch on the shared origin when the cluster clone's origin is one
     of your remotes, else as a git bundle over ssh; a missing remote_repo_path is cloned.
     The cluster checkout ends detached at that commit; one with changes of its own is
-    refused unless --force.
+    refused unless --force. `work_dirs/` (the tool's job folders) neither travels nor counts
+    as a change, and a remote_repo_path that is this very checkout (a shared file system) is
+    left as it is (method `shared`).
 
     \b
     Example:

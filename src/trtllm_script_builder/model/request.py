@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model import values
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -36,8 +37,6 @@ PATH_FIELDS = (
 REMOTE_PATH_FIELDS = ("remote_repo_path", "remote_work_dir", "llm_models_root")
 # Patterns, compiled by `re` on first use: most builds check one time limit and one or two names.
 _TIME = r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})"
-_SLURM_NAME = r"[A-Za-z0-9._+-]+"
-_MODEL_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
 # A build validates one request per process, and building a pydantic model costs more than
 # the rest of the build (decision 51). So the dataclasses below are the one table of the
@@ -50,15 +49,8 @@ Check = Callable[[Any], Any]
 
 
 # The checks, shared by both paths: a ValueError's text becomes the error line's problem.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def no_nul(v: Any) -> Any:
-    if isinstance(v, str) and "\x00" in v:
-        raise ValueError("contains a NUL byte, which no script can carry")
-    if isinstance(v, str) and _SURROGATE.search(v):  # JSON's \udc80: no UTF-8 file can hold it
-        raise ValueError("contains a lone surrogate, which is not text a script can hold")
-    return v
+# What a value may hold at all is model/values.py's (decision 69).
+no_nul = values.plain_text
 
 
 def no_bool(v: Any) -> Any:
@@ -79,13 +71,13 @@ def check_time(v: str) -> str:
 
 
 def check_slurm_name(v: str | None) -> str | None:
-    if v is not None and not re.fullmatch(_SLURM_NAME, v):
-        raise ValueError("may hold only letters, digits and . _ + -")
+    if v is not None and not values.SLURM_NAME.fullmatch(v):
+        raise ValueError("may hold only letters, digits and . _ + - (not first)")
     return v
 
 
 def check_model_name(v: str | None) -> str | None:
-    if v is not None and not re.fullmatch(_MODEL_NAME, v):
+    if v is not None and not values.MODEL_NAME.fullmatch(v):
         raise ValueError("may hold only letters, digits and . _ - (it names files and jobs)")
     return v
 
@@ -574,13 +566,7 @@ def _first_error(exc: "ValidationError") -> BuildError:
         flag = "--" + loc.replace("_", "-")
         return BuildError(loc, "is required", f"add it to the request or pass {flag}")
     msg = err["msg"].removeprefix("Value error, ")
-    return BuildError(loc, f"{msg} (got {_shown(err.get('input'))})", "correct the value")
-
-
-def _shown(value: Any, limit: int = 120) -> str:
-    """A value in an error line: escaped, and cut short (a line must not carry megabytes)."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    return values.refuse(loc, msg, err.get("input"), "correct the value")
 
 
 # A request is a few lines; anything much larger is a mistake or an attack on memory.
@@ -701,12 +687,27 @@ def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, An
             req = _from_twin(_twins()[1].model_validate(data))
         except ValidationError as exc:
             raise _first_error(exc) from None
-    _forward_job_spec(req)
+    _check_values(req)
+    if req.job_spec_file:
+        _forward_job_spec(req)
+        _check_values(req)  # again: the forwarded values come from a file too
     for key in REMOTE_PATH_FIELDS:
         v = getattr(req, key)
         if v is not None and not v.startswith("/"):
             raise BuildError(key, f"must be an absolute path (got {v!r})", "give the full path")
     return req
+
+
+def _check_values(req: Request) -> None:
+    """What no field's type says: one line, no leading `-`, bounded (model/values.py)."""
+    values.check_fields((name, getattr(req, name)) for name in Request.model_fields)
+    for name in PATH_FIELDS + REMOTE_PATH_FIELDS:
+        path = getattr(req, name)
+        if path is not None:
+            values.check_path(path, name, absolute=False)
+    if req.env_check is not None:
+        env = req.env_check
+        values.check_fields(((n, getattr(env, n)) for n in EnvCheck.model_fields), "env_check.")
 
 
 def _forward_job_spec(req: Request) -> None:

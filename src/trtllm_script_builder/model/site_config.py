@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model import values
 
 ENV_VAR = "TRTLLM_SCRIPT_BUILDER_CONFIG"
 
@@ -63,9 +64,13 @@ def load_site_config() -> SiteConfig:
     import yaml
     from pydantic import ValidationError
 
+    from trtllm_script_builder.model.request import yaml_loader
+
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        # Read as a request is: no aliases, no !!binary, a few lines at most.
+        text = path.read_text()[: values.MAX_ARG_BYTES]
+        data = yaml.load(text, Loader=yaml_loader()) or {}  # noqa: S506 - a SafeLoader subclass
+    except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
         raise BuildError(
             "site config",
             f"cannot read {path} ({str(exc).splitlines()[0]})",
@@ -73,8 +78,16 @@ def load_site_config() -> SiteConfig:
         ) from None
     if not isinstance(data, dict):
         raise BuildError("site config", f"{path} does not hold a mapping", "write key: value lines")
+    found = values.tree_problem(data)
+    if found is not None:
+        where, problem, value = found
+        raise BuildError(
+            f"site config {where}",
+            f"{problem} (got {values.shown(value)}) in {path}",
+            "correct that value",
+        )
     try:
-        return _validate(data)
+        config = _validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
@@ -83,6 +96,17 @@ def load_site_config() -> SiteConfig:
             f"{err['msg']} in {path}",
             "use the keys default_llm_models_root, default_models_repo_host, default_user_root_dir, enroot_uri_rewrite",
         ) from None
+    for key in ("default_llm_models_root", "default_models_repo_host", "default_user_root_dir"):
+        value = getattr(config, key)
+        if value is not None and not (
+            value.startswith("/") and len(value) <= values.MAX_PATH_BYTES
+        ):
+            raise BuildError(
+                f"site config {key}",
+                f"is not an absolute path (got {values.shown(value)}) in {path}",
+                "give the full path",
+            )
+    return config
 
 
 # The values a build asks for that hold for every job of a site, and the site config key each

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model import values
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -179,15 +181,72 @@ def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
         raise BuildError("slurm_env_file", f"{path} is not UTF-8 text", fix) from None
     if not isinstance(raw, dict):
         raise BuildError("slurm_env_file", f"{path} does not hold a JSON object", fix)
-    exact = _exact(raw)
-    if exact is not None:
-        return exact, raw
-    # Imported only here: even pydantic_core costs a build more than the rest of its work.
-    from pydantic_core import ValidationError
+    found = values.tree_problem(raw)
+    if found is not None:
+        where, problem, value = found
+        raise BuildError(
+            "slurm_env_file", f"{path}: {where}: {problem} (got {values.shown(value)})", FIX_KEY
+        )
+    env = _exact(raw)
+    if env is None:
+        # Imported only here: even pydantic_core costs a build more than the rest of its work.
+        from pydantic_core import ValidationError
 
-    try:
-        return _from_model(_models()[2].model_validate(raw)), raw
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise BuildError("slurm_env_file", f"{path}: {where}: {err['msg']}", fix) from None
+        try:
+            env = _from_model(_models()[2].model_validate(raw))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise BuildError("slurm_env_file", f"{path}: {where}: {err['msg']}", fix) from None
+    _check_values(env, str(path))
+    return env, raw
+
+
+FIX_KEY = "probe the cluster again, or correct that key"
+_NAME = "is not a Slurm name (letters, digits and . _ + -, not starting with -)"
+_MOUNT_FLAGS = re.compile(r"[A-Za-z0-9_.=+-]+")
+
+
+def _check_values(env: SlurmEnv, path: str) -> None:
+    """The values another person may have written that reach a command line or a script:
+    names as Slurm spells them, paths, mount entries, the ssh host (decision 69)."""
+
+    def bad(key: str, what: str, value: Any) -> BuildError:
+        return BuildError(
+            "slurm_env_file", f"{path}: {key}: {what} (got {values.shown(value)})", FIX_KEY
+        )
+
+    names = [("default_account", env.default_account), ("default_partition", env.default_partition)]
+    names += [
+        ("user", env.user),
+        ("slurm_user", env.slurm_user),
+        ("pmix.preferred", env.pmix.preferred),
+    ]
+    names += [(f"accounts[{i}]", a) for i, a in enumerate(env.accounts)]
+    names += [(f"partitions[{i}].name", p.name) for i, p in enumerate(env.partitions)]
+    names += [(f"pmix.available[{i}]", a) for i, a in enumerate(env.pmix.available)]
+    for key, name in names:
+        if name is not None and not values.SLURM_NAME.fullmatch(name):
+            raise bad(key, _NAME, name)
+    for key in ("remote_cwd", "remote_home"):
+        value = getattr(env, key)
+        if value is not None and not (
+            value.startswith("/") and len(value) <= values.MAX_PATH_BYTES
+        ):
+            raise bad(key, "is not an absolute path", value)
+    if env.ssh_host is not None and not values.HOST.fullmatch(env.ssh_host):
+        raise bad(
+            "ssh_host", "is not a host name (host, user@host or an ssh config alias)", env.ssh_host
+        )
+    for i, entry in enumerate(env.mounts or []):
+        # pyxis splits the list at `,` and an entry at `:`: a comma in a path would add a
+        # mount, a `"` would end docker's CSV field.
+        host, _, rest = entry.partition(":")
+        container, _, flags = rest.partition(":")
+        paths_ok = all(p.startswith("/") and not re.search(r'[,:"]', p) for p in (host, container))
+        if not paths_ok or (flags and not _MOUNT_FLAGS.fullmatch(flags)):
+            raise bad(
+                f"mounts[{i}]",
+                'is not host:container[:flags] with absolute paths free of , : and "',
+                entry,
+            )

@@ -8,7 +8,7 @@ lines and `--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into j
 sends its output where that job_spec says (with the task's own job id for `%j`) and runs the
 job's own script. A shape of one job goes in as a plain `sbatch`, as `submit JOBDIR` does.
 
-Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites (decisions 65, 69): each
+Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites (decisions 65, 71): each
 distinct one (by its job_spec `key`: one import per image file, one compile per checkout, image
 and build options) is submitted once for the whole batch, before the arrays, and every array
 or plain job that needs it goes in with `--dependency=afterok:...` and
@@ -391,7 +391,7 @@ def _sync_checkouts(jobs: list[_Job], target: SshTarget, say: Say) -> None:
         where = (j.spec.repo_root, j.spec.remote_repo_path)
         if where not in done:
             done.add(where)
-            _sync_for_compile(j.spec, say)(target)
+            _sync_for_compile(j.spec, j.member.work_dir, say)(target)
 
 
 @dataclass
@@ -470,7 +470,7 @@ def submit_batch(
     subs: list[Submission | None] = [None] * len(jobs)
     known: dict[str, ChainJob] = {}
     chains: list[list[ChainJob]] = []
-    for j in jobs:  # the prerequisites first, each key once (decision 69)
+    for j in jobs:  # the prerequisites first, each key once (decision 71)
         at = _where(j, remote)
 
         def sbatch(script: str, extra: list[str], j: _Job = j, at: _Where = at) -> str:

@@ -9,7 +9,7 @@ remote_slurm the same calls go through one ssh connection, and a job's logs are 
 ends, not at every poll.
 
 The batch's prerequisites (the import and compile jobs `submit` started once for all,
-decisions 65, 69) are followed in the same loop and the same query: the progress line shows the
+decisions 65, 71) are followed in the same loop and the same query: the progress line shows the
 compile's `built NN%`. A test job gets no verdict of its own before its prerequisites have
 theirs; when one of them did not succeed, every job waiting for it gets that prerequisite's
 verdict (a failed compile: COMPILE_FAILED with the first compiler error) instead of the

@@ -70,29 +70,40 @@ def submit_prerequisites(
     *,
     remote: bool = False,
     known: dict[str, ChainJob] | None = None,
+    cancel: Callable[[list[ChainJob]], None] | None = None,
 ) -> list[ChainJob]:
     """Submit the job_spec's prerequisites in order (the compile waits for the import);
     `log_base` is the folder their log patterns are relative to. A key found in `known` is
-    reused instead of submitted; new jobs are added to it."""
+    reused instead of submitted; new jobs are added to it. When an sbatch fails, the jobs
+    submitted here so far are handed to `cancel` (else the import would run for nothing)
+    and leave `known` again, then the error goes on."""
     known = {} if known is None else known
     done: list[ChainJob] = []
-    for entry in spec.prerequisites or []:
-        key = entry["key"]
-        if key in known:
-            done.append(ChainJob(**{**vars(known[key]), "shared": True}))
-            continue
-        script = entry.get("remote_script_path") if remote else entry["script_path"]
-        assert script, "remote job_spec without remote_script_path"
-        job_id = sbatch(script, dependency_args(done))
-        job = ChainJob(
-            entry["kind"],
-            key,
-            job_id,
-            _join(log_base, entry.get("log_file_pattern"), job_id),
-            _join(log_base, entry.get("error_file_pattern"), job_id),
-        )
-        known[key] = job
-        done.append(job)
+    try:
+        for entry in spec.prerequisites or []:
+            key = entry["key"]
+            if key in known:
+                done.append(ChainJob(**{**vars(known[key]), "shared": True}))
+                continue
+            script = entry.get("remote_script_path") if remote else entry["script_path"]
+            assert script, "remote job_spec without remote_script_path"
+            job_id = sbatch(script, dependency_args(done))
+            job = ChainJob(
+                entry["kind"],
+                key,
+                job_id,
+                _join(log_base, entry.get("log_file_pattern"), job_id),
+                _join(log_base, entry.get("error_file_pattern"), job_id),
+            )
+            known[key] = job
+            done.append(job)
+    except BaseException:
+        own = [j for j in done if not j.shared]
+        for j in own:
+            known.pop(j.key, None)
+        if own and cancel is not None:
+            cancel(own)
+        raise
     return done
 
 

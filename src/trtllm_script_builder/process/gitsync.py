@@ -2,7 +2,8 @@
 
 `sync_checkout` snapshots what the checkout holds - commits, staged, unstaged and untracked
 files that .gitignore does not exclude - into one commit, sends that commit to
-`remote_repo_path` over ssh and checks it out there, detached.
+`remote_repo_path` over ssh and checks it out there, detached. The tool's job folders at the
+top (`work_dirs/`, where remote_work_dir goes by default) are not part of it, on either side.
 
 The user's checkout is only read: the snapshot is made with a temporary index
 (GIT_INDEX_FILE) and a temporary object folder (GIT_OBJECT_DIRECTORY, the checkout's own
@@ -31,6 +32,12 @@ from trtllm_script_builder.process.ssh import SSH_FAILED, SshRunner, SshTarget
 Say = Callable[[str], None]
 
 TEMP_BRANCH_PREFIX = "refs/heads/tsb-sync/"
+# The tool's own job folders at the top of a checkout (remote_work_dir's default is
+# <remote_repo_path>/work_dirs/<name>; TensorRT-LLM's .gitignore does not name the folder):
+# they do not travel, are no change of the cluster clone's own, and --force keeps them (decision 70).
+JOB_FOLDERS = "work_dirs"
+_NOT_JOB_FOLDERS = (".", f":(top,exclude,literal){JOB_FOLDERS}")  # a pathspec
+FORCE_HINT = "pass --force to discard them"  # the end of a refused sync's fix (sync --force)
 TRANSFER_TIMEOUT = 1800.0  # a first bundle of a big repository takes a while
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # an absolute path on the cluster, no control characters (they would end the ssh line)
@@ -67,8 +74,10 @@ _RC_SUBMODULES = 53
 class SyncResult:
     """What sits checked out at remote_repo_path now, and how it got there.
 
-    `method`: "push" (a temporary branch on the shared origin), "bundle" (streamed over ssh)
-    or "present" (the cluster had the commit already). `snapshot` is False when the checkout
+    `method`: "push" (a temporary branch on the shared origin), "bundle" (streamed over ssh),
+    "present" (the cluster had the commit already) or "shared" (remote_repo_path is the
+    local checkout itself, on a filesystem both share: nothing is sent or changed, and
+    `commit` names the state its files are in). `snapshot` is False when the checkout
     had nothing uncommitted, so `commit` is its HEAD.
     """
 
@@ -196,7 +205,7 @@ def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
     }
     if not index.exists():
         local.must("read-tree", [*_INDEX_CONFIG, "read-tree", "HEAD"], env)
-    local.must("add", [*_INDEX_CONFIG, "add", "-A"], env)
+    local.must("add", [*_INDEX_CONFIG, "add", "-A", "--", *_NOT_JOB_FOLDERS], env)
     tree = local.must("write-tree", [*_INDEX_CONFIG, "write-tree"], env)
     notes = _submodule_notes(local, env)
     if tree == local.must("rev-parse", ["rev-parse", "HEAD^{tree}"]):
@@ -244,8 +253,13 @@ def _submodule_notes(local: _Local, env: Mapping[str, str]) -> list[str]:
 
 # ---------------------------------------------------------------- the remote side
 
+# Every remote script starts with `keep`, the pathspec of what is not a job folder.
+_KEEP = f"keep={shlex.quote(_NOT_JOB_FOLDERS[1])}\n"
+
 # $1 path, $2 commit: what is at the path (key=value lines)
-_PROBE = r"""
+_PROBE = (
+    _KEEP
+    + r"""
 p=$1
 if [ ! -e "$p" ]; then
   if [ -L "$p" ]; then echo state=notdir; else echo state=missing; fi
@@ -258,15 +272,18 @@ command -v git >/dev/null 2>&1 || { echo state=nogit; exit 0; }
 top=$(git rev-parse --show-toplevel 2>/dev/null) || { echo state=notgit; exit 0; }
 [ "$top" = "$(pwd -P)" ] || { echo state=notgit; exit 0; }
 echo state=repo
+printf 'top=%s\n' "$top"
+printf 'inode=%s\n' "$(ls -di . | awk '{ print $1 }')"
 printf 'origin=%s\n' "$(git config --get remote.origin.url)"
 printf 'head=%s\n' "$(git rev-parse -q --verify 'HEAD^{commit}')"
 if git cat-file -e "$2^{commit}" 2>/dev/null; then echo has=yes; else echo has=no; fi
-git status --porcelain --ignore-submodules=all 2>/dev/null |
+git status --porcelain --ignore-submodules=all -- . "$keep" 2>/dev/null |
   awk 'NR <= 3 { print "change=" $0 } END { print "changes=" NR }'
 git log -n 20 --format='tip=%H' 2>/dev/null
 git for-each-ref --sort=-committerdate --count=100 --format='tip=%(objectname)' \
   refs/heads refs/remotes 2>/dev/null
 """
+)
 
 # $1 path, $2 url (empty: a new empty repository): a new clone at a missing or empty path
 _CREATE = r"""
@@ -296,15 +313,17 @@ git fetch -q --no-tags --refmap= -- "$t" "$2" </dev/null || exit 52
 """
 
 # $1 path, $2 commit, $3 force (1 or empty), $4 submodules (1 or empty; decision 59)
-_CHECKOUT = r"""
+_CHECKOUT = (
+    _KEEP
+    + r"""
 cd "$1" || exit 50
 export GIT_TERMINAL_PROMPT=0
-if [ -z "$3" ] && [ -n "$(git status --porcelain --ignore-submodules=all | head -n 1)" ]; then
+if [ -z "$3" ] && [ -n "$(git status --porcelain --ignore-submodules=all -- . "$keep" | head -n 1)" ]; then
   echo "the checkout has changes of its own" >&2
   exit 51
 fi
 if [ -n "$3" ]; then
-  git checkout -q -f --detach "$2" && git clean -q -f -d || exit 52
+  git checkout -q -f --detach "$2" && git clean -q -f -d -- . "$keep" || exit 52
 else
   git checkout -q --detach "$2" || exit 52
 fi
@@ -314,6 +333,7 @@ if [ -n "$4" ] && [ -f .gitmodules ]; then
     </dev/null || exit 53
 fi
 """
+)
 
 
 # $1 path, $2 1 when the folder itself was made by the sync (else only what is in it goes)
@@ -330,6 +350,8 @@ def _line(script: str, *args: str) -> str:
 @dataclass
 class _Remote:
     state: str
+    top: str = ""  # the clone's folder, symbolic links resolved
+    inode: str = ""  # of that folder
     origin: str = ""
     head: str = ""
     has: bool = False
@@ -344,6 +366,10 @@ def _parse_probe(text: str) -> _Remote:
         key, _, value = line.partition("=")
         if key == "state":
             r.state = value
+        elif key == "top":
+            r.top = value
+        elif key == "inode":
+            r.inode = value
         elif key == "origin":
             r.origin = value
         elif key == "head":
@@ -418,6 +444,7 @@ def sync_checkout(
     submodules: bool = True,
     timeout: float | None = None,
     say: Say = lambda _: None,
+    force_hint: str = FORCE_HINT,
 ) -> SyncResult:
     """Make remote_repo_path on `target` hold exactly what local_repo holds now (committed,
     staged, unstaged and untracked files .gitignore does not exclude), checked out detached.
@@ -426,6 +453,7 @@ def sync_checkout(
     (which discards them: `checkout -f` and `git clean -fd`, ignored files stay). With
     `submodules`, `git submodule update --init --recursive` runs there after the checkout.
     Raises ToolFailed (exit 3) when git or ssh fails; local_repo is never changed.
+    `force_hint` ends the refusal's fix: how the caller's user discards the changes.
     """
     path = check_remote_path(remote_repo_path)
     host = target.host
@@ -440,19 +468,26 @@ def sync_checkout(
         sha = snap.commit
 
         remote = _probe(ssh, path, sha, where)
+        if _same_folder(local, remote):
+            notes.append(
+                f"{where} is this checkout itself (a shared filesystem): nothing sent, "
+                "nothing changed"
+            )
+            say(f"{where} is this checkout itself: the cluster sees its files as they are")
+            return SyncResult(sha, "shared", snap.snapshot, tuple(notes))
         fresh = remote.state in ("missing", "empty")  # nothing of anyone's to keep there
         made_folder = "1" if remote.state == "missing" else ""
         try:
             if fresh:
                 remote = _create(ssh, local, path, sha, where, notes, say)
             elif remote.changes and not force:
-                raise _dirty(where, remote)
+                raise _dirty(where, remote, force_hint)
             method = "present"
             if remote.has:
                 notes.append(f"the cluster had {sha[:12]} already")
             else:
                 method = _transfer(ssh, local, snap, remote, path, where, notes, say)
-            _checkout(ssh, path, sha, where, force or fresh, submodules)
+            _checkout(ssh, path, sha, where, force or fresh, submodules, force_hint)
         except BaseException:
             if fresh:  # what this sync made there and left unfinished goes again
                 ssh.shell(_line(_REMOVE, path, made_folder))
@@ -463,6 +498,17 @@ def sync_checkout(
         return SyncResult(sha, method, snap.snapshot, tuple(notes))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _same_folder(local: _Local, remote: _Remote) -> bool:
+    """remote_repo_path is the local checkout itself (a filesystem the cluster shares): the
+    same resolved path and the same inode. Syncing there would detach, or with `force` reset,
+    the user's own checkout."""
+    if remote.state != "repo" or not remote.top or not remote.inode.isdigit():
+        return False
+    return (
+        remote.top == str(local.root.resolve()) and int(remote.inode) == os.stat(local.root).st_ino
+    )
 
 
 def _ssh_failed(res: CmdResult, host: str) -> ToolFailed:
@@ -504,13 +550,13 @@ def _probe(ssh: SshRunner, path: str, sha: str, where: str) -> _Remote:
     return remote
 
 
-def _dirty(where: str, remote: _Remote) -> BuildError:
+def _dirty(where: str, remote: _Remote, force_hint: str) -> BuildError:
     shown = ", ".join(remote.examples[:3])
     return BuildError(
         "remote_repo_path",
         f"{where} has changes of its own ({remote.changes} file(s): {shown}) "
         "that the sync would overwrite or leave behind",
-        "commit or stash them there, or pass --force to discard them",
+        f"commit or stash them there, or {force_hint}",
     )
 
 
@@ -630,7 +676,13 @@ def _send_bundle(
 
 
 def _checkout(
-    ssh: SshRunner, path: str, sha: str, where: str, force: bool, submodules: bool
+    ssh: SshRunner,
+    path: str,
+    sha: str,
+    where: str,
+    force: bool,
+    submodules: bool,
+    force_hint: str = FORCE_HINT,
 ) -> None:
     res = ssh.shell(_line(_CHECKOUT, path, sha, "1" if force else "", "1" if submodules else ""))
     if res.rc == 0:
@@ -639,7 +691,7 @@ def _checkout(
         raise _ssh_failed(res, ssh.target.host)
     if res.rc == _RC_DIRTY:
         probe = _probe(ssh, path, sha, where)
-        raise _dirty(where, probe)
+        raise _dirty(where, probe, force_hint)
     if res.rc == _RC_SUBMODULES:
         raise ToolFailed(
             "remote_repo_path",

@@ -223,10 +223,14 @@ class SlurmJob:
                 self.what = f"job {st.raw_id} ({self.job_id})"
                 self.out_path, self.err_path = self.array_logs.paths(st.raw_id)
         elif not self.paths_fixed and st.stdout and st.stdout not in ("(null)", ""):
-            # Slurm's own word on where the logs go beats the pattern the build wrote
-            self.out_path = st.stdout
-            keep_err = st.stderr and st.stderr not in (st.stdout, "(null)")
-            self.err_path = st.stderr if keep_err else None
+            # Slurm's own word on where the logs go beats the pattern the build wrote, except
+            # for a folder with `%` in its name: the #SBATCH line escapes it as `%%`, and
+            # scontrol's StdOut expands the escaped pattern again (`%%x` shows as `%<name>`),
+            # naming a file that does not exist; the recorded path is the real one there.
+            if "%" not in (self.out_path or ""):
+                self.out_path = st.stdout
+                keep_err = st.stderr and st.stderr not in (st.stdout, "(null)")
+                self.err_path = st.stderr if keep_err else None
             self.paths_fixed = True
         now = time.monotonic()
         if st.terminal and settle:

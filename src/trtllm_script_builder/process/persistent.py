@@ -31,14 +31,15 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model import values
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.probe.collect import current_user, first_line
 from trtllm_script_builder.process.proc import Runner, run, spawn_detached, start_time
 from trtllm_script_builder.process.submission import RC_FILE, Say, Submission, write_json
-from trtllm_script_builder.slurm_time import time_to_seconds
+from trtllm_script_builder.slurm_time import parse_time_minutes, time_to_seconds
 
 STATE_FILE = ".slurm_alloc.json"
 SALLOC_LOG = ".salloc.log"
@@ -59,10 +60,14 @@ EXPORTED = (
 
 
 class AllocState(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """The state file is ours: unknown keys are refused, and every value is checked as a
+    request's is (decision 69), for another process may have written it. A file that fails is
+    ignored, as if there were none: a new allocation replaces it."""
 
-    # Another process may write the state file: a job id becomes an argument of scancel and
-    # squeue, so only a Slurm job id is taken (never an option such as `--user=NAME`).
+    model_config = ConfigDict(extra="forbid")
+
+    # A job id becomes an argument of scancel and squeue, so only a Slurm job id is taken
+    # (never an option such as `--user=NAME`).
     job_id: str = Field(pattern=r"^[0-9]+$")
     container_name: str | None = None
     nodelist: str | None = None
@@ -75,6 +80,25 @@ class AllocState(BaseModel):
     allocated_at: str
     time_limit: str
     installed: bool = False
+
+    @model_validator(mode="after")
+    def _values(self) -> AllocState:
+        found = values.tree_problem(self.model_dump())
+        if found is not None:
+            raise ValueError(f"{found[0]} {found[1]}")
+        for name in (self.partition, self.account):
+            if not values.SLURM_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a Slurm name")
+        if self.container_name is not None and not values.MODEL_NAME.fullmatch(self.container_name):
+            raise ValueError("container_name is not a container name")
+        if not values.NODELIST.fullmatch(self.nodelist or ""):
+            raise ValueError("nodelist is not a Slurm node list")
+        parse_time_minutes(self.time_limit)  # a ValueError when it is not a time
+        try:
+            values.check_image(self.docker_image, "docker_image")
+        except BuildError as err:
+            raise ValueError(err.problem) from None
+        return self
 
 
 def state_dir(repo_root: str | Path) -> Path:
@@ -90,8 +114,10 @@ def load_state(repo_root: str | Path) -> AllocState | None:
     if not path.exists():
         return None
     try:
-        return AllocState.model_validate_json(path.read_text())
-    except (OSError, ValidationError):
+        with path.open(encoding="utf-8") as f:
+            text = f.read(values.MAX_ARG_BYTES)  # a state file is a few hundred bytes
+        return AllocState.model_validate_json(text)
+    except (OSError, ValueError, ValidationError):  # UnicodeDecodeError is a ValueError
         return None
 
 
@@ -167,7 +193,7 @@ def cancel_orphans(account: str, runner: Runner, say: Say) -> None:
     )
     for line in res.out.splitlines() if res.rc == 0 else []:
         words = line.split()
-        if words:
+        if words and values.JOB_ID.fullmatch(words[0].split("_")[0]):
             say(f"cancelling orphaned allocation {words[0]} ({' '.join(words[1:])})")
             cancel(runner, words[0])
 
@@ -325,8 +351,10 @@ def release(repo_root: str | Path, runner: Runner = run) -> str | None:
         raw_id: str | None = state.job_id if state else None
         if raw_id is None:
             path = state_dir(repo_root) / STATE_FILE
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError, AttributeError, RecursionError):
                 raw_id = str(json.loads(path.read_text()).get("job_id") or "") or None
+            if raw_id is not None and not values.JOB_ID.fullmatch(raw_id):
+                raw_id = None  # never an option of scancel (`--user=NAME`)
         if raw_id:
             cancel(runner, raw_id)
         remove_state(repo_root)

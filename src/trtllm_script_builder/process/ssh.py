@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shlex
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtllm_script_builder.model.values import check_host
 from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
 
 SSH_FAILED = 255  # ssh's own exit status when the connection fails
@@ -46,9 +46,6 @@ def control_dir() -> Path:
     return d
 
 
-_HOST = re.compile(r"[A-Za-z0-9._%+@\[\]:-]+")
-
-
 @dataclass(frozen=True)
 class SshTarget:
     """One remote host as ssh names it (`host`, `user@host` or a config alias)."""
@@ -60,15 +57,7 @@ class SshTarget:
     def __post_init__(self) -> None:
         # ssh reads a host that starts with `-` as an option (`-oProxyCommand=...`), whatever
         # follows; the name comes from a cluster file another person may have written.
-        if not _HOST.fullmatch(self.host) or self.host.startswith("-"):
-            from trtllm_script_builder.errors import BuildError
-
-            shown = self.host[:80].encode("unicode_escape").decode()
-            raise BuildError(
-                "ssh_host",
-                f"{shown!r} is not a host name",
-                "give host, user@host or an ssh config alias",
-            )
+        check_host(self.host)
 
     def options(self) -> list[str]:
         argv: list[str] = []

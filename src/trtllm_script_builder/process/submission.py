@@ -8,9 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model import values
 
 SUBMISSION = "submission.json"
 RC_FILE = ".run.exit_code"
@@ -32,7 +33,9 @@ def err_path(out: str | None) -> str | None:
 
 
 class Submission(BaseModel):
-    """What `submit` started: a Slurm job (job_id) or a local process (pid)."""
+    """What `submit` started: a Slurm job (job_id) or a local process (pid). The file is
+    ours, but may be edited: a job id goes to scancel, a container name to docker kill, so
+    they are checked as a request's values are (decision 69)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -62,6 +65,22 @@ class Submission(BaseModel):
     array_task_id: int | None = None
     batch_dir: str | None = None
 
+    @model_validator(mode="after")
+    def _values(self) -> Submission:
+        found = values.tree_problem(self.model_dump())
+        if found is not None:
+            raise ValueError(f"{found[0]} {found[1]}")
+        for key, pattern in (
+            ("job_id", values.JOB_ID),
+            ("alloc_job_id", values.JOB_ID),
+            ("container_name", values.MODEL_NAME),
+            ("ssh_host", values.HOST),
+        ):
+            value = getattr(self, key)
+            if value is not None and not pattern.fullmatch(value):
+                raise ValueError(f"{key} {values.shown(value)} is not what submit writes")
+        return self
+
 
 def load_submission(work_dir: Path) -> Submission | None:
     path = work_dir / SUBMISSION
@@ -69,8 +88,17 @@ def load_submission(work_dir: Path) -> Submission | None:
         return None
     try:
         return Submission.model_validate_json(path.read_text())
-    except (OSError, ValidationError) as exc:
-        raise BuildError("work_dir", f"{path} cannot be read ({exc})", "submit again") from None
+    except OSError as exc:
+        raise BuildError(
+            "work_dir", f"{path} cannot be read ({exc.strerror})", "submit again"
+        ) from None
+    except (ValueError, ValidationError) as exc:  # ValueError: not UTF-8
+        reason = str(exc).splitlines()[0]
+        if isinstance(exc, ValidationError):
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            reason = f"{loc}: {err['msg']}" if loc else err["msg"]
+        raise BuildError("work_dir", f"{path} cannot be read ({reason})", "submit again") from None
 
 
 def write_json(path: Path, data: dict[str, object]) -> None:

@@ -3,6 +3,7 @@ and record it in WORK_DIR/submission.json."""
 
 from __future__ import annotations
 
+import shlex
 import socket
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -147,7 +148,7 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
     host = resolve_ssh_host(spec, override)
     script = _script(spec)
     compiles = any(p["kind"] == "compile" for p in spec.prerequisites or [])
-    sync = _sync_for_compile(spec, say) if compiles else None
+    sync = _sync_for_compile(spec, work_dir, say) if compiles else None
     remote_dir = spec.remote_work_dir
     remote_script = spec.remote_script_path
     if not remote_dir or not remote_script:
@@ -226,10 +227,14 @@ def _submit_chain(
     if not spec.prerequisites:
         return []
     sbatch = sbatch_with(runner, cwd, where)
-    return submit_prerequisites(spec, sbatch, log_base, remote=remote)
+
+    def cancel(jobs: list[ChainJob]) -> None:  # a later sbatch failed: these run for nothing
+        cancel_own(runner, jobs)
+
+    return submit_prerequisites(spec, sbatch, log_base, remote=remote, cancel=cancel)
 
 
-def _sync_for_compile(spec: JobSpec, say: Say) -> Callable[[SshTarget], None]:
+def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshTarget], None]:
     """The step a remote compile chain takes first: the compile job builds remote_repo_path,
     so the local checkout's full state is brought there (decision 58) before anything is
     copied or submitted."""
@@ -237,9 +242,16 @@ def _sync_for_compile(spec: JobSpec, say: Say) -> Callable[[SshTarget], None]:
 
     assert spec.remote_repo_path is not None
     remote_repo = spec.remote_repo_path
+    # `submit --force` submits again; discarding the clone's changes is `sync --force`'s job
+    hint = (
+        f"discard them with `trtllm-script-builder sync {shlex.quote(str(work_dir))} --force`, "
+        "then submit again"
+    )
 
     def sync(target: SshTarget) -> None:
-        result = gitsync.sync_checkout(target, Path(spec.repo_root), remote_repo, say=say)
+        result = gitsync.sync_checkout(
+            target, Path(spec.repo_root), remote_repo, say=say, force_hint=hint
+        )
         say(
             f"synced {spec.repo_root} to {target.host}:{remote_repo} at {result.commit} ({result.method})"
         )
@@ -267,7 +279,6 @@ def _submit_docker(spec: JobSpec, work_dir: Path) -> Submission:
 
 
 def _docker_name(docker_cmd: str | None) -> str | None:
-    import shlex
 
     if not docker_cmd:
         return None

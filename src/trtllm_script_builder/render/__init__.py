@@ -18,7 +18,7 @@ TEMPLATES = Path(__file__).with_name("templates")
 CACHE_ENV_VAR = "TRTLLM_SCRIPT_BUILDER_CACHE_DIR"
 
 
-_BARE = re.compile(r"^[\w@%+:,./-][\w@%+=:,./#-]*$", re.ASCII)  # `X==` upsets shellcheck
+_BARE = re.compile(r"[\w@%+:,./-][\w@%+=:,./#-]*", re.ASCII)  # `X==` upsets shellcheck
 _DOUBLE_UNSAFE = set('"$`\\!')
 _RUNS = re.compile(r"[^'\\]+|['\\]")
 
@@ -26,7 +26,7 @@ _RUNS = re.compile(r"[^'\\]+|['\\]")
 def quote(value: object) -> str:
     """One shell word that reads back as exactly `value`, in the most readable safe form."""
     text = str(value)
-    if _BARE.match(text):
+    if _BARE.fullmatch(text):  # whole: `$` would match before a final newline
         return text
     if "'" not in text and not text.endswith("\\"):
         return f"'{text}'"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trtllm_script_builder.model.values import check_mount_path
 from trtllm_script_builder.render import render
 from trtllm_script_builder.resolve.mounts import Mount
 
@@ -47,6 +48,10 @@ def docker_run(
     ]
     for m in mounts:
         target, _, flags = m.container.partition(":")
+        # docker's --mount is CSV: a `,` or `"` in a path would add or end a field. Resolve
+        # checked every path already; this keeps the promise where the option is written.
+        check_mount_path(m.host, m.field)
+        check_mount_path(target, m.field)
         ro = ",readonly" if flags == "ro" else ""
         args.append(["--mount", f"type=bind,source={m.host},target={target}{ro}"])
     args += [["--env", f"{k}={v}"] for k, v in env]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 
+from trtllm_script_builder.model.values import text_problem
 from trtllm_script_builder.resolve.image import normalise_arch
 
 _ARCH_TAG = re.compile(r"(x86_64|aarch64|arm64|amd64)")
@@ -35,8 +36,10 @@ def compiled_bindings(repo_root: str) -> list[str] | None:
 
 
 def _names(folder: str) -> list[str]:
+    """The folder's names; one that no line can carry (a newline, an escape) is no module of
+    ours and would reach a warning line, so it is left out (decision 69)."""
     try:
-        return sorted(os.listdir(folder))
+        return sorted(n for n in os.listdir(folder) if text_problem(n) is None)
     except OSError:
         return []
 

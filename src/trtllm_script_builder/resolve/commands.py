@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def normalise_name(text: str) -> str:
@@ -164,17 +164,55 @@ def find_model_dir(models_host: Path, hf_id: str, max_depth: int = 3) -> Path | 
     return None
 
 
+def shell_words(cmd: str) -> list[tuple[int, int, str]]:
+    """The command's words as bash reads them, each with its span in the text and its value
+    once quotes and backslashes are removed (a `$(...)` or `${...}` stays as written)."""
+    words: list[tuple[int, int, str]] = []
+    i, n = 0, len(cmd)
+    while i < n:
+        if cmd[i] in " \t\n":
+            i += 1
+            continue
+        start, value = i, []
+        while i < n and cmd[i] not in " \t\n":
+            c = cmd[i]
+            if c == "'":
+                end = cmd.find("'", i + 1)
+                end = n if end < 0 else end
+                value.append(cmd[i + 1 : end])
+                i = end + 1
+            elif c == '"':
+                i += 1
+                while i < n and cmd[i] != '"':
+                    if cmd[i] == "\\" and i + 1 < n and cmd[i + 1] in '"\\$`':
+                        i += 1
+                    value.append(cmd[i])
+                    i += 1
+                i += 1
+            elif c == "\\" and i + 1 < n:
+                value.append(cmd[i + 1])
+                i += 2
+            else:
+                value.append(c)
+                i += 1
+        words.append((start, min(i, n), "".join(value)))
+    return words
+
+
 def replace_option(cmd: str, name: str, old: str, new: str) -> str:
-    """Rewrite an option's value everywhere in the command text, keeping the rest as it is."""
-    for form in (
-        f"{name} {old}",
-        f"{name}={old}",
-        f"{name} {shlex.quote(old)}",
-        f"{name}={shlex.quote(old)}",
-    ):
-        if form in cmd:
-            sep = "=" if "=" in form[len(name) : len(name) + 1] else " "
-            return cmd.replace(form, f"{name}{sep}{shlex.quote(new)}")
+    """Rewrite the value of option `name` where it is `old`, as shell words: `name old` and
+    `name=old` are matched whole (a longer value, or the text inside a quoted word, is left
+    alone), and the new value is shell-quoted; the rest of the text is kept as written."""
+    words = shell_words(cmd)
+    edits: list[tuple[int, int, str]] = []
+    for k, (start, end, value) in enumerate(words):
+        raw = cmd[start:end]  # the option's name itself is written unquoted, as options are
+        if raw == name and k + 1 < len(words) and words[k + 1][2] == old:
+            edits.append((words[k + 1][0], words[k + 1][1], shlex.quote(new)))
+        elif raw.startswith(f"{name}=") and value == f"{name}={old}":
+            edits.append((start, end, f"{name}={shlex.quote(new)}"))
+    for start, end, text in reversed(edits):
+        cmd = cmd[:start] + text + cmd[end:]
     return cmd
 
 
@@ -229,12 +267,12 @@ def parse_bench(bench_cmd: str) -> BenchCmd:
 
 
 # An `org/name` Hugging Face id; a path has a leading `/`, `.` or `~`, or more components.
-_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _CALL_ENDS = {";", "|", "||", "&&", "&"}
 
 
 def is_hf_id(value: str) -> bool:
-    return bool(_HF_ID.match(value))
+    return bool(_HF_ID.fullmatch(value))
 
 
 def word_spans(text: str) -> list[tuple[int, int, str]]:
@@ -319,7 +357,7 @@ def parse_custom_env(custom_env: str | None) -> list[tuple[str, str]]:
     pairs = []
     for w in words(custom_env, "custom_env"):
         key, eq, value = w.partition("=")
-        if not eq or not _ENV_NAME.match(key):
+        if not eq or not _ENV_NAME.fullmatch(key):
             raise BuildError(
                 "custom_env",
                 f"{w!r} is not KEY=VALUE with a valid variable name",

@@ -66,7 +66,7 @@ def read_properties(repo_root: str) -> tuple[str, str]:
         ) from None
 
 
-_REGISTRY_RE = re.compile(r"^([^/#]+)/(.+)$")
+_REGISTRY_RE = re.compile(r"([^/#]+)/(.+)", re.S)
 
 
 def enroot_uri(image: str) -> str:
@@ -78,7 +78,7 @@ def enroot_uri(image: str) -> str:
     if image.startswith(("/", ".")) or image.endswith((".sqsh", ".squashfs")) or "#" in image:
         return image
     scheme = "docker://" if image.startswith("docker://") else ""
-    m = _REGISTRY_RE.match(image.removeprefix(scheme))
+    m = _REGISTRY_RE.fullmatch(image.removeprefix(scheme))
     if not m:
         return image
     host = m.group(1)

@@ -21,6 +21,7 @@ from trtllm_script_builder.model.jobspec import OutFile, SlurmParams
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv
+from trtllm_script_builder.model.values import MAX_ARG_BYTES, check_image, check_sbatch_value
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
@@ -75,8 +76,6 @@ PATTERNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 _CONTAINER_TMPFS = ("/tmp", "/var/run", "/var/lock")
 # trtllm-bench options that name a file the call writes.
 _BENCH_WRITES = ("--output", "--report_json", "--iteration_log", "--output_json", "--request_json")
-_NOT_IMAGE = re.compile(r"[\s,\x00-\x1f\x7f]")
-_NOT_SBATCH = re.compile(r"[\s\"'\\]")
 
 
 def refuse_ask(field: str, question: str) -> str:
@@ -203,18 +202,6 @@ def is_perf_sanity(req: Request, wf: str) -> bool:
     from trtllm_script_builder.resolve.perf.testid import is_perf_sanity_cmd
 
     return is_perf_sanity_cmd(req.test_cmd or "") or bool(req.perf_config_yaml)
-
-
-def check_sbatch_value(value: str, field: str) -> None:
-    """A value for an `#SBATCH` line: sbatch splits at white space and knows no shell quoting
-    (its `%` is escaped where the line is written)."""
-    m = _NOT_SBATCH.search(value)
-    if m is not None:
-        raise BuildError(
-            field,
-            f"{value!r} holds {m.group(0)!r}, which an #SBATCH line cannot carry",
-            "use a path without white space, quotes or backslashes",
-        )
 
 
 # ---------------------------------------------------------------- the entry point
@@ -399,14 +386,9 @@ def _properties_at(repo_root: str, stamp: tuple[str, int, int]) -> tuple[str, st
 
 def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[str, str]:
     """Step 1: the canonical image reference, and the form the Slurm script takes."""
-    image = req.container_image or _image_for_arch(req, facts)
-    # A leading `-` would be read as an option by docker run, enroot or pyxis.
-    if not image or image.startswith("-") or _NOT_IMAGE.search(image):
-        raise BuildError(
-            "container_image",
-            f"{image!r} is not an image reference",
-            "give registry/path:tag or a .sqsh path",
-        )
+    # The repo's properties file is checked as the request is: a leading `-` would be read as
+    # an option by docker run, enroot or pyxis.
+    image = check_image(req.container_image or _image_for_arch(req, facts))
     return image, img.enroot_uri(image) if site.enroot_uri_rewrite else image
 
 
@@ -653,9 +635,6 @@ DEFAULT_TEST_TIMEOUT = 3600
 _HAS_TIMEOUT = re.compile(r"(?:^|\s)--timeout(?:[= ]|$)")
 
 
-# Linux takes no single argument or environment string longer than this (MAX_ARG_STRLEN,
-# 32 pages): srun, docker and the container's bash would fail with "Argument list too long".
-MAX_ARG_BYTES = 131072
 _EXPORT_FIELD = {
     "TEST_CMD": "test_cmd",
     "EVAL_CMD": "eval_cmd",

@@ -7,6 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.values import check_mount_path
+
+__all__ = ["Mount", "check_mount_path", "models_mounts", "assemble", "parse_entry"]
 
 Ask = Callable[[str, str], str]  # (field, question) -> answer; raises BuildError when it cannot ask
 
@@ -24,24 +27,6 @@ class Mount:
     def target(self) -> str:
         """The container side without pyxis's flags (`/models:ro` -> `/models`)."""
         return self.container.split(":")[0]
-
-
-def check_mount_path(path: str, field: str) -> str:
-    """Pyxis splits the list at `,` and each entry at `:`; such paths cannot be mounted."""
-    bad = next((c for c in (",", ":", "\n", "\r") if c in path), None)
-    if bad is not None:
-        raise BuildError(
-            field,
-            f"{path!r} holds {bad!r}, which pyxis/docker mount lists cannot carry",
-            "use a path without it (a symlink works)",
-        )
-    if not path.startswith("/"):
-        raise BuildError(field, f"{path!r} is not an absolute path", "give the full path")
-    if path.rstrip("/") == "":
-        raise BuildError(
-            field, "would mount the host's root directory /", "put it in a folder of its own"
-        )
-    return path.rstrip("/")
 
 
 def covers(mount_host: str, path: str) -> bool:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.slurm_env import Partition, SlurmEnv
 from trtllm_script_builder.slurm_time import parse_time_minutes
-
-_PLUGIN_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
 @dataclass(frozen=True)
@@ -114,12 +111,7 @@ def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
         plugin = env.pmix.preferred
     else:
         plugin = "pmix"
-    if not _PLUGIN_RE.match(plugin):
-        raise BuildError(
-            "slurm_env_file",
-            f"pmix.preferred {plugin!r} is not an MPI plugin name",
-            "probe the cluster again, or pass --mpi-plugin",
-        )
+    # Whichever it is, it was checked as a Slurm name when it was read (model/values.py).
     return ClusterFacts(part, gpn, source, gres, plugin, fallback)
 
 

@@ -210,7 +210,7 @@ def pick_gres(values: list[str]) -> str:
 
 # ---------------------------------------------------------------- srun --mpi=list
 
-_PMIX = re.compile(r"^pmix(_v\d+)?$")
+_PMIX = re.compile(r"pmix(_v\d+)?")
 
 
 def parse_mpi_list(text: str) -> list[str]:
@@ -238,12 +238,12 @@ def parse_mpi_list(text: str) -> list[str]:
 
 
 def pmix_plugins(names: list[str]) -> list[str]:
-    return [n for n in names if _PMIX.match(n)]
+    return [n for n in names if _PMIX.fullmatch(n)]
 
 
 def preferred_pmix(available: list[str]) -> str | None:
     """The highest `pmix_vN`, else bare `pmix`, else None."""
-    versioned = [(int(n[6:]), n) for n in available if _PMIX.match(n) and n != "pmix"]
+    versioned = [(int(n[6:]), n) for n in available if _PMIX.fullmatch(n) and n != "pmix"]
     if versioned:
         return max(versioned)[1]
     return "pmix" if "pmix" in available else None

@@ -89,7 +89,10 @@ def strip_timeout(text: str) -> tuple[str, int | None]:
     match = _TIMEOUT_VALUE_RE.search(text)
     if match is None:
         return text, None
-    return text[: match.start()], int(match.group(1))
+    digits = match.group(1)
+    # int() refuses thousands of digits with a ValueError; any number this long is absurd as
+    # minutes, and callers bound it, so it stands as the largest number they can be told.
+    return text[: match.start()], int(digits) if len(digits) <= 18 else 10**18
 
 
 def _k_expressions(text: str) -> list[str]:
