@@ -287,3 +287,70 @@ def test_watch_timeout_cancels_the_compile_with_the_batch(
         for r in results["jobs"]
     )
     assert squeue(ids) == []
+
+
+# ---------------------------------------------------------------- remote, over OpenSSH
+# The loopback sshd and user checkout of test_remote_compile_chain (its ssh sessions put the
+# stand-ins first on PATH); the jobs are custom jobs built from a YAML list.
+from test_remote_compile_chain import Remote, files_of, remote, working_tree  # noqa: E402, F401
+
+
+def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa: F811
+    wheel_dir = remote.remote_repo.parent / "wheels" / "rbatch"
+    base = remote.request("rbatch", wheel_dir=str(wheel_dir), custom_cmd=None)
+    listing = remote.root / "rbatch.yaml"
+    listing.write_text(
+        "- custom_cmd: echo remote one in $(pwd)\n"
+        "- custom_cmd: echo remote two\n"
+        "- custom_cmd: echo remote three\n"
+    )
+    folder = remote.root / "rbatch"
+    res = tsb_cli("build-many", str(listing), "--base", str(base))
+    assert res.returncode == 0, res.stderr
+    builds = len(_records(remote.wheel_record))
+    try:
+        sub = tsb_cli("submit", str(folder), "--json")
+        assert sub.returncode == 0, sub.stderr
+        watch = tsb_cli("watch", str(folder), "--poll", "0.3", "--json", "--timeout", "50")
+    finally:
+        if (folder / "batch_submission.json").exists():
+            subprocess.run(["scancel", *all_ids(folder)], check=False)
+    # one sync, before anything was submitted; the clone holds the local working state
+    assert sub.stderr.count(f"synced {remote.repo} to {remote.host}:{remote.remote_repo}") == 1
+    assert files_of(remote.remote_repo) == working_tree(remote.repo)
+    batch = json.loads(sub.stdout)
+    assert [p["kind"] for p in batch["prerequisites"]] == ["import", "compile"]
+    assert watch.returncode == 0, watch.stderr
+    results = json.loads(watch.stdout.strip().splitlines()[-1])
+    assert results["summary"] == {"jobs": 3, "verdicts": {"PASSED": 3}, "exit_status": 0}
+    calls = _records(remote.wheel_record)[builds:]
+    assert [c["cwd"] for c in calls] == [str(remote.remote_repo)]  # one compile, in the clone
+    (wheel,) = wheel_dir.glob("tensorrt_llm-*.whl")
+    for row in results["jobs"]:
+        verdict = json.loads((Path(row["work_dir"]) / "verdict.json").read_text())
+        log = Path(verdict["log_files"][0]).read_text()
+        assert f"--force-reinstall {wheel}'" in log
+    assert (
+        "remote one in " + str(remote.remote_repo)
+        in Path(
+            json.loads((Path(results["jobs"][0]["work_dir"]) / "verdict.json").read_text())[
+                "log_files"
+            ][0]
+        ).read_text()
+    )
+    assert squeue(all_ids(folder)) == []
+
+
+def tsb_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The tool in this process's environment (the loopback ssh config it set)."""
+    import os
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "trtllm_script_builder", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        check=False,
+        timeout=90,
+    )
