@@ -581,3 +581,22 @@ def test_names_are_unique_deterministic_and_cheap() -> None:
     assert test_job_name("unittest/test_foo.py") == "foo"
     weird = test_job_name("t.py::TestX::test_y[" + "../" * 50 + "]")
     assert len(weird) <= 80 and "/" not in weird and "." not in weird
+
+
+def test_a_compiling_batch_shares_one_wheel_folder_so_one_compile(
+    env: Env, cli, tmp_path: Path
+) -> None:
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join(IDS) + "\n")
+    r = cli(many(env, tmp_path, lst, "--compile", "--device-type", "H100"))
+    assert r.code == 0, r.stderr
+    rows = json.loads((env.work / "jobs.json").read_text())
+    specs = [json.loads((Path(row["work_dir"]) / "job_spec.json").read_text()) for row in rows]
+    keys = {p["key"] for s in specs for p in s["prerequisites"]}
+    assert len(keys) == 1 and f"--dist_dir {env.work / 'wheel'}" in keys.pop()
+    # a wheel_dir of the user's own wins
+    r = cli(many(env, tmp_path, lst, "--compile", "--device-type", "H100", "--force",
+                 "--wheel-dir", "/lustre/wheels"))  # fmt: skip
+    assert r.code == 0, r.stderr
+    spec = json.loads((Path(rows[0]["work_dir"]) / "job_spec.json").read_text())
+    assert spec["prerequisites"][0]["output"] == "/lustre/wheels"

@@ -463,6 +463,16 @@ def build_many(
         base_req = load_request(base, base_dir, root_flags)
     except BuildError:
         base_req = None  # each entry then reports what is missing, with its line
+    if (
+        base_req is not None
+        and base_req.compile
+        and not base_req.wheel_dir
+        and base_req.execution_scenario == "local_slurm"
+    ):
+        # One wheel folder for the batch, so its jobs share one compile (decision 71).
+        shared = {"wheel_dir": str(root / "wheel")}
+        base_req = base_req.model_copy(update=shared)
+        flags = {**flags, **shared}
     from trtllm_script_builder.atomic import open_atomically
 
     # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
