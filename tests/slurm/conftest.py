@@ -115,6 +115,16 @@ class LoopbackSshd:
     host: str  # an alias in `config`
     config: Path  # the client's ssh config (pass as TSB_SSH_CONFIG)
     port: int
+    control: Path  # TSB_SSH_CONTROL_DIR: where the ControlMaster sockets go
+    down: str = "tsb-nowhere"  # another alias in `config`: a closed port on 127.0.0.1
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (just now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _skip_sshd(reason: str) -> None:
@@ -143,9 +153,7 @@ def loopback_sshd(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
         )
     (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
+    port = free_port()
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
         f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
@@ -162,11 +170,14 @@ def loopback_sshd(
         [binary, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")],
         stdin=subprocess.DEVNULL,
     )
+    common = (
+        f"  HostName 127.0.0.1\n  User root\n  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n"
+        "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+    )
     config = d / "ssh_config"
     config.write_text(
-        f"Host tsb-loopback\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
-        f"  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
-        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+        f"Host tsb-loopback\n  Port {port}\n{common}"
+        f"Host tsb-nowhere\n  Port {free_port()}\n{common}"  # LoopbackSshd.down
     )
     control = Path(tempfile.mkdtemp(prefix="tsb-ssh-test-", dir="/tmp"))  # a short socket path
     try:
@@ -185,7 +196,7 @@ def loopback_sshd(
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("TSB_SSH_CONFIG", str(config))
             mp.setenv("TSB_SSH_CONTROL_DIR", str(control))
-            yield LoopbackSshd("tsb-loopback", config, port)
+            yield LoopbackSshd("tsb-loopback", config, port, control)
             from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 
             SshRunner(SshTarget("tsb-loopback")).close()  # the ControlMaster, before its server
@@ -196,7 +207,15 @@ def loopback_sshd(
 
 
 @pytest.fixture(scope="module")
-def sshd_loopback(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackSshd]:
+def sshd_session_env() -> Mapping[str, str] | None:
+    """The `session_env` of `sshd_loopback`: none; a test module overrides this fixture."""
+    return None
+
+
+@pytest.fixture(scope="module")
+def sshd_loopback(
+    tmp_path_factory: pytest.TempPathFactory, sshd_session_env: Mapping[str, str] | None
+) -> Iterator[LoopbackSshd]:
     """`loopback_sshd` for one test module."""
-    with loopback_sshd(tmp_path_factory.mktemp("sshd")) as sshd:
+    with loopback_sshd(tmp_path_factory.mktemp("sshd"), sshd_session_env) as sshd:
         yield sshd

@@ -23,7 +23,7 @@ import pytest
 from test_e2e_build import make_repo, tsb, user_env
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
-    from conftest import SlurmCluster
+    from conftest import LoopbackSshd, SlurmCluster
 
 pytestmark = pytest.mark.slurm
 
@@ -273,14 +273,14 @@ def test_interrupt_off_a_terminal_cancels_the_batch(site: BatchSite, cleanup: li
 
 
 # ---------------------------------------------------------------- remote, over OpenSSH
-# The loopback sshd of test_submit_watch, in front of the same cluster; the jobs are custom
+# The loopback sshd (conftest's sshd_loopback), in front of the same cluster; the jobs are custom
 # jobs (no install step), copied to their remote_work_dir before sbatch runs there.
-from test_submit_watch import Live, Sshd, cli, live, sshd  # noqa: E402, F401
+from test_submit_watch import Live, cli, live  # noqa: E402, F401
 
 
-def test_remote_batch_over_ssh(live: Live, sshd: Sshd) -> None:  # noqa: F811
+def test_remote_batch_over_ssh(live: Live, sshd_loopback: LoopbackSshd) -> None:  # noqa: F811
     env_file = live.root / "slurm_env_batch_remote.json"
-    res = cli("probe", "--ssh", sshd.host, "--output", str(env_file))
+    res = cli("probe", "--ssh", sshd_loopback.host, "--output", str(env_file))
     assert res.code == 0, res.stderr
     base = live.request(
         "remote_batch",
@@ -308,7 +308,7 @@ def test_remote_batch_over_ssh(live: Live, sshd: Sshd) -> None:  # noqa: F811
     (array,) = batch["arrays"]
     assert (batch["scenario"], batch["ssh_host"], array["size"]) == (
         "remote_slurm",
-        sshd.host,
+        sshd_loopback.host,
         3,
     )
     remote_dir = Path(batch["remote_batch_dir"])

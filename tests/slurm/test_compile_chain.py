@@ -12,17 +12,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from click.testing import CliRunner
+from test_submit_watch import POLL, cli, sacct
 
 from tests.conftest import make_repo
-from trtllm_script_builder.cli import main
 from trtllm_script_builder.process.probe import probe
 from trtllm_script_builder.resolve.compile import sqsh_name
 
@@ -33,44 +31,6 @@ pytestmark = pytest.mark.slurm
 
 STANDINS = Path(__file__).resolve().parent / "standins"
 IMAGE = "nvcr.io/test/trtllm:x86_64-1"
-POLL = "0.2"
-
-
-@dataclass
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.stdout.strip().splitlines()[-1])
-        return data
-
-
-def cli(*args: str) -> Result:
-    res = CliRunner().invoke(main, list(args))
-    if res.exception and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return Result(res.exit_code, res.stdout, res.stderr)
-
-
-def sacct(job: str, fields: str = "State,Start", timeout: float = 10) -> list[str]:
-    """The job's final accounting row (slurmdbd may lag a moment)."""
-    deadline = time.monotonic() + timeout
-    row: list[str] = []
-    while time.monotonic() < deadline:
-        out = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "-j", job, "-o", fields],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        row = out.splitlines()[0].split("|") if out else []
-        if row and row[0] not in ("PENDING", "RUNNING", "COMPLETING"):
-            return row
-        time.sleep(0.3)
-    return row
 
 
 @dataclass

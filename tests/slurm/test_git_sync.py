@@ -12,13 +12,11 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
@@ -27,7 +25,10 @@ from tests.conftest import make_repo
 from trtllm_script_builder.cli import main
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.process.gitsync import check_remote_path, repo_key, sync_checkout
-from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+from trtllm_script_builder.process.ssh import SshTarget
+
+if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
+    from conftest import LoopbackSshd
 
 HOST = "tsb-loopback"
 DOWN = "tsb-nowhere"  # in the same ssh config: a closed port
@@ -106,84 +107,14 @@ def test_repo_root_must_be_the_top_of_a_checkout_with_a_commit(tmp_path: Path) -
 # ---------------------------------------------------------------- sshd on loopback
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _skip(reason: str) -> None:
-    if os.environ.get("TSB_REQUIRE_SSHD") == "1":
-        pytest.fail(f"TSB_REQUIRE_SSHD=1 but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A real OpenSSH server on 127.0.0.1 (key login as this user); yields the client config
-    (host tsb-loopback, and tsb-nowhere on a closed port)."""
-    binary = shutil.which("sshd") or "/usr/sbin/sshd"
-    if not os.path.exists(binary) or shutil.which("ssh") is None:
-        _skip("OpenSSH is not installed (apt-get install -y openssh-server openssh-client)")
-    d = tmp_path_factory.mktemp("sshd")
-    for key in ("host_key", "user_key"):
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
-        )
-    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
-    port = _free_port()
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
-        f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-        "StrictModes no\n"
-        # the test's submodules are local folders, which git fetches only when allowed
-        "SetEnv GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=protocol.file.allow "
-        "GIT_CONFIG_VALUE_0=always\n"
-    )
-    Path("/run/sshd").mkdir(exist_ok=True)
-    server = subprocess.Popen(
-        [binary, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")],
-        stdin=subprocess.DEVNULL,
-    )
-    user = os.environ.get("USER") or "root"
-    common = (
-        f"  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
-        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
-    )
-    config = d / "ssh_config"
-    config.write_text(
-        f"Host {HOST}\n  HostName 127.0.0.1\n  Port {port}\n  User {user}\n{common}"
-        f"Host {DOWN}\n  HostName 127.0.0.1\n  Port {_free_port()}\n  User {user}\n{common}"
-    )
-    control = Path(tempfile.mkdtemp(prefix="tsb-ssh-sync-", dir="/tmp"))
-    ok = False
-    for _ in range(50):
-        res = subprocess.run(
-            ["ssh", "-F", str(config), "-o", "BatchMode=yes", HOST, "true"],
-            capture_output=True,
-            check=False,
-        )
-        if res.returncode == 0:
-            ok = True
-            break
-        if server.poll() is not None:
-            break
-        time.sleep(0.1)
-    if not ok:
-        server.terminate()
-        server.wait(10)
-        log = (d / "sshd.log").read_text() if (d / "sshd.log").exists() else ""
-        _skip(f"sshd could not be started on 127.0.0.1:{port}: {log.strip()[-300:]}")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TSB_SSH_CONFIG", str(config))
-        mp.setenv("TSB_SSH_CONTROL_DIR", str(control))
-        yield config
-        SshRunner(SshTarget(HOST)).close()
-    server.terminate()
-    server.wait(10)
-    shutil.rmtree(control, ignore_errors=True)
+def sshd_session_env() -> dict[str, str]:
+    """The test's submodules are local folders, which git fetches only when allowed."""
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "protocol.file.allow",
+        "GIT_CONFIG_VALUE_0": "always",
+    }
 
 
 # ---------------------------------------------------------------- repositories
@@ -234,7 +165,7 @@ def dirty_up(work: Path) -> None:
 
 
 @pytest.fixture
-def world(sshd: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
+def world(sshd_loopback: LoopbackSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     origin, work = _origin_and_clone(tmp_path)
     dirty_up(work)
     tmp = tmp_path / "tmpdir"
@@ -371,7 +302,7 @@ def test_a_refused_push_falls_back_to_a_bundle(world: World) -> None:
 
 
 def test_submodules_follow_the_snapshot(
-    sshd: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sshd_loopback: LoopbackSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The cluster's submodule sits at the commit the local checkout has (a new one, pushed to
     the submodule's origin); uncommitted changes inside it stay here and get a note."""

@@ -10,11 +10,7 @@ overlaps the other tests.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +26,7 @@ from trtllm_script_builder.process.persistent import STATE_FILE
 from trtllm_script_builder.process.probe import probe
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
-    from conftest import SlurmCluster
+    from conftest import LoopbackSshd, SlurmCluster
 
 pytestmark = pytest.mark.slurm
 
@@ -61,22 +57,28 @@ def cli(*args: str) -> Result:
     return Result(res.exit_code, res.stdout, res.stderr)
 
 
-def sacct_state(job: str, timeout: float = 10) -> str:
-    """The job's final state in accounting (slurmdbd may lag a moment)."""
+def sacct(job: str, fields: str = "State,Start", timeout: float = 10) -> list[str]:
+    """The job's final accounting row (slurmdbd may lag a moment)."""
     deadline = time.monotonic() + timeout
-    state = ""
+    row: list[str] = []
     while time.monotonic() < deadline:
         out = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"],
+            ["sacct", "-X", "-n", "-P", "-j", job, "-o", fields],
             capture_output=True,
             text=True,
             check=False,
         ).stdout.strip()
-        state = out.split()[0] if out else ""
-        if state and state not in ("PENDING", "RUNNING", "COMPLETING"):
-            return state
+        row = out.splitlines()[0].split("|") if out else []
+        if row and row[0] not in ("PENDING", "RUNNING", "COMPLETING"):
+            return row
         time.sleep(0.3)
-    return state
+    return row
+
+
+def sacct_state(job: str, timeout: float = 10) -> str:
+    """The job's final state in accounting, without the `by UID` of a cancel."""
+    row = sacct(job, "State", timeout)
+    return row[0].split(" ")[0] if row else ""
 
 
 def queued(job: str) -> str:
@@ -90,7 +92,6 @@ class Live:
     root: Path
     repo: Path
     slurm_env: Path
-    ssh_control: Path
 
     def request(self, name: str, custom_cmd: str, **fields: Any) -> Path:
         req: dict[str, Any] = {
@@ -116,19 +117,14 @@ class Live:
 
 
 @pytest.fixture(scope="module")
-def live(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+def live(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Live:
     root = tmp_path_factory.mktemp("submit_watch")
     repo = make_repo(root / "repo")
     env, rc = probe()
     assert rc == 0, env["errors"]
     slurm_env = root / "slurm_env.json"
     slurm_env.write_text(json.dumps(env))
-    # ssh's ControlPath must be a short path (a Unix socket): not under pytest's tmp folder
-    control = Path(tempfile.mkdtemp(prefix="tsb-ssh-test-", dir="/tmp"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TSB_SSH_CONTROL_DIR", str(control))
-        yield Live(root, repo, slurm_env, control)
-    shutil.rmtree(control, ignore_errors=True)
+    return Live(root, repo, slurm_env)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -315,95 +311,18 @@ def test_persistent_needs_a_persistent_build(live: Live) -> None:
 # ---------------------------------------------------------------- remote, over OpenSSH
 
 
-@dataclass
-class Sshd:
-    host: str  # an alias in the ssh config below
-    config: Path
-    port: int
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _skip(reason: str) -> None:
-    """Skip the remote tests, or fail them where sshd must work (TSB_REQUIRE_SSHD=1, CI)."""
-    if os.environ.get("TSB_REQUIRE_SSHD") == "1":
-        pytest.fail(f"TSB_REQUIRE_SSHD=1 but {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def sshd(live: Live) -> Iterator[Sshd]:
-    """A real OpenSSH server on 127.0.0.1 (root login with a key made here), in front of the
-    same cluster; the client side uses a private ssh config (no known_hosts checks)."""
-    binary = shutil.which("sshd") or "/usr/sbin/sshd"
-    if not os.path.exists(binary) or shutil.which("ssh") is None:
-        _skip("OpenSSH is not installed (apt-get install -y openssh-server openssh-client)")
-    d = live.root / "sshd"
-    d.mkdir()
-    for key in ("host_key", "user_key"):
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)], check=True
-        )
-    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
-    port = _free_port()
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
-        f"AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-        "StrictModes no\n"
-    )
-    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
-    server = subprocess.Popen(
-        [binary, "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")],
-        stdin=subprocess.DEVNULL,
-    )
-    config = d / "ssh_config"
-    config.write_text(
-        f"Host tsb-loopback\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
-        f"  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
-        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
-    )
-    ok = False
-    for _ in range(50):
-        probe_ssh = subprocess.run(
-            ["ssh", "-F", str(config), "-o", "BatchMode=yes", "tsb-loopback", "true"],
-            capture_output=True,
-            check=False,
-        )
-        if probe_ssh.returncode == 0:
-            ok = True
-            break
-        if server.poll() is not None:
-            break
-        time.sleep(0.1)
-    if not ok:
-        server.terminate()
-        server.wait(10)
-        log = (d / "sshd.log").read_text() if (d / "sshd.log").exists() else ""
-        _skip(f"sshd could not be started on 127.0.0.1:{port}: {log.strip()[-300:]}")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TSB_SSH_CONFIG", str(config))
-        yield Sshd("tsb-loopback", config, port)
-        from trtllm_script_builder.process.ssh import SshRunner, SshTarget
-
-        SshRunner(SshTarget("tsb-loopback")).close()  # the ControlMaster, before its server
-    server.terminate()
-    server.wait(10)
-
-
-def test_remote_probe_submit_watch(live: Live, sshd: Sshd) -> None:
+def test_remote_probe_submit_watch(live: Live, sshd_loopback: LoopbackSshd) -> None:
     env_file = live.root / "slurm_env_remote.json"
-    res = cli("probe", "--ssh", sshd.host, "--output", str(env_file))
+    res = cli("probe", "--ssh", sshd_loopback.host, "--output", str(env_file))
     assert res.code == 0, res.stderr
     env = json.loads(env_file.read_text())
-    assert (env["ssh_host"], env["remote_cwd"], env["user"]) == (sshd.host, "/root", "root")
+    assert (env["ssh_host"], env["remote_cwd"], env["user"]) == (
+        sshd_loopback.host,
+        "/root",
+        "root",
+    )
     assert env["default_partition"] == "gpu" and env["errors"] == []
-    assert any(live.ssh_control.iterdir())  # the ControlMaster socket
+    assert any(sshd_loopback.control.iterdir())  # the ControlMaster socket
 
     remote_work = live.root / "remote_work"  # another folder: the files must be copied there
     req = live.request(
@@ -419,9 +338,9 @@ def test_remote_probe_submit_watch(live: Live, sshd: Sshd) -> None:
     res = cli("run", str(req), "--poll", POLL, "--json")
     assert res.code == 0, res.stderr
     v = res.json
-    assert (v["verdict"], v["state"], v["host"]) == ("PASSED", "COMPLETED", sshd.host)
+    assert (v["verdict"], v["state"], v["host"]) == ("PASSED", "COMPLETED", sshd_loopback.host)
     assert f"remote from {live.repo}" in res.stdout
-    assert f"copied 2 file(s) to {sshd.host}:{remote_work}" in res.stderr
+    assert f"copied 2 file(s) to {sshd_loopback.host}:{remote_work}" in res.stderr
     job = v["job_id"]
     assert sorted(p.name for p in remote_work.iterdir()) == sorted(
         ["custom_custom.slurm", "slurm_run_custom.sh", f"custom_custom_{job}.out", f"custom_custom_{job}.err"]
@@ -439,7 +358,7 @@ def test_remote_probe_submit_watch(live: Live, sshd: Sshd) -> None:
         models_path=None,
         checkpoint_path=str(live.repo / "models"),
     )
-    res = cli("run", str(fail), "--poll", POLL, "--json", "--ssh-host", sshd.host)
+    res = cli("run", str(fail), "--poll", POLL, "--json", "--ssh-host", sshd_loopback.host)
     v = res.json
     assert (res.code, v["verdict"], v["exit_code"]) == (1, "FAILED", 1)
     assert any("Traceback: remote boom" in e for e in v["evidence"]), v
