@@ -7,12 +7,15 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
 
 from trtllm_script_builder.cli import main
+
+if TYPE_CHECKING:
+    from trtllm_script_builder.model.jobspec import JobSpec
 
 HERE = Path(__file__).resolve().parent
 # A clone at /work/<name> sees the read-only shared folder at /work/shared.
@@ -220,6 +223,29 @@ def cli() -> Callable[..., Run]:
         return Run(res.exit_code, res.stdout, res.stderr)
 
     return run
+
+
+def job_spec(**fields: Any) -> JobSpec:
+    """A one-GPU custom job's JobSpec (model m, work_dir /w), with `fields` over it."""
+    from trtllm_script_builder.model.jobspec import JobSpec
+
+    values: dict[str, Any] = {
+        "workflow_type": "custom",
+        "category": 3,
+        "model_name": "m",
+        "execution_scenario": "local_slurm",
+        "container_image": "img",
+        "docker_image": "img",
+        "script_path": "/w/m_custom.slurm",
+        "script_name": "m_custom.slurm",
+        "success_patterns": [],
+        "failure_patterns": [],
+        "required_devices": 1,
+        "node_count": 1,
+        "work_dir": "/w",
+        "repo_root": "/r",
+    }
+    return JobSpec(**{**values, **fields})
 
 
 def snapshot(path: Path) -> dict[str, bytes]:

@@ -54,7 +54,10 @@ def name_of(name: str, pid: int, kind: str = "tmp") -> str:
     return temp_name(name, kind).replace(f"-{os.getpid()}.", f"-{pid}.")
 
 
-def tree(root: Path) -> dict[str, tuple[Any, ...]]:
+Tree = dict[str, tuple[Any, ...]]
+
+
+def tree(root: Path) -> Tree:
     """Every path under root: its type, mode, content hash or symlink target (never followed)."""
     out: dict[str, tuple[Any, ...]] = {}
     for dirpath, dirnames, filenames in os.walk(root):
@@ -160,8 +163,9 @@ def test_a_new_job_folder_appears_whole_or_not_at_all(env: Env, place: Path) -> 
     assert set_time(work) == NEW and not temps(tree(place))
 
 
-def test_force_over_an_existing_job_swaps_the_whole_set(env: Env, place: Path) -> None:
-    work = place / "work"
+def both_sets(env: Env, work: Path, place: Path) -> tuple[dict[str, str], dict[str, Tree]]:
+    """The requests of the OLD and NEW sets into `work` and the tree of `place` after each was
+    built (NEW first, then OLD with --force: OLD is the set there now)."""
     reqs = {
         OLD: request_file(env, work, OLD, "old.json"),
         NEW: request_file(env, work, NEW, "new.json"),
@@ -170,6 +174,12 @@ def test_force_over_an_existing_job_swaps_the_whole_set(env: Env, place: Path) -
     trees = {NEW: tree(place)}
     run(["build", "--force", reqs[OLD]])
     trees[OLD] = tree(place)
+    return reqs, trees
+
+
+def test_force_over_an_existing_job_swaps_the_whole_set(env: Env, place: Path) -> None:
+    work = place / "work"
+    reqs, trees = both_sets(env, work, place)
     assert set_time(work) == OLD and trees[OLD] != trees[NEW]
     now = OLD
     for point in ("staged", "commit"):
@@ -199,14 +209,7 @@ def test_force_over_an_existing_job_swaps_the_whole_set(env: Env, place: Path) -
 
 def test_random_kills_of_build_force_keep_one_whole_set(env: Env, place: Path) -> None:
     work = place / "work"
-    reqs = {
-        OLD: request_file(env, work, OLD, "old.json"),
-        NEW: request_file(env, work, NEW, "new.json"),
-    }
-    run(["build", reqs[NEW]])
-    trees = {NEW: tree(place)}
-    run(["build", "--force", reqs[OLD]])
-    trees[OLD] = tree(place)
+    reqs, trees = both_sets(env, work, place)
     rng = random.Random(55)
     for _ in range(8):
         sig, delay = rng.choice(SIGNALS), rng.uniform(0.05, 0.5)

@@ -23,7 +23,7 @@ from trtllm_script_builder.process.proc import CmdResult
 from trtllm_script_builder.process.verdict import VERDICT_EXIT, LogLine, Verdict
 from trtllm_script_builder.resolve.compile import sqsh_name
 
-from .conftest import Env
+from .conftest import Env, job_spec
 
 PYTEST_1 = "pytest accuracy/test_tiny.py::TestTiny::test_one"
 
@@ -192,21 +192,11 @@ def test_sqsh_names_are_readable_and_distinct() -> None:
 
 
 def _spec(prereqs: list[dict[str, str]]) -> JobSpec:
-    return JobSpec(
-        workflow_type="custom",
-        category=3,
-        model_name="m",
-        execution_scenario="local_slurm",
+    return job_spec(
         container_image="i",
         docker_image="i",
         script_path="/w/m.slurm",
         script_name="m.slurm",
-        success_patterns=[],
-        failure_patterns=[],
-        required_devices=1,
-        node_count=1,
-        work_dir="/w",
-        repo_root="/r",
         prerequisites=prereqs,
     )
 

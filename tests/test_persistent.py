@@ -10,21 +10,16 @@ from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
 from trtllm_script_builder.process.persistent import AllocState, _tasks_per_node, reuse_problem
 from trtllm_script_builder.process.proc import CmdResult
 
+from .conftest import job_spec
+
 
 def spec(devices: int, ntasks: int, gres: str | None) -> JobSpec:
-    return JobSpec(
+    return job_spec(
         workflow_type="eval",
         category=5,
-        model_name="m",
-        execution_scenario="local_slurm",
-        container_image="img",
-        docker_image="img",
         script_path="/w/m_eval.slurm",
         script_name="m_eval.slurm",
-        success_patterns=[],
-        failure_patterns=[],
         required_devices=devices,
-        node_count=1,
         slurm_params=SlurmParams(
             partition="gpu",
             account="acct",
@@ -36,8 +31,6 @@ def spec(devices: int, ntasks: int, gres: str | None) -> JobSpec:
             gres=gres,
             mpi_plugin="pmix",
         ),
-        work_dir="/w",
-        repo_root="/r",
     )
 
 

@@ -11,23 +11,10 @@ from trtllm_script_builder.process.handles import Logs
 from trtllm_script_builder.process.verdict import Decision, LogLine, Verdict
 from trtllm_script_builder.process.watch import CANCEL_WAIT, Console, watch_job
 
+from .conftest import job_spec
+
 # The fake decides on its own; the loop only passes the spec on.
-SPEC = JobSpec(
-    workflow_type="custom",
-    category=3,
-    model_name="m",
-    execution_scenario="local_slurm",
-    container_image="img",
-    docker_image="img",
-    script_path="/w/m_custom.slurm",
-    script_name="m_custom.slurm",
-    success_patterns=[],
-    failure_patterns=[],
-    required_devices=1,
-    node_count=1,
-    work_dir="/w",
-    repo_root="/r",
-)
+SPEC = job_spec()
 
 
 class Clock:
