@@ -127,70 +127,53 @@ def submit(
 
     Exit status: 0 submitted, 2 refused (already submitted, nothing built), 3 a tool failed.
     """
-    from trtllm_script_builder.process.batch_submit import is_batch
+    from trtllm_script_builder.process.batch_submit import is_batch, submit_batch
     from trtllm_script_builder.process.submit import submit as do_submit
 
-    if is_batch(work_dir):
-        _submit_batch(work_dir, force, ssh_host, persistent, max_running, as_json)
-        return
     try:
-        if max_running is not None:
-            raise BuildError(
-                "max_running",
-                f"{work_dir} is one job, not a build-many folder (no jobs.json)",
-                "drop --max-running",
+        if is_batch(work_dir):
+            if persistent:
+                raise BuildError(
+                    "persistent", "a build-many folder is not run in a held allocation", "drop it"
+                )
+            record: Any = submit_batch(
+                work_dir, max_running=max_running, force=force, ssh_host=ssh_host, say=_say
             )
-        sub = do_submit(
-            work_dir,
-            force=force,
-            ssh_host=ssh_host,
-            persistent=persistent,
-            alloc_time=alloc_time,
-            say=_say,
-        )
+            line = _batch_line(record)
+        else:
+            if max_running is not None:
+                raise BuildError(
+                    "max_running",
+                    f"{work_dir} is one job, not a build-many folder (no jobs.json)",
+                    "drop --max-running",
+                )
+            record = do_submit(
+                work_dir,
+                force=force,
+                ssh_host=ssh_host,
+                persistent=persistent,
+                alloc_time=alloc_time,
+                say=_say,
+            )
+            line = _submitted_line(record)
     except BuildError as err:
         _fail(err)
         return
     if as_json:
         import json
 
-        click.echo(json.dumps(sub.model_dump(exclude_none=True), indent=2))
+        click.echo(json.dumps(record.model_dump(exclude_none=True), indent=2))
     else:
-        click.echo(_submitted_line(sub))
+        click.echo(line)
 
 
-def _submit_batch(
-    folder: Path,
-    force: bool,
-    ssh_host: str | None,
-    persistent: bool,
-    max_running: int | None,
-    as_json: bool,
-) -> None:
-    from trtllm_script_builder.process.batch_submit import submit_batch
-
-    try:
-        if persistent:
-            raise BuildError(
-                "persistent", "a build-many folder is not run in a held allocation", "drop it"
-            )
-        batch = submit_batch(
-            folder, max_running=max_running, force=force, ssh_host=ssh_host, say=_say
-        )
-    except BuildError as err:
-        _fail(err)
-        return
-    if as_json:
-        import json
-
-        click.echo(json.dumps(batch.model_dump(exclude_none=True), indent=2))
-    else:
-        plain = len(batch.jobs) - sum(a.size for a in batch.arrays)
-        click.echo(
-            f"submitted {len(batch.jobs)} job(s): {len(batch.arrays)} array(s), {plain} plain "
-            f"job(s); record {batch.batch_dir}/batch_submission.json\n"
-            f"follow them: trtllm-script-builder watch {batch.batch_dir}"
-        )
+def _batch_line(batch: Any) -> str:
+    plain = len(batch.jobs) - sum(a.size for a in batch.arrays)
+    return (
+        f"submitted {len(batch.jobs)} job(s): {len(batch.arrays)} array(s), {plain} plain "
+        f"job(s); record {batch.batch_dir}/batch_submission.json\n"
+        f"follow them: trtllm-script-builder watch {batch.batch_dir}"
+    )
 
 
 def _submitted_line(sub: Any) -> str:

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.chain import ChainJob, dependency_args, submit_prerequisites
+from trtllm_script_builder.process.gitsync import ssh_failed
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.slurm import submitted_id
@@ -346,12 +347,7 @@ def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
     runner = SshRunner(SshTarget(host))
     hello = runner.check()
     if hello.rc != 0:
-        raise ToolFailed(
-            "ssh_host",
-            f"ssh {host}: {first_line(hello)}",
-            "check the host name and that `ssh HOST true` works without a prompt "
-            "(open a ControlMaster first for MFA hosts)",
-        )
+        raise ssh_failed(hello, host)
     _sync_checkouts(jobs, runner.target, say)
     # each job's files into its remote_work_dir: one copy per folder
     by_dir: dict[str, list[Path]] = {}

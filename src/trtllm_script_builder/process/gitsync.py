@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
 from trtllm_script_builder.process.ssh import SSH_FAILED, SshRunner, SshTarget
 
@@ -87,13 +88,6 @@ class SyncResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _first_line(res: CmdResult) -> str:
-    for line in (res.err or res.out).splitlines():
-        if line.strip():
-            return line.strip()
-    return f"exit status {res.rc}"
-
-
 def check_remote_path(path: str) -> str:
     """remote_repo_path as the sync takes it: absolute, no control characters, not `/`."""
     if not _REMOTE_PATH.fullmatch(path) or path.rstrip("/") == "":
@@ -136,7 +130,7 @@ class _Local:
         if res.rc != 0:
             raise ToolFailed(
                 "repo_root",
-                f"git {what} failed in {self.root}: {_first_line(res)}",
+                f"git {what} failed in {self.root}: {first_line(res)}",
                 "check the checkout with `git status` there",
             )
         return res.out.strip()
@@ -155,7 +149,7 @@ def _open_checkout(local_repo: Path) -> _Local:
     )
     lines = res.out.split("\n")
     if res.rc != 0 or lines[0].strip() != "false" or len(lines) < 2 or not lines[1]:
-        why = _first_line(res) if res.rc != 0 else "a bare repository has no working tree"
+        why = first_line(res) if res.rc != 0 else "a bare repository has no working tree"
         raise BuildError("repo_root", f"{local_repo} is not a git checkout ({why})", _ROOT_FIX)
     top = Path(lines[1])
     if top.resolve() != local_repo.resolve():
@@ -511,10 +505,11 @@ def _same_folder(local: _Local, remote: _Remote) -> bool:
     )
 
 
-def _ssh_failed(res: CmdResult, host: str) -> ToolFailed:
+def ssh_failed(res: CmdResult, host: str) -> ToolFailed:
+    """The refusal when ssh cannot reach `host`, with ssh's own complaint."""
     return ToolFailed(
         "ssh_host",
-        f"ssh {host}: {_first_line(res)}",
+        f"ssh {host}: {first_line(res)}",
         "check the host name and that `ssh HOST true` works without a prompt "
         "(open a ControlMaster first for MFA hosts)",
     )
@@ -523,7 +518,7 @@ def _ssh_failed(res: CmdResult, host: str) -> ToolFailed:
 def _probe(ssh: SshRunner, path: str, sha: str, where: str) -> _Remote:
     res = ssh.shell(_line(_PROBE, path, sha))
     if res.rc == SSH_FAILED or (res.rc != 0 and "state=" not in res.out):
-        raise _ssh_failed(res, ssh.target.host)
+        raise ssh_failed(res, ssh.target.host)
     remote = _parse_probe(res.out)
     if remote.state == "notdir":
         raise BuildError(
@@ -573,15 +568,15 @@ def _create(
             notes.append(f"cloned {url} into {where}")
             return _probe(ssh, path, sha, where)
         if res.rc == SSH_FAILED:
-            raise _ssh_failed(res, ssh.target.host)
-        notes.append(f"cloning {url} there failed ({_first_line(res)}); made an empty repository")
+            raise ssh_failed(res, ssh.target.host)
+        notes.append(f"cloning {url} there failed ({first_line(res)}); made an empty repository")
     res = ssh.shell(_line(_CREATE, path, ""))
     if res.rc != 0:
         if res.rc == SSH_FAILED:
-            raise _ssh_failed(res, ssh.target.host)
+            raise ssh_failed(res, ssh.target.host)
         raise ToolFailed(
             "remote_repo_path",
-            f"making the checkout at {where} failed: {_first_line(res)}",
+            f"making the checkout at {where} failed: {first_line(res)}",
             "check that its parent folder can be written",
         )
     if not url:
@@ -612,7 +607,7 @@ def _transfer(
             env, timeout=ssh.timeout,
         )  # fmt: skip
         if push.rc != 0:
-            notes.append(f"push to {name} refused ({_first_line(push)}); sent a bundle instead")
+            notes.append(f"push to {name} refused ({first_line(push)}); sent a bundle instead")
             break
         try:
             fetched = ssh.shell(_line(_FETCH_ORIGIN, path, ref))
@@ -624,14 +619,14 @@ def _transfer(
             if gone.rc != 0:
                 notes.append(
                     f"could not delete the temporary branch {ref} on {name} "
-                    f"({_first_line(gone)}); delete it with: git push {name} :{ref}"
+                    f"({first_line(gone)}); delete it with: git push {name} :{ref}"
                 )
         if fetched.rc == 0:
             return "push"
         if fetched.rc == SSH_FAILED:
-            raise _ssh_failed(fetched, ssh.target.host)
+            raise ssh_failed(fetched, ssh.target.host)
         notes.append(
-            f"the cluster could not fetch from its origin ({_first_line(fetched)}); "
+            f"the cluster could not fetch from its origin ({first_line(fetched)}); "
             "sent a bundle instead"
         )
         break
@@ -666,11 +661,11 @@ def _send_bundle(
     say(f"sending a {len(data) / 1e6:.1f} MB bundle to {where}")
     res = ssh.shell(_line(_FETCH_BUNDLE, path, ref), input=data)
     if res.rc == SSH_FAILED:
-        raise _ssh_failed(res, ssh.target.host)
+        raise ssh_failed(res, ssh.target.host)
     if res.rc != 0:
         raise ToolFailed(
             "remote_repo_path",
-            f"sending the snapshot to {where} failed: {_first_line(res)}",
+            f"sending the snapshot to {where} failed: {first_line(res)}",
             "check the free space and the permissions there",
         )
 
@@ -688,20 +683,20 @@ def _checkout(
     if res.rc == 0:
         return
     if res.rc == SSH_FAILED:
-        raise _ssh_failed(res, ssh.target.host)
+        raise ssh_failed(res, ssh.target.host)
     if res.rc == _RC_DIRTY:
         probe = _probe(ssh, path, sha, where)
         raise _dirty(where, probe, force_hint)
     if res.rc == _RC_SUBMODULES:
         raise ToolFailed(
             "remote_repo_path",
-            f"{where} is at {sha[:12]} but its submodules could not be updated: {_first_line(res)}",
+            f"{where} is at {sha[:12]} but its submodules could not be updated: {first_line(res)}",
             "push the submodule commits (or let the cluster reach their URLs), or pass "
             "--no-submodules and update them there yourself",
         )
     raise ToolFailed(
         "remote_repo_path",
-        f"checking out {sha[:12]} at {where} failed: {_first_line(res)}",
+        f"checking out {sha[:12]} at {where} failed: {first_line(res)}",
         "look at `git status` there",
     )
 
