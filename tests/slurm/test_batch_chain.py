@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_e2e_build import make_repo, tsb, user_env
+from test_batch_slurm import BatchSite, build_many, cleanup, ids_of, make_site  # noqa: F401
+from test_e2e_build import tsb
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
     from conftest import SlurmCluster
@@ -50,11 +51,7 @@ accuracy/test_chain.py::test_three
 
 
 @dataclass(frozen=True)
-class ChainSite:
-    root: Path
-    repo: Path
-    base: Path
-    env: dict[str, str]
+class ChainSite(BatchSite):
     wheel_dir: Path
     sqsh_dir: Path
     enroot_record: Path
@@ -76,71 +73,34 @@ def _records(path: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> ChainSite:
     root = tmp_path_factory.mktemp("batch_chain")
-    home = root / "home"
-    home.mkdir()
-    repo = make_repo(root / "TensorRT-LLM")
-    (repo / "tests" / "integration" / "defs" / "accuracy" / "test_chain.py").write_text(TEST_CHAIN)
-    shutil.copy(STANDINS / "build_wheel.py", repo / "scripts" / "build_wheel.py")
-    env = user_env(home)
+    wheel_dir, sqsh_dir = root / "wheel", root / "sqsh"
+    batch = make_site(
+        slurm_cluster,
+        root,
+        "test_chain.py",
+        TEST_CHAIN,
+        compile=True,
+        cuda_arch="90-real",
+        wheel_dir=str(wheel_dir),  # one wheel folder for the batch: one compile
+        sqsh_cache_dir=str(sqsh_dir),
+    )
+    shutil.copy(STANDINS / "build_wheel.py", batch.repo / "scripts" / "build_wheel.py")
     records = root / "records"
     records.mkdir()
-    env.update(
+    batch.env.update(
         STANDIN_ENROOT_RECORD=str(records / "enroot.jsonl"),
         STANDIN_BUILD_WHEEL_RECORD=str(records / "build_wheel.jsonl"),
         STANDIN_BUILD_WHEEL_STEP="0.05",
     )  # sbatch passes the submitting environment to the jobs
-    slurm_env = root / "slurm_env.json"
-    res = tsb(env, "probe", "--output", str(slurm_env))
-    assert res.returncode == 0, res.stderr
-    wheel_dir, sqsh_dir = root / "wheel", root / "sqsh"
-    base = root / "base.json"
-    base.write_text(
-        json.dumps(
-            {
-                "execution_scenario": "local_slurm",
-                "repo_root": str(repo),
-                "partition": slurm_cluster.gpu_partition,
-                "account": slurm_cluster.account,
-                "slurm_env_file": str(slurm_env),
-                "llm_models_root": "/models",
-                "models_path": str(repo / "models"),
-                "time_limit": "00:03:00",
-                "compile": True,
-                "cuda_arch": "90-real",
-                "wheel_dir": str(wheel_dir),  # one wheel folder for the batch: one compile
-                "sqsh_cache_dir": str(sqsh_dir),
-            }
-        )
-    )
     return ChainSite(
-        root,
-        repo,
-        base,
-        env,
+        batch.root,
+        batch.repo,
+        batch.base,
+        batch.env,
         wheel_dir,
         sqsh_dir,
         records / "enroot.jsonl",
         records / "build_wheel.jsonl",
-    )
-
-
-def build_many(site: ChainSite, name: str) -> tuple[Path, list[dict[str, Any]]]:
-    listing = site.root / f"{name}.txt"
-    listing.write_text(THREE)
-    folder = site.root / name
-    res = tsb(
-        site.env, "build-many", str(listing), "--base", str(site.base), "--work-dir", str(folder)
-    )
-    assert res.returncode == 0, res.stderr
-    return folder, json.loads((folder / "jobs.json").read_text())
-
-
-def all_ids(folder: Path) -> list[str]:
-    batch = json.loads((folder / "batch_submission.json").read_text())
-    return (
-        [p["job_id"] for p in batch.get("prerequisites") or []]
-        + [a["job_id"] for a in batch["arrays"]]
-        + [j["job_id"] for j in batch["jobs"] if "array_job_id" not in j]
     )
 
 
@@ -161,17 +121,11 @@ def squeue(ids: list[str]) -> list[str]:
     return out.split()
 
 
-@pytest.fixture
-def cleanup() -> Any:
-    folders: list[Path] = []
-    yield folders
-    for folder in folders:
-        if (folder / "batch_submission.json").exists():
-            subprocess.run(["scancel", *all_ids(folder)], check=False)
-
-
-def test_a_batch_of_three_compiles_and_imports_once(site: ChainSite, cleanup: list[Path]) -> None:
-    folder, rows = build_many(site, "compiled")
+def test_a_batch_of_three_compiles_and_imports_once(
+    site: ChainSite,
+    cleanup: list[Path],  # noqa: F811
+) -> None:
+    folder, rows = build_many(site, "compiled", THREE)
     cleanup.append(folder)
     builds, imports = len(site.builds()), len(site.imports())
     res = tsb(site.env, "submit", str(folder), "--json")
@@ -200,7 +154,7 @@ def test_a_batch_of_three_compiles_and_imports_once(site: ChainSite, cleanup: li
     # one compile and one import ran for the three jobs: the stand-ins' records, and Slurm's
     assert len(site.builds()) == builds + 1
     assert len(site.imports()) == imports + 1
-    names = [r[0] for r in sacct("-X", "-j", ",".join(all_ids(folder)), "-o", "JobName")]
+    names = [r[0] for r in sacct("-X", "-j", ",".join(ids_of(folder)), "-o", "JobName")]
     assert sum(n.endswith("_compile") for n in names) == 1
     assert sum(n.endswith("_import") for n in names) == 1
     # every job installed the one wheel, after the compile ended
@@ -223,14 +177,15 @@ def test_a_batch_of_three_compiles_and_imports_once(site: ChainSite, cleanup: li
 
 
 def test_a_failed_compile_fails_every_job_of_the_batch(
-    site: ChainSite, cleanup: list[Path]
+    site: ChainSite,
+    cleanup: list[Path],  # noqa: F811
 ) -> None:
     marker = site.repo / "cpp" / "STANDIN_COMPILE_ERROR"
     marker.parent.mkdir(exist_ok=True)
     marker.write_text('identifier "kBlock" is undefined\n')
     builds = len(site.builds())
     try:
-        folder, rows = build_many(site, "broken")
+        folder, rows = build_many(site, "broken", THREE)
         cleanup.append(folder)
         res = tsb(site.env, "submit", str(folder), "--json")
         assert res.returncode == 0, res.stderr
@@ -250,7 +205,7 @@ def test_a_failed_compile_fails_every_job_of_the_batch(
         assert error.endswith('error: identifier "kBlock" is undefined'), error
     assert "1 COMPILE_FAILED" not in watch.stderr and "3 COMPILE_FAILED" in watch.stderr
     # none of the test jobs ran: no batch step, no log; nothing left in the queue
-    ids = all_ids(folder)
+    ids = ids_of(folder)
     array = json.loads((folder / "batch_submission.json").read_text())["arrays"][0]["job_id"]
     steps = [r[0] for r in sacct("-j", array, "-o", "JobID")]
     assert not [s for s in steps if "." in s], steps
@@ -263,14 +218,15 @@ def test_a_failed_compile_fails_every_job_of_the_batch(
 
 
 def test_watch_timeout_cancels_the_compile_with_the_batch(
-    site: ChainSite, cleanup: list[Path]
+    site: ChainSite,
+    cleanup: list[Path],  # noqa: F811
 ) -> None:
-    folder, _ = build_many(site, "slow_compile")
+    folder, _ = build_many(site, "slow_compile", THREE)
     cleanup.append(folder)
     slow = {**site.env, "STANDIN_BUILD_WHEEL_STEP": "5"}  # sbatch passes it to the compile
     res = tsb(slow, "submit", str(folder))
     assert res.returncode == 0, res.stderr
-    ids = all_ids(folder)
+    ids = ids_of(folder)
     watch = tsb(site.env, "watch", str(folder), "--poll", "0.3", "--json", "--timeout", "4")
     assert watch.returncode == 11, watch.stderr  # every job TIMEOUT
     # the compile (and the import, when it has not ended yet) with the three jobs
@@ -314,7 +270,7 @@ def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa:
         watch = tsb_cli("watch", str(folder), "--poll", "0.3", "--json", "--timeout", "50")
     finally:
         if (folder / "batch_submission.json").exists():
-            subprocess.run(["scancel", *all_ids(folder)], check=False)
+            subprocess.run(["scancel", *ids_of(folder)], check=False)
     # one sync, before anything was submitted; the clone holds the local working state
     assert sub.stderr.count(f"synced {remote.repo} to {remote.host}:{remote.remote_repo}") == 1
     assert files_of(remote.remote_repo) == working_tree(remote.repo)
@@ -338,7 +294,7 @@ def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa:
             ][0]
         ).read_text()
     )
-    assert squeue(all_ids(folder)) == []
+    assert squeue(ids_of(folder)) == []
 
 
 def tsb_cli(*args: str) -> subprocess.CompletedProcess[str]:

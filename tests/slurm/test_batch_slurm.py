@@ -66,33 +66,37 @@ class BatchSite:
     env: dict[str, str]
 
 
-@pytest.fixture(scope="module")
-def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> BatchSite:
-    root = tmp_path_factory.mktemp("batch")
+def make_site(
+    slurm_cluster: SlurmCluster, root: Path, test_file: str, text: str, **base: Any
+) -> BatchSite:
+    """A user's home, the tiny checkout with accuracy/<test_file> holding `text`, its probed
+    slurm_env and the base request of the batches (`base` over the local_slurm defaults)."""
     home = root / "home"
     home.mkdir()
     repo = make_repo(root / "TensorRT-LLM")
-    (repo / "tests" / "integration" / "defs" / "accuracy" / "test_batch.py").write_text(TEST_BATCH)
+    (repo / "tests" / "integration" / "defs" / "accuracy" / test_file).write_text(text)
     env = user_env(home)
     slurm_env = root / "slurm_env.json"
     res = tsb(env, "probe", "--output", str(slurm_env))
     assert res.returncode == 0, res.stderr
-    base = root / "base.json"
-    base.write_text(
-        json.dumps(
-            {
-                "execution_scenario": "local_slurm",
-                "repo_root": str(repo),
-                "partition": slurm_cluster.gpu_partition,
-                "account": slurm_cluster.account,
-                "slurm_env_file": str(slurm_env),
-                "llm_models_root": "/models",
-                "models_path": str(repo / "models"),
-                "time_limit": "00:03:00",
-            }
-        )
-    )
-    return BatchSite(root, repo, base, env)
+    request = {
+        "execution_scenario": "local_slurm",
+        "repo_root": str(repo),
+        "partition": slurm_cluster.gpu_partition,
+        "account": slurm_cluster.account,
+        "slurm_env_file": str(slurm_env),
+        "llm_models_root": "/models",
+        "models_path": str(repo / "models"),
+        "time_limit": "00:03:00",
+        **base,
+    }
+    (root / "base.json").write_text(json.dumps(request))
+    return BatchSite(root, repo, root / "base.json", env)
+
+
+@pytest.fixture(scope="module")
+def site(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> BatchSite:
+    return make_site(slurm_cluster, tmp_path_factory.mktemp("batch"), "test_batch.py", TEST_BATCH)
 
 
 def build_many(site: BatchSite, name: str, tests: str) -> tuple[Path, list[dict[str, Any]]]:
@@ -126,10 +130,13 @@ def watch(site: BatchSite, folder: Path, *args: str) -> subprocess.Popen[str]:
 
 
 def ids_of(folder: Path) -> list[str]:
+    """Every Slurm job `submit DIR` started: prerequisites, arrays and plain jobs."""
     batch = json.loads((folder / "batch_submission.json").read_text())
-    return [a["job_id"] for a in batch["arrays"]] + [
-        j["job_id"] for j in batch["jobs"] if "array_job_id" not in j
-    ]
+    return (
+        [p["job_id"] for p in batch.get("prerequisites") or []]
+        + [a["job_id"] for a in batch["arrays"]]
+        + [j["job_id"] for j in batch["jobs"] if "array_job_id" not in j]
+    )
 
 
 @pytest.fixture
@@ -282,16 +289,7 @@ def test_remote_batch_over_ssh(live: Live, sshd_loopback: LoopbackSshd) -> None:
     env_file = live.root / "slurm_env_batch_remote.json"
     res = cli("probe", "--ssh", sshd_loopback.host, "--output", str(env_file))
     assert res.code == 0, res.stderr
-    base = live.request(
-        "remote_batch",
-        "true",
-        execution_scenario="remote_slurm",
-        slurm_env_file=str(env_file),
-        remote_repo_path=str(live.repo),
-        models_path=None,
-        checkpoint_path=str(live.repo / "models"),
-        time_limit="00:02:00",
-    )
+    base = live.remote_request("remote_batch", "true", env_file, time_limit="00:02:00")
     listing = live.root / "remote_list.yaml"
     listing.write_text(
         "- custom_cmd: echo remote one from $(pwd)\n"

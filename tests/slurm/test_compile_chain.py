@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_submit_watch import POLL, cli, sacct
+from test_submit_watch import POLL, cli, probed_env, sacct, write_request
 
 from tests.conftest import make_repo
-from trtllm_script_builder.process.probe import probe
 from trtllm_script_builder.resolve.compile import sqsh_name
 
 if TYPE_CHECKING:
@@ -43,28 +42,16 @@ class Live:
     pyxis_record: Path
 
     def request(self, name: str, **fields: Any) -> Path:
-        req: dict[str, Any] = {
-            "execution_scenario": "local_slurm",
-            "work_dir": str(self.root / name),
-            "repo_root": str(self.repo),
+        """A custom job with compile (it installs the wheel it builds)."""
+        chain = {
             "custom_cmd": "echo the tests ran",
-            "required_devices": 1,
-            "gpus_per_node": 1,
-            "partition": "cpu",
-            "account": "tsb",
-            "slurm_env_file": str(self.slurm_env),
-            "llm_models_root": "/models",
-            "models_path": str(self.repo / "models"),
             "container_image": IMAGE,
-            "time_limit": "00:05:00",
+            "skip_install": None,
             "compile": True,
             "cuda_arch": "90-real",
             "sqsh_cache_dir": str(self.sqsh_dir),
-            **fields,
         }
-        path = self.root / f"{name}.json"
-        path.write_text(json.dumps(req))
-        return path
+        return write_request(self.root, name, self.repo, self.slurm_env, **{**chain, **fields})
 
     def imports(self) -> list[dict[str, Any]]:
         if not self.enroot_record.exists():
@@ -76,10 +63,7 @@ class Live:
 def live(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     root = tmp_path_factory.mktemp("compile_chain")
     repo = make_repo(root / "TensorRT-LLM")
-    env, rc = probe()
-    assert rc == 0, env["errors"]
-    slurm_env = root / "slurm_env.json"
-    slurm_env.write_text(json.dumps(env))
+    slurm_env = probed_env(root)
     live = Live(root, repo, slurm_env, root / "sqsh", root / "enroot.jsonl", root / "pyxis.jsonl")
     with pytest.MonkeyPatch.context() as mp:
         # sbatch passes the submitting environment to the jobs

@@ -24,14 +24,19 @@ from click.testing import CliRunner
 from tests.conftest import make_repo
 from trtllm_script_builder.cli import main
 from trtllm_script_builder.errors import BuildError, ToolFailed
-from trtllm_script_builder.process.gitsync import check_remote_path, repo_key, sync_checkout
+from trtllm_script_builder.process.gitsync import (
+    SyncResult,
+    check_remote_path,
+    repo_key,
+    sync_checkout,
+)
 from trtllm_script_builder.process.ssh import SshTarget
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
     from conftest import LoopbackSshd
 
 HOST = "tsb-loopback"
-DOWN = "tsb-nowhere"  # in the same ssh config: a closed port
+DOWN = "tsb-nowhere"  # LoopbackSshd.down: in the same ssh config, a closed port
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> str:
@@ -226,56 +231,52 @@ def check_synced(w: World, commit: str, dirty: bool = True) -> None:
     assert (w.remote / "cpp" / "kept.cpp").read_text() == "// kept, second commit\n"
 
 
+def sync(w: World) -> SyncResult:
+    """sync_checkout of the user's checkout to w.remote, which must leave the checkout as it
+    was and no temporary folder, file or branch behind."""
+    before = fingerprint(w.work)
+    res = sync_checkout(SshTarget(HOST), w.work, str(w.remote))
+    assert fingerprint(w.work) == before
+    no_leftovers(w)
+    return res
+
+
 # ---------------------------------------------------------------- the two methods
 
 
 def test_shared_origin_clones_then_pushes_a_temporary_branch(world: World) -> None:
-    before = fingerprint(world.work)
-    head = before["<head>"].strip()
-    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
-    assert fingerprint(world.work) == before
+    head = git(world.work, "rev-parse", "HEAD").strip()
+    res = sync(world)
     assert (res.method, res.snapshot) == ("push", True)
     assert git(world.remote, "rev-parse", f"{res.commit}^").strip() == head
     # the snapshot exists only there: not even its objects were written here
     assert git(world.work, "cat-file", "-t", res.commit, check=False) == ""
     assert any("cloned" in n for n in res.notes)
     check_synced(world, res.commit)
-    no_leftovers(world)
 
     # the same state again gives the same commit, which the cluster has
-    again = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    again = sync(world)
     assert (again.commit, again.method) == (res.commit, "present")
-    assert fingerprint(world.work) == before
-    no_leftovers(world)
 
     # a new change goes as a new snapshot, over the shared origin
     (world.work / "cpp" / "unstaged.cpp").write_text("// changed again\n")
-    before = fingerprint(world.work)
-    third = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    third = sync(world)
     assert third.method == "push" and third.commit != res.commit
-    assert fingerprint(world.work) == before
     check_synced(world, third.commit)
-    no_leftovers(world)
 
 
 def test_no_shared_origin_sends_bundles(world: World) -> None:
     git(world.work, "remote", "remove", "origin")
-    before = fingerprint(world.work)
-    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    res = sync(world)
     assert res.method == "bundle"
     assert any("empty repository" in n for n in res.notes)
-    assert fingerprint(world.work) == before
     check_synced(world, res.commit)
-    no_leftovers(world)
 
     # the second bundle leaves out what the cluster has
     (world.work / "cpp" / "second_untracked.cpp").write_text("// more\n")
-    before = fingerprint(world.work)
-    again = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    again = sync(world)
     assert again.method == "bundle" and again.commit != res.commit
-    assert fingerprint(world.work) == before
     check_synced(world, again.commit)
-    no_leftovers(world)
 
 
 def test_a_clean_checkout_sends_its_head(world: World) -> None:
@@ -292,13 +293,10 @@ def test_a_refused_push_falls_back_to_a_bundle(world: World) -> None:
     hook.write_text("#!/bin/sh\necho 'pushes are closed' >&2\nexit 1\n")
     hook.chmod(0o755)
     git(world.root, "clone", "-q", str(world.origin), str(world.remote))
-    before = fingerprint(world.work)
-    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    res = sync(world)
     assert res.method == "bundle"
     assert any("refused" in n for n in res.notes), res.notes
-    assert fingerprint(world.work) == before
     check_synced(world, res.commit)
-    no_leftovers(world)
 
 
 def test_submodules_follow_the_snapshot(

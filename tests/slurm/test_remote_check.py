@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
+from test_submit_watch import write_request
 
 from tests.conftest import make_repo
 from trtllm_script_builder.cli import main
@@ -34,26 +35,18 @@ class Remote:
     host: str
 
     def build(self, name: str, **fields: Any) -> Path:
-        req: dict[str, Any] = {
-            "execution_scenario": "remote_slurm",
-            "work_dir": str(self.root / name),
-            "repo_root": str(self.repo),
+        remote = {
             "custom_cmd": "nvidia-smi -L",
+            "execution_scenario": "remote_slurm",
             "required_devices": 2,
+            "gpus_per_node": None,
             "partition": "gpu",
-            "account": "tsb",
-            "slurm_env_file": str(self.env_file),
-            "llm_models_root": "/models",
+            "models_path": None,
             "checkpoint_path": str(self.repo / "models"),
-            "container_image": "nvcr.io/test/trtllm:x86_64-1",
-            "skip_install": True,
-            "time_limit": "00:05:00",
             "remote_repo_path": str(self.repo),
             "remote_work_dir": str(self.root / f"{name}_remote"),
         }
-        req.update(fields)
-        path = self.root / f"{name}.json"
-        path.write_text(json.dumps(req))
+        path = write_request(self.root, name, self.repo, self.env_file, **{**remote, **fields})
         res = CliRunner().invoke(main, ["build", str(path)])
         assert res.exit_code == 0, res.output
         return self.root / name

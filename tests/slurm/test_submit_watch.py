@@ -87,6 +87,40 @@ def queued(job: str) -> str:
     ).stdout.strip()
 
 
+def write_request(root: Path, name: str, repo: Path, slurm_env: Path, **fields: Any) -> Path:
+    """<root>/<name>.json: a one-GPU custom job (`fields` name its custom_cmd) of the checkout
+    `repo` on the cpu partition, work_dir <root>/<name>, with `fields` over these values (a
+    field given as None is left out)."""
+    req: dict[str, Any] = {
+        "execution_scenario": "local_slurm",
+        "work_dir": str(root / name),
+        "repo_root": str(repo),
+        "required_devices": 1,
+        "gpus_per_node": 1,
+        "partition": "cpu",
+        "account": "tsb",
+        "slurm_env_file": str(slurm_env),
+        "llm_models_root": "/models",
+        "models_path": str(repo / "models"),
+        "container_image": "nvcr.io/test/trtllm:x86_64-1",
+        "skip_install": True,
+        "time_limit": "00:05:00",
+        **fields,
+    }
+    path = root / f"{name}.json"
+    path.write_text(json.dumps({k: v for k, v in req.items() if v is not None}))
+    return path
+
+
+def probed_env(root: Path) -> Path:
+    """<root>/slurm_env.json: what `probe` finds on the test cluster."""
+    env, rc = probe()
+    assert rc == 0, env["errors"]
+    slurm_env = root / "slurm_env.json"
+    slurm_env.write_text(json.dumps(env))
+    return slurm_env
+
+
 @dataclass
 class Live:
     root: Path
@@ -94,36 +128,26 @@ class Live:
     slurm_env: Path
 
     def request(self, name: str, custom_cmd: str, **fields: Any) -> Path:
-        req: dict[str, Any] = {
-            "execution_scenario": "local_slurm",
-            "work_dir": str(self.root / name),
-            "repo_root": str(self.repo),
-            "custom_cmd": custom_cmd,
-            "required_devices": 1,
-            "gpus_per_node": 1,
-            "partition": "cpu",
-            "account": "tsb",
-            "slurm_env_file": str(self.slurm_env),
-            "llm_models_root": "/models",
-            "models_path": str(self.repo / "models"),
-            "container_image": "nvcr.io/test/trtllm:x86_64-1",
-            "skip_install": True,
-            "time_limit": "00:05:00",
+        fields = {"custom_cmd": custom_cmd, **fields}
+        return write_request(self.root, name, self.repo, self.slurm_env, **fields)
+
+    def remote_request(self, name: str, custom_cmd: str, env_file: Path, **fields: Any) -> Path:
+        """`request` for remote_slurm over the loopback sshd (`env_file`: probe --ssh's)."""
+        remote = {
+            "execution_scenario": "remote_slurm",
+            "slurm_env_file": str(env_file),
+            "remote_repo_path": str(self.repo),
+            "models_path": None,
+            "checkpoint_path": str(self.repo / "models"),
         }
-        req.update(fields)
-        path = self.root / f"{name}.json"
-        path.write_text(json.dumps({k: v for k, v in req.items() if v is not None}))
-        return path
+        return self.request(name, custom_cmd, **{**remote, **fields})
 
 
 @pytest.fixture(scope="module")
 def live(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Live:
     root = tmp_path_factory.mktemp("submit_watch")
     repo = make_repo(root / "repo")
-    env, rc = probe()
-    assert rc == 0, env["errors"]
-    slurm_env = root / "slurm_env.json"
-    slurm_env.write_text(json.dumps(env))
+    slurm_env = probed_env(root)
     return Live(root, repo, slurm_env)
 
 
@@ -325,15 +349,11 @@ def test_remote_probe_submit_watch(live: Live, sshd_loopback: LoopbackSshd) -> N
     assert any(sshd_loopback.control.iterdir())  # the ControlMaster socket
 
     remote_work = live.root / "remote_work"  # another folder: the files must be copied there
-    req = live.request(
+    req = live.remote_request(
         "remote",
         "echo remote from $(pwd); echo '2 passed'",
-        execution_scenario="remote_slurm",
-        slurm_env_file=str(env_file),
-        remote_repo_path=str(live.repo),
+        env_file,
         remote_work_dir=str(remote_work),
-        models_path=None,
-        checkpoint_path=str(live.repo / "models"),
     )
     res = cli("run", str(req), "--poll", POLL, "--json")
     assert res.code == 0, res.stderr
@@ -348,15 +368,11 @@ def test_remote_probe_submit_watch(live: Live, sshd_loopback: LoopbackSshd) -> N
     assert not list((live.root / "remote").glob("*.out"))  # the log stayed remote
 
     # a failure is read from the remote .err file; --ssh-host overrides the job_spec's host
-    fail = live.request(
+    fail = live.remote_request(
         "remote_fail",
         "python3 -c 'raise SystemExit(\"Traceback: remote boom\")'",
-        execution_scenario="remote_slurm",
-        slurm_env_file=str(env_file),
-        remote_repo_path=str(live.repo),
+        env_file,
         remote_work_dir=str(live.root / "remote_work_2"),
-        models_path=None,
-        checkpoint_path=str(live.repo / "models"),
     )
     res = cli("run", str(fail), "--poll", POLL, "--json", "--ssh-host", sshd_loopback.host)
     v = res.json
