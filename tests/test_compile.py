@@ -170,6 +170,9 @@ def test_the_chain_in_the_job_folder(cli, env: Env) -> None:
     imp = (env.work / "import.slurm").read_text()
     assert "IMAGE_URI=docker://nvcr.io#test/trtllm:x86_64-1\n" in imp
     assert "--nvtx" in (env.work / "compile.slurm").read_text()
+    # the build gets every CPU of its node; the import needs no whole node
+    assert "\n#SBATCH --exclusive\n" in (env.work / "compile.slurm").read_text()
+    assert "--exclusive" not in imp
     assert _build(cli, env, compile=True, device_type="H100", nvtx=False).code == 0
     assert "--nvtx" not in (env.work / "compile.slurm").read_text()
 

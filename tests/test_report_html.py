@@ -338,6 +338,16 @@ def test_a_job_folder_report_has_its_one_job(tmp_path: Path) -> None:
     assert '<a class="log" href="job_4243.out">' in page
 
 
+def test_a_remote_compile_chains_commit_is_shown(tmp_path: Path) -> None:
+    root = make_batch(tmp_path / "batch")
+    job = root / "00004_llama3_1_8binstruct"
+    verdict = json.loads((job / "verdict.json").read_text())
+    commit = "4b1f0c2a9d3e6f0a1c4b2d9e8f7a6b5c4d3e2f1a"
+    (job / "verdict.json").write_text(json.dumps({**verdict, "source_commit": commit}))
+    page = write_report(job).read_text()
+    assert f'<div class="entry" title="{commit}">at 4b1f0c2a9d3e</div>' in page
+
+
 # ---------------------------------------------------------------- in a real browser
 
 

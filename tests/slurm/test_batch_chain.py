@@ -245,6 +245,35 @@ def test_watch_timeout_cancels_the_compile_with_the_batch(
     assert squeue(ids) == []
 
 
+def test_watch_timeout_of_one_job_leaves_the_batchs_compile(
+    site: ChainSite,
+    cleanup: list[Path],  # noqa: F811
+) -> None:
+    """`watch JOBDIR --timeout` on one job of a batch cancels that job only: the import and
+    compile are the batch's, for its other jobs (only `watch DIR` cancels them)."""
+    folder, rows = build_many(site, "one_of_three", THREE)
+    cleanup.append(folder)
+    slow = {**site.env, "STANDIN_BUILD_WHEEL_STEP": "5"}  # sbatch passes it to the compile
+    res = tsb(slow, "submit", str(folder))
+    assert res.returncode == 0, res.stderr
+    batch = json.loads((folder / "batch_submission.json").read_text())
+    imp, comp = (p["job_id"] for p in batch["prerequisites"])
+    member = json.loads((folder / rows[0]["work_dir"] / "submission.json").read_text())
+    assert member["batch_dir"] == str(folder)
+    watch = tsb(site.env, "watch", str(folder / rows[0]["work_dir"]), "--poll", "0.3", "--json", "--timeout", "3")  # fmt: skip
+    assert watch.returncode == 11, watch.stderr  # TIMEOUT
+    assert "is the batch's, so it keeps running" in watch.stderr, watch.stderr
+    v = json.loads(watch.stdout.strip().splitlines()[-1])
+    assert v["verdict"] == "TIMEOUT" and v["cancelled_by_watch"] == "timeout", v
+    assert f"test job {member['job_id']} cancelled before it started" in v["evidence"]
+    left = squeue(ids_of(folder))
+    assert comp in left, left  # the compile goes on for the other two
+    assert member["job_id"] not in left  # this job's own task is gone
+    others = [j["job_id"] for j in batch["jobs"][1:]]
+    assert all(j in left for j in others), (others, left)
+    assert not sacct("-X", "-j", imp, "-o", "State")[0][0].startswith("CANCELLED")
+
+
 # ---------------------------------------------------------------- remote, over OpenSSH
 # The loopback sshd and user checkout of test_remote_compile_chain (its ssh sessions put the
 # stand-ins first on PATH); the jobs are custom jobs built from a YAML list.
@@ -257,7 +286,7 @@ def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa:
     listing = remote.root / "rbatch.yaml"
     listing.write_text(
         "- custom_cmd: echo remote one in $(pwd)\n"
-        "- custom_cmd: echo remote two\n"
+        "- custom_cmd: echo remote two at $TSB_SOURCE_COMMIT\n"
         "- custom_cmd: echo remote three\n"
     )
     folder = remote.root / "rbatch"
@@ -276,6 +305,12 @@ def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa:
     assert files_of(remote.remote_repo) == working_tree(remote.repo)
     batch = json.loads(sub.stdout)
     assert [p["kind"] for p in batch["prerequisites"]] == ["import", "compile"]
+    # every job carries the commit the clone was synced to (decision 72)
+    head = subprocess.run(
+        ["git", "-C", str(remote.remote_repo), "rev-parse", "HEAD"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert [j["source_commit"] for j in batch["jobs"]] == [head] * 3
     assert watch.returncode == 0, watch.stderr
     results = json.loads(watch.stdout.strip().splitlines()[-1])
     assert results["summary"] == {"jobs": 3, "verdicts": {"PASSED": 3}, "exit_status": 0}
@@ -286,6 +321,11 @@ def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa:
         verdict = json.loads((Path(row["work_dir"]) / "verdict.json").read_text())
         log = Path(verdict["log_files"][0]).read_text()
         assert f"--force-reinstall {wheel}'" in log
+    assert [row["source_commit"] for row in results["jobs"]] == [head] * 3
+    # sbatch --export reached the array's task: the job checked the clone against it, then ran
+    two = json.loads((Path(results["jobs"][1]["work_dir"]) / "verdict.json").read_text())
+    assert two["source_commit"] == head
+    assert f"remote two at {head}" in Path(two["log_files"][0]).read_text()
     assert (
         "remote one in " + str(remote.remote_repo)
         in Path(

@@ -13,10 +13,12 @@ an untracked file and an ignored one.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,6 +234,9 @@ def test_remote_chain_syncs_compiles_there_and_installs_the_wheel(remote: Remote
     v = res.json
     assert (res.code, v["verdict"], v["state"], v["host"]) == (0, "PASSED", "COMPLETED", remote.host), res.stdout  # fmt: skip
     submitted = json.loads(sub.stdout)
+    # what was built and tested: the commit the sync left there, checked by the jobs (decision 72)
+    assert v["source_commit"] == snapshot == submitted["source_commit"]
+    assert json.loads((work / "submission.json").read_text())["source_commit"] == snapshot
     chain = [(c["kind"], c["verdict"]) for c in v["chain"]]
     assert chain == [("import", "PASSED"), ("compile", "PASSED")]
     assert v["job_id"] == submitted["job_id"]
@@ -312,6 +317,70 @@ def test_remote_compile_failure_stops_the_chain(remote: Remote) -> None:
     assert not Path(submitted["log_file"]).exists()
     remote_work = remote.remote_work("broken")
     assert not list((remote_work / "wheel").glob("*.whl"))
+
+
+def test_a_chain_whose_clone_moved_before_its_compile_fails_on_the_commit(remote: Remote) -> None:
+    """Chain A is submitted (the clone synced to A's state), then other work is synced to the
+    same clone before A's compile starts: the compile stops on the commit check and the
+    verdict is COMPILE_FAILED with that line, not a build of the other work (decision 72).
+
+    A's import holds the chain back: it waits for the image file's lock (as a second import of
+    the same image does), which the test holds until the clone has moved."""
+    work = remote.root / "moved"
+    assert cli("build", str(remote.request("moved"))).code == 0
+    remote.sqsh_dir.mkdir(parents=True, exist_ok=True)
+    other = remote.repo / "cpp" / "other_work.cu"
+    other.parent.mkdir(exist_ok=True)
+    try:
+        with open(remote.sqsh_dir / (sqsh_name(IMAGE) + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            sub = cli("submit", str(work), "--json")
+            assert sub.code == 0, sub.stderr
+            synced_a = json.loads(sub.stdout)["source_commit"]
+            assert git(remote.remote_repo, "rev-parse", "HEAD").strip() == synced_a
+            # other work, synced to the same clone while A is queued
+            other.write_text("// other work\n")
+            moved = cli("sync", str(work), "--json")
+            assert moved.code == 0, moved.stderr
+            synced_b = json.loads(moved.stdout)["commit"]
+            assert synced_b != synced_a
+            import_id = json.loads(sub.stdout)["prerequisites"][0]["job_id"]
+            assert sacct_state(import_id) == "RUNNING"  # waiting for the lock, A's compile too
+        res = cli("watch", str(work), "--poll", POLL, "--json", "--timeout", "45")
+    finally:
+        other.unlink(missing_ok=True)
+        _cancel(*_job_ids(work))
+    v = res.json
+    assert (res.code, v["verdict"], v["exit_code"]) == (16, "COMPILE_FAILED", 1), res.stdout
+    assert v["source_commit"] == synced_a
+    line = (
+        f"error: source_commit: {remote.remote_repo} is at {synced_b}, not at {synced_a}, which "
+        "submit synced for this job (another submit or sync moved the clone while the job was "
+        "queued); submit again, and do not sync the same clone while a chain is queued"
+    )
+    assert [e for e in v["evidence"] if "source_commit" in e] == [
+        f"{Path(v['log_files'][0]).name}:2: {line}"
+    ], v["evidence"]
+    assert Path(v["log_files"][0]).parent == remote.remote_work("moved")
+    # nothing of the other work was built: the compile stopped before build_wheel.py
+    calls = [json.loads(ln) for ln in remote.wheel_record.read_text().splitlines()] if remote.wheel_record.exists() else []  # fmt: skip
+    assert not any(str(remote.remote_work("moved")) in " ".join(c["argv"]) for c in calls)
+    test_id = json.loads((work / "submission.json").read_text())["job_id"]
+    assert sacct(test_id, "State", timeout=30)[0].startswith("CANCELLED")
+
+
+def sacct_state(job: str) -> str:
+    """The job's state now (squeue), waiting up to 10 s for it to leave PENDING."""
+    deadline = time.monotonic() + 10
+    state = ""
+    while time.monotonic() < deadline:
+        state = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        if state and state != "PENDING":
+            break
+        time.sleep(0.2)
+    return state
 
 
 def test_a_cluster_clone_with_changes_of_its_own_is_refused_before_anything_is_submitted(

@@ -92,6 +92,7 @@ class Job:
     status: str
     entry: str = ""
     job_id: str = ""
+    commit: str = ""  # the synced commit a remote compile chain built and tested
     exit_code: str = ""
     elapsed: str = ""
     reason: str = ""
@@ -204,6 +205,7 @@ def _job(root: Path, work: Path, name: str, v: dict[str, Any], entry: str = "") 
         status,
         entry=entry,
         job_id=_text(v.get("job_id") or (f"pid {v['pid']}" if v.get("pid") else "")),
+        commit=_text(v.get("source_commit")),
         exit_code=_text(v.get("exit_code")),
         elapsed=_duration(elapsed) if isinstance(elapsed, (int, float)) else "",
         reason=_text(v.get("reason")),

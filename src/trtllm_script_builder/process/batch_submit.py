@@ -31,7 +31,7 @@ import shlex
 import socket
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ from trtllm_script_builder.process.submission import (
     Submission,
     load_submission,
     save_submission,
+    source_args,
     write_json,
 )
 
@@ -85,6 +86,8 @@ class BatchJob(BaseModel):
     array_task_id: int | None = None
     # the job ids of the prerequisites it waits for, in the order of its job_spec
     prerequisites: list[str] | None = None
+    # the commit its clone was synced to, which its compile chain checks (decision 72)
+    source_commit: str | None = None
 
 
 class BatchArray(BaseModel):
@@ -308,6 +311,14 @@ class _Target:
     host: str
     ssh_host: str | None = None
     ssh: SshRunner | None = None
+    # (repo_root, remote_repo_path) -> the commit synced there (decision 72)
+    commits: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
+
+    def commit(self, spec: JobSpec) -> str | None:
+        """The commit the job's compile chain checks its clone against; None without one."""
+        if not any(p["kind"] == "compile" for p in spec.prerequisites or []):
+            return None
+        return self.commits.get((spec.repo_root, spec.remote_repo_path))
 
     def sbatch(
         self,
@@ -348,7 +359,7 @@ def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
     hello = runner.check()
     if hello.rc != 0:
         raise ssh_failed(hello, host)
-    _sync_checkouts(jobs, runner.target, say)
+    commits = _sync_checkouts(jobs, runner.target, say)
     # each job's files into its remote_work_dir: one copy per folder
     by_dir: dict[str, list[Path]] = {}
     for j in jobs:
@@ -372,22 +383,35 @@ def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
                 "check that the folder can be written",
             )
     say(f"copied the scripts of {len(jobs)} job(s) to {host} ({len(by_dir)} folder(s))")
-    return _Target(runner, host, host, runner)
+    return _Target(runner, host, host, runner, commits)
 
 
-def _sync_checkouts(jobs: list[_Job], target: SshTarget, say: Say) -> None:
+def _sync_checkouts(
+    jobs: list[_Job], target: SshTarget, say: Say
+) -> dict[tuple[str, str | None], str | None]:
     """The remote compiles build remote_repo_path: bring each checkout there once (the step
-    single-job submit takes, decision 58), before anything is copied or submitted."""
+    single-job submit takes, decision 58), before anything is copied or submitted. Gives the
+    commit each clone is at, which the jobs check when they start (decision 72)."""
     from trtllm_script_builder.process.submit import _sync_for_compile
 
-    done: set[tuple[str, str | None]] = set()
-    for j in jobs:
-        if not any(p["kind"] == "compile" for p in j.spec.prerequisites or []):
-            continue
+    compiling = [j for j in jobs if any(p["kind"] == "compile" for p in j.spec.prerequisites or [])]
+    into: dict[str | None, str] = {}
+    for j in compiling:  # one clone holds one state: two checkouts cannot both be there
+        first = into.setdefault(j.spec.remote_repo_path, j.spec.repo_root)
+        if first != j.spec.repo_root:
+            raise BuildError(
+                "remote_repo_path",
+                f"the batch syncs both {first} and {j.spec.repo_root} into "
+                f"{target.host}:{j.spec.remote_repo_path}, which holds one of them at a time",
+                "build the jobs of each checkout with a remote_repo_path of its own, "
+                "or submit them as separate batches one after the other",
+            )
+    done: dict[tuple[str, str | None], str | None] = {}
+    for j in compiling:
         where = (j.spec.repo_root, j.spec.remote_repo_path)
         if where not in done:
-            done.add(where)
-            _sync_for_compile(j.spec, j.member.work_dir, say)(target)
+            done[where] = _sync_for_compile(j.spec, j.member.work_dir, say)(target)
+    return done
 
 
 @dataclass
@@ -470,7 +494,8 @@ def submit_batch(
         at = _where(j, remote)
 
         def sbatch(script: str, extra: list[str], j: _Job = j, at: _Where = at) -> str:
-            return target.sbatch(script, at.work_dir, started, j.member.work_dir, extra)
+            pin = source_args(target.commit(j.spec))
+            return target.sbatch(script, at.work_dir, started, j.member.work_dir, pin + extra)
 
         chains.append(submit_prerequisites(j.spec, sbatch, at.work_dir, remote=remote, known=known))
     for c in known.values():
@@ -501,6 +526,7 @@ def submit_batch(
             array_job_id=array,
             array_task_id=task,
             batch_dir=str(folder),
+            source_commit=target.commit(j.spec),
         )
         rows[i] = BatchJob(
             work_dir=str(j.member.work_dir),
@@ -509,10 +535,12 @@ def submit_batch(
             array_job_id=array,
             array_task_id=task,
             prerequisites=[c.job_id for c in chain] or None,
+            source_commit=target.commit(j.spec),
         )
 
     for g in groups:
-        after = dependency_args(chains[g[0]])  # the same for the group: part of its shape
+        # the same for the group: the prerequisites, hence the clone, are part of its shape
+        after = source_args(target.commit(jobs[g[0]].spec)) + dependency_args(chains[g[0]])
         if len(g) == 1:
             j = jobs[g[0]]
             at = _where(j, remote)

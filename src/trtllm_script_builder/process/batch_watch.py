@@ -171,6 +171,7 @@ class BatchResult:
                     "tests": tests,
                     "reason": d.reason,
                     "evidence": d.evidence,
+                    "source_commit": r.source_commit,
                 }
             )
         chain = {"prerequisites": self.prerequisites} if self.prerequisites else {}
@@ -321,6 +322,7 @@ def watch_batch(
             timed_out=timed,
             elapsed=clock() - start,
             chain=_chain_states(t, False) if t.after else None,
+            source_commit=t.job.source_commit,
             **t.handle.result_fields(),
         )
         done_line(t, t.handle.what)
@@ -364,6 +366,7 @@ def watch_batch(
                 timed_out=timed,
                 elapsed=clock() - start,
                 chain=_chain_states(t, True),
+                source_commit=t.job.source_commit,
                 **p.handle.result_fields(),
             )
             done_line(t, f"job {t.handle.job_id}")  # the id it was submitted as: it never ran

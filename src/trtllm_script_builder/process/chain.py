@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,13 +120,14 @@ def _join(base: str, pattern: str | None, job_id: str) -> str | None:
     return posixpath.join(base, pattern.replace("%j", job_id)) if pattern else None
 
 
-def sbatch_with(runner: Runner, cwd: Any, where: str = "") -> Sbatch:
-    """An Sbatch through `runner` (local, or ssh), run in `cwd`."""
+def sbatch_with(runner: Runner, cwd: Any, where: str = "", pin: Sequence[str] = ()) -> Sbatch:
+    """An Sbatch through `runner` (local, or ssh), run in `cwd`; `pin`: options for every job
+    it submits (the synced commit, decision 72)."""
     from trtllm_script_builder.process.probe.collect import first_line
     from trtllm_script_builder.process.slurm import submitted_id
 
     def sbatch(script: str, extra: list[str]) -> str:
-        res = runner(["sbatch", "--parsable", *extra, script], cwd=cwd)
+        res = runner(["sbatch", "--parsable", *pin, *extra, script], cwd=cwd)
         job = submitted_id(res) if res.rc == 0 else None
         if job is None:
             raise ToolFailed(
@@ -267,15 +268,24 @@ def follow_prerequisites(
     timeout: float | None,
     keep_running: bool,
     poll: float,
+    batch: bool = False,
 ) -> ChainOutcome:
     """Follow each prerequisite to its end with `follow` (watch's loop), in order; stop at the
-    first that did not succeed."""
+    first that did not succeed. The deadline cancels a prerequisite only when it is this
+    job's own: one of a batch (`batch`, or `shared`) keeps running for the batch's other
+    jobs, and only `watch DIR` of the batch cancels it."""
     start = time.monotonic()
     states: list[dict[str, Any]] = []
     for job in jobs:
         left = None if timeout is None else max(timeout - (time.monotonic() - start), 0.001)
         handle = PrerequisiteJob(job, runner, read, host, poll)
-        done = follow(handle, spec, console, timeout=left, keep_running=keep_running, poll=poll)
+        keep = keep_running or batch or job.shared
+        done = follow(handle, spec, console, timeout=left, keep_running=keep, poll=poll)
+        if done.timed_out and not keep_running and keep:
+            console.say(
+                f"[watch] the {handle.what} is the batch's, so it keeps running: "
+                "`watch DIR` of the batch cancels it"
+            )
         d = done.decision
         states.append(
             {"kind": job.kind, "job_id": job.job_id, "state": d.state, "verdict": d.verdict.value}
@@ -305,7 +315,9 @@ def follow_chain(
     poll: float,
 ) -> ChainOutcome:
     """`watch`'s first part for a submission with prerequisites: follow them; when one did not
-    succeed, make sure the test job (`test`) will not start and say so in the outcome."""
+    succeed, make sure the test job (`test`) will not start and say so in the outcome. The
+    prerequisites of a batch's job (`sub.batch_dir`) are the batch's: only the test job is
+    cancelled here (unless `keep_running`)."""
     jobs = [ChainJob.from_json(p) for p in sub.prerequisites]
     out = follow_prerequisites(
         jobs,
@@ -318,10 +330,13 @@ def follow_chain(
         timeout=timeout,
         keep_running=keep_running,
         poll=poll,
+        batch=bool(getattr(sub, "batch_dir", None)),
     )
     if out.decision is not None:
         if not (out.timed_out and keep_running):
             stop_test_job(test.runner, test.job_id)
+            if out.timed_out and out.cancelled is None:  # a batch's prerequisite was left running
+                out.cancelled = "timeout"
             note = f"test job {test.job_id} cancelled before it started"
             out.decision.evidence = [*out.decision.evidence[: MAX_EVIDENCE - 1], note]
         out.states.append({"kind": "test", "job_id": test.job_id, "state": None, "verdict": None})

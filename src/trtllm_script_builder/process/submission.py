@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,15 @@ SUBMISSION = "submission.json"
 RC_FILE = ".run.exit_code"
 
 Say = Callable[[str], None]
+# A git object name (SHA-1 or SHA-256), as `git rev-parse HEAD` prints it.
+COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+SOURCE_VAR = "TSB_SOURCE_COMMIT"
+
+
+def source_args(commit: str | None) -> list[str]:
+    """sbatch options that give a job the commit submit synced its clone to (decision 72);
+    the compile and test scripts of a chain check the clone against it when they start."""
+    return [f"--export=ALL,{SOURCE_VAR}={commit}"] if commit else []
 
 
 def log_path(pattern: str | None, job_id: str, base: str) -> str | None:
@@ -64,6 +74,9 @@ class Submission(BaseModel):
     array_job_id: str | None = None
     array_task_id: int | None = None
     batch_dir: str | None = None
+    # remote_slurm with a compile: the commit submit synced remote_repo_path to, which the
+    # jobs check the clone against when they start (decision 72).
+    source_commit: str | None = None
 
     @model_validator(mode="after")
     def _values(self) -> Submission:
@@ -79,6 +92,10 @@ class Submission(BaseModel):
             value = getattr(self, key)
             if value is not None and not pattern.fullmatch(value):
                 raise ValueError(f"{key} {values.shown(value)} is not what submit writes")
+        if self.source_commit is not None and not COMMIT.fullmatch(self.source_commit):
+            raise ValueError(
+                f"source_commit {values.shown(self.source_commit)} is not what submit writes"
+            )
         return self
 
 

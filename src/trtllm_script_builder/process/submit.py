@@ -32,6 +32,7 @@ from trtllm_script_builder.process.submission import (
     load_submission,
     log_path,
     save_submission,
+    source_args,
     write_json,
 )
 
@@ -175,8 +176,8 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
             "check the host name and that `ssh HOST true` works without a prompt "
             "(open a ControlMaster first for MFA hosts)",
         )
-    if sync is not None:
-        sync(target)
+    # the commit the chain's jobs must find in the clone when they start (decision 72)
+    commit = sync(target) if sync is not None else None
     if spec.remote_repo_path:
         repo = runner(["test", "-d", spec.remote_repo_path])
         if repo.rc != 0:
@@ -192,11 +193,13 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
             "check that the folder can be written",
         )
     say(f"copied {len(files)} file(s) to {host}:{remote_dir}")
+    pin = source_args(commit)
     chain = _submit_chain(
-        spec, runner, Path(remote_dir), remote_dir, remote=True, where=f"on {host}: "
+        spec, runner, Path(remote_dir), remote_dir, remote=True, where=f"on {host}: ", extra=pin
     )
     res = runner(
-        ["sbatch", "--parsable", *dependency_args(chain), remote_script], cwd=Path(remote_dir)
+        ["sbatch", "--parsable", *pin, *dependency_args(chain), remote_script],
+        cwd=Path(remote_dir),
     )
     job = submitted_id(res) if res.rc == 0 else None
     if job is None:
@@ -217,16 +220,25 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
         job_id=job,
         log_file=out,
         err_file=log_path(spec.error_file_pattern, job, remote_dir) or err_path(out),
+        source_commit=commit,
     )
 
 
 def _submit_chain(
-    spec: JobSpec, runner: Runner, cwd: Path, log_base: str, *, remote: bool, where: str = ""
+    spec: JobSpec,
+    runner: Runner,
+    cwd: Path,
+    log_base: str,
+    *,
+    remote: bool,
+    where: str = "",
+    extra: list[str] | None = None,
 ) -> list[ChainJob]:
-    """The job's prerequisites (decision 65), submitted before it; none for most jobs."""
+    """The job's prerequisites (decision 65), submitted before it; none for most jobs.
+    `extra`: sbatch options for each of them (the synced commit, decision 72)."""
     if not spec.prerequisites:
         return []
-    sbatch = sbatch_with(runner, cwd, where)
+    sbatch = sbatch_with(runner, cwd, where, extra or [])
 
     def cancel(jobs: list[ChainJob]) -> None:  # a later sbatch failed: these run for nothing
         cancel_own(runner, jobs)
@@ -234,10 +246,12 @@ def _submit_chain(
     return submit_prerequisites(spec, sbatch, log_base, remote=remote, cancel=cancel)
 
 
-def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshTarget], None]:
+def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshTarget], str | None]:
     """The step a remote compile chain takes first: the compile job builds remote_repo_path,
     so the local checkout's full state is brought there (decision 58) before anything is
-    copied or submitted."""
+    copied or submitted. The step gives the commit the clone is now at, which the chain's
+    jobs check when they start (decision 72); None when remote_repo_path is the checkout
+    itself (a shared filesystem: the jobs read its files as they are, not a commit)."""
     from trtllm_script_builder.process import gitsync
 
     assert spec.remote_repo_path is not None
@@ -248,13 +262,14 @@ def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshT
         "then submit again"
     )
 
-    def sync(target: SshTarget) -> None:
+    def sync(target: SshTarget) -> str | None:
         result = gitsync.sync_checkout(
             target, Path(spec.repo_root), remote_repo, say=say, force_hint=hint
         )
         say(
             f"synced {spec.repo_root} to {target.host}:{remote_repo} at {result.commit} ({result.method})"
         )
+        return None if result.method == "shared" else result.commit
 
     return sync
 

@@ -112,6 +112,7 @@ class WatchResult:
     timed_out: bool = False
     elapsed: float = 0.0
     chain: list[dict[str, Any]] | None = None  # the compile/import jobs followed first
+    source_commit: str | None = None  # the commit submit synced the clone to (decision 72)
 
     @property
     def verdict(self) -> Verdict:
@@ -143,6 +144,7 @@ class WatchResult:
             "elapsed_seconds": round(self.elapsed, 1),
             "work_dir": self.work_dir,
             **({"chain": self.chain} if self.chain is not None else {}),
+            **({"source_commit": self.source_commit} if self.source_commit else {}),
         }
 
 
@@ -270,6 +272,7 @@ def watch(
         timed_out=done.timed_out,
         elapsed=done.elapsed + (chain.elapsed if chain and chain.decision is None else 0),
         chain=chain.states if chain else None,
+        source_commit=sub.source_commit,
         **fields,
     )
     write_json(work_dir / VERDICT_FILE, result.to_json())

@@ -27,6 +27,7 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
             "time_limit": test_ctx["time_limit"],
             "partition": test_ctx["partition"],
             "account": test_ctx["account"],
+            "exclusive": False,
         }
 
     imp = job.chain.image_import
@@ -37,6 +38,7 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
     if comp is not None:
         ctx = {
             **header(comp.name, "Compile job (the wheel of the checkout)"),
+            "exclusive": True,  # every CPU of the node for the parallel build (decision 65)
             "image": comp.image,
             "mounts": comp.mounts_text,
             "project": job.paths.project,
