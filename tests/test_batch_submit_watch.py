@@ -859,13 +859,11 @@ class FakeSsh(FakeSbatch):
         return super().__call__(argv, cwd)
 
 
-def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from trtllm_script_builder.process import batch_submit, submit
-
-    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, COMPILE_KEY])
-    for i in range(3):
+def remote_chain_folder(tmp_path: Path, count: int, roots: list[str] | None = None) -> Path:
+    """chain_folder's batch of `count` jobs made remote_slurm jobs on login1 (job i in
+    /remote/batch/job<i>), job i of checkout roots[i] where roots are given."""
+    folder = chain_folder(tmp_path, [COMPILE_KEY] * count)
+    for i in range(count):
         path = folder / f"job{i}" / "job_spec.json"
         spec = json.loads(path.read_text())
         remote = f"/remote/batch/job{i}"
@@ -876,9 +874,20 @@ def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
             remote_work_dir=remote,
             remote_script_path=f"{remote}/x.slurm",
         )
+        if roots is not None:
+            spec["repo_root"] = roots[i]
         for p in spec["prerequisites"]:
             p["remote_script_path"] = f"{remote}/{Path(p['script_path']).name}"
         path.write_text(json.dumps(spec))
+    return folder
+
+
+def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtllm_script_builder.process import batch_submit, submit
+
+    folder = remote_chain_folder(tmp_path, 3)
     synced: list[tuple[str, str | None, str, Any]] = []
 
     def sync_for_compile(spec: Any, work_dir: Path, say: Any) -> Any:

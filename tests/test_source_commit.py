@@ -25,7 +25,7 @@ from trtllm_script_builder.process.verdict import Decision, LogLine, Verdict
 from trtllm_script_builder.process.watch import Followed, WatchResult
 
 from .conftest import Env
-from .test_batch_submit_watch import COMPILE_KEY, FakeSsh, chain_folder
+from .test_batch_submit_watch import FakeSsh, remote_chain_folder
 
 SHA = "a1" * 20
 OTHER = "b2" * 20
@@ -186,32 +186,12 @@ def test_the_verdict_carries_the_source_commit() -> None:
 # ---------------------------------------------------------------- batches
 
 
-def _remote_batch(tmp_path: Path, roots: list[str]) -> Path:
-    folder = chain_folder(tmp_path, [COMPILE_KEY] * len(roots))
-    for i, root in enumerate(roots):
-        path = folder / f"job{i}" / "job_spec.json"
-        spec = json.loads(path.read_text())
-        remote = f"/remote/batch/job{i}"
-        spec.update(
-            execution_scenario="remote_slurm",
-            ssh_host="login1",
-            repo_root=root,
-            remote_repo_path="/remote/TensorRT-LLM",
-            remote_work_dir=remote,
-            remote_script_path=f"{remote}/x.slurm",
-        )
-        for p in spec["prerequisites"]:
-            p["remote_script_path"] = f"{remote}/{Path(p['script_path']).name}"
-        path.write_text(json.dumps(spec))
-    return folder
-
-
 def test_a_remote_batch_pins_every_job_to_the_synced_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from trtllm_script_builder.process import batch_submit
 
-    folder = _remote_batch(tmp_path, ["/ROOT/repo"] * 3)
+    folder = remote_chain_folder(tmp_path, 3, ["/ROOT/repo"] * 3)
 
     def sync_for_compile(spec: Any, work_dir: Path, say: Any) -> Any:
         return lambda target: SHA
@@ -239,7 +219,7 @@ def test_a_batch_syncing_two_checkouts_into_one_clone_is_refused(
 ) -> None:
     from trtllm_script_builder.process import batch_submit
 
-    folder = _remote_batch(tmp_path, ["/ROOT/repo", "/ROOT/other"])
+    folder = remote_chain_folder(tmp_path, 2, ["/ROOT/repo", "/ROOT/other"])
     synced: list[str] = []
 
     def sync_for_compile(spec: Any, work_dir: Path, say: Any) -> Any:
