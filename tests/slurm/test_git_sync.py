@@ -8,12 +8,14 @@ that the sync left no temporary folder, file or branch behind.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -231,14 +233,27 @@ def check_synced(w: World, commit: str, dirty: bool = True) -> None:
     assert (w.remote / "cpp" / "kept.cpp").read_text() == "// kept, second commit\n"
 
 
-def sync(w: World) -> SyncResult:
-    """sync_checkout of the user's checkout to w.remote, which must leave the checkout as it
-    was and no temporary folder, file or branch behind."""
+@contextlib.contextmanager
+def untouched(w: World) -> Iterator[None]:
+    """The block must leave the user's checkout as it was and no temporary folder, file or
+    branch behind."""
     before = fingerprint(w.work)
-    res = sync_checkout(SshTarget(HOST), w.work, str(w.remote))
+    yield
     assert fingerprint(w.work) == before
     no_leftovers(w)
-    return res
+
+
+def sync(w: World) -> SyncResult:
+    """sync_checkout of the user's checkout to w.remote, leaving it `untouched`."""
+    with untouched(w):
+        return sync_checkout(SshTarget(HOST), w.work, str(w.remote))
+
+
+def refused(w: World, kind: type[BuildError], host: str = HOST) -> BuildError:
+    """sync_checkout's refusal (a `kind`) to sync to host:w.remote, leaving it `untouched`."""
+    with untouched(w), pytest.raises(kind) as err:
+        sync_checkout(SshTarget(host), w.work, str(w.remote))
+    return err.value
 
 
 # ---------------------------------------------------------------- the two methods
@@ -361,17 +376,13 @@ def test_cluster_changes_are_refused_without_force(world: World) -> None:
     (world.remote / "cpp" / "kept.cpp").write_text("// edited on the cluster\n")
     (world.remote / "scratch.txt").write_text("cluster notes\n")
     (world.work / "cpp" / "unstaged.cpp").write_text("// newer\n")
-    before = fingerprint(world.work)
-    with pytest.raises(BuildError) as err:
-        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
-    line = err.value.line()
-    assert err.value.exit_code == 2 and "\n" not in line
+    err = refused(world, BuildError)
+    line = err.line()
+    assert err.exit_code == 2 and "\n" not in line
     assert line.startswith(f"error: remote_repo_path: {HOST}:{world.remote} has changes of its own")
     assert "cpp/kept.cpp" in line and line.endswith("or pass --force to discard them")
     assert (world.remote / "cpp" / "kept.cpp").read_text() == "// edited on the cluster\n"
     assert git(world.remote, "rev-parse", "HEAD").strip() == first.commit
-    assert fingerprint(world.work) == before
-    no_leftovers(world)
 
     forced = sync_checkout(SshTarget(HOST), world.work, str(world.remote), force=True)
     assert any("discarded 2 change(s)" in n for n in forced.notes)
@@ -379,30 +390,22 @@ def test_cluster_changes_are_refused_without_force(world: World) -> None:
 
 
 def test_an_unreachable_host_changes_nothing(world: World) -> None:
-    before = fingerprint(world.work)
-    with pytest.raises(ToolFailed) as err:
-        sync_checkout(SshTarget(DOWN), world.work, str(world.remote))
-    assert err.value.exit_code == 3
-    assert err.value.line().startswith(f"error: ssh_host: ssh {DOWN}: ")
-    assert fingerprint(world.work) == before
+    err = refused(world, ToolFailed, DOWN)
+    assert err.exit_code == 3
+    assert err.line().startswith(f"error: ssh_host: ssh {DOWN}: ")
     assert not world.remote.exists()
-    no_leftovers(world)
 
 
 def test_a_remote_path_that_is_a_file_is_refused(world: World) -> None:
     world.remote.parent.mkdir(parents=True)
     world.remote.write_text("not a folder\n")
-    before = fingerprint(world.work)
-    with pytest.raises(BuildError) as err:
-        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
-    assert err.value.exit_code == 2
-    assert err.value.line() == (
+    err = refused(world, BuildError)
+    assert err.exit_code == 2
+    assert err.line() == (
         f"error: remote_repo_path: {HOST}:{world.remote} is not a folder; give the folder of "
         "the checkout there (or a path that does not exist yet)"
     )
     assert world.remote.read_text() == "not a folder\n"
-    assert fingerprint(world.work) == before
-    no_leftovers(world)
 
 
 def test_a_failed_fetch_midway_removes_the_new_clone(
@@ -421,17 +424,13 @@ def test_a_failed_fetch_midway_removes_the_new_clone(
     )
     (fake / "git").chmod(0o755)
     monkeypatch.setattr(gitsync, "_FETCH_BUNDLE", f"PATH={fake}:$PATH\n{gitsync._FETCH_BUNDLE}")
-    before = fingerprint(world.work)
-    with pytest.raises(ToolFailed) as err:
-        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
-    assert err.value.exit_code == 3
-    assert err.value.line() == (
+    err = refused(world, ToolFailed)
+    assert err.exit_code == 3
+    assert err.line() == (
         f"error: remote_repo_path: sending the snapshot to {HOST}:{world.remote} failed: "
         "fatal: disk full; check the free space and the permissions there"
     )
-    assert fingerprint(world.work) == before
     assert not world.remote.exists()
-    no_leftovers(world)
 
 
 # ---------------------------------------------------------------- the command
