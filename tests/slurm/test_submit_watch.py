@@ -168,9 +168,9 @@ def overtime(live: Live) -> Iterator[str]:
 
 
 def test_passing_job(live: Live) -> None:
-    res = cli(
-        "run", str(live.request("pass", 'echo "3 passed in 0.01s"')), "--poll", POLL, "--json"
-    )
+    # It runs a few seconds, so watch sees it running (the progress line) on a busy machine too.
+    cmd = 'sleep 3; echo "3 passed in 0.01s"'
+    res = cli("run", str(live.request("pass", cmd)), "--poll", POLL, "--json")
     assert res.code == 0, res.stderr
     v = res.json
     assert (v["verdict"], v["state"], v["exit_code"]) == ("PASSED", "COMPLETED", 0)
