@@ -194,6 +194,29 @@ def test_check_refuses_with_the_clusters_reason(
     assert any(we_say in p for p in problems), problems
 
 
+def test_check_also_checks_the_compile_and_import_jobs(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    work = make_job(tmp_path)
+    good = tmp_path / "compile.slurm"
+    good.write_text("#!/bin/bash\n#SBATCH --partition=gpu\n#SBATCH --account=tsb\n"
+                    "#SBATCH --ntasks=1\n#SBATCH --exclusive\n#SBATCH --time=00:10:00\ntrue\n")  # fmt: skip
+    bad = tmp_path / "import.slurm"
+    bad.write_text(good.read_text().replace("--partition=gpu", "--partition=nope"))
+    spec = json.loads((work / "job_spec.json").read_text())
+    spec["prerequisites"] = [
+        {"kind": "import", "script_name": bad.name, "script_path": str(bad)},
+        {"kind": "compile", "script_name": good.name, "script_path": str(good)},
+    ]
+    (work / "job_spec.json").write_text(json.dumps(spec))
+    problems, rc = check(work)
+    assert rc == 1 and problems, problems
+    assert all(p.startswith("import.slurm: sbatch --test-only: ") for p in problems), problems
+    assert any("invalid partition specified: nope" in p for p in problems), problems
+    bad.write_text(good.read_text())
+    assert check(work) == ([], 0)
+
+
 def test_check_reports_all_problems_at_once(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     bad = {"account": "nope", "gres": "gpu:1", "time_limit": "02:00:00", "mpi_plugin": "pmix_v9"}
     work = make_job(tmp_path, partition="cpu", **bad)

@@ -110,6 +110,20 @@ def check_job(
     if test is not None and test.rc != 0:
         reasons = _lines(test) or [f"exit status {test.rc}"]
         problems += [f"sbatch --test-only: {line}" for line in reasons]
+    # ... and on the compile and import jobs it waits for (their own #SBATCH lines)
+    for pre in spec.prerequisites or []:
+        path = Path(str(pre.get("script_path", "")))
+        name = str(pre.get("script_name") or path.name)
+        if not path.is_absolute() or not path.is_file():
+            problems.append(f"prerequisites: {name}: {path} does not exist; build the job again")
+            continue
+        if spec.execution_scenario == "remote_slurm":
+            res = _remote_test_only(runner, path)
+        else:
+            res = runner(["sbatch", "--test-only", str(path)], cwd=work_dir)
+        if res.found and res.rc != 0:
+            reasons = _lines(res) or [f"exit status {res.rc}"]
+            problems += [f"{name}: sbatch --test-only: {line}" for line in reasons]
 
     # 2. independent checks against what the cluster reports
     problems += _check_params(params, runner, user or current_user())
