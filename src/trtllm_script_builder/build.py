@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -92,16 +93,19 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
         )
 
     try:
-        not_a_folder = result.work_dir.exists() and not result.work_dir.is_dir()
-    except OSError as exc:  # a name too long, a parent that is a file
-        raise unwritable(exc) from None
-    if not_a_folder:
+        mode: int | None = os.stat(result.work_dir).st_mode
+    except OSError as exc:  # a name too long; a missing folder (or a parent that is a file)
+        if exc.errno not in _MISSING:
+            raise unwritable(exc) from None
+        mode = None
+    if mode is not None and not stat.S_ISDIR(mode):
         raise BuildError(
             "work_dir", f"{result.work_dir} exists and is not a folder", "give a folder path"
         )
-    if not force:
+    fresh = mode is None  # build-many's case: nothing to guard or to replace
+    if not force and not fresh:
         _guard(result)
-    before = _old_scripts(result.work_dir)
+    before = set() if fresh else _old_scripts(result.work_dir)
     with signals_as_exceptions():  # Ctrl-C or a kill: the finally clauses below still run
         if result.submit is None:
             try:
@@ -114,6 +118,8 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
         return written
 
 
+# What Path.exists() takes for "not there"; any other error (a name too long) is the user's.
+_MISSING = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 # The names the tool gives scripts (`<model>_<kind>.slurm`, compile.slurm, docker_cmd.sh, ...).
 _SCRIPT_NAME = re.compile(r"[\w.+-]{1,250}\.(?:slurm|sh)")
 

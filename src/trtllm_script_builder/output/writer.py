@@ -26,8 +26,9 @@ __all__ = ["open_atomically", "staged_set", "write_atomically", "write_file"]
 def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
     """Land every file in work_dir, or none of them (see `staged_set`)."""
     with staged_set(work_dir) as stage:
+        folder = str(stage)
         for f in files:
-            _write_new(str(stage / f.name), f.text.encode(), 0o755 if f.executable else 0o644)
+            _write_new(f"{folder}/{f.name}", f.text.encode(), 0o755 if f.executable else 0o644)
     return [work_dir / f.name for f in files]
 
 
