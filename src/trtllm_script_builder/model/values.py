@@ -13,6 +13,7 @@ line.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -138,6 +139,7 @@ def check_path(value: str, field: str, *, absolute: bool = True) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=1024)  # build-many checks the same few mounts for every job
 def check_mount_path(path: str, field: str) -> str:
     """A path in a pyxis or docker mount list, without its trailing `/`."""
     check_text(path, field, fix="give a path without it")
