@@ -39,8 +39,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.chain import ChainJob, dependency_args, submit_prerequisites
+from trtllm_script_builder.process.chain import (
+    ChainJob,
+    dependency_args,
+    has_compile,
+    submit_prerequisites,
+)
 from trtllm_script_builder.process.gitsync import ssh_failed
+from trtllm_script_builder.process.handles import LogNames
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.slurm import submitted_id
@@ -316,7 +322,7 @@ class _Target:
 
     def commit(self, spec: JobSpec) -> str | None:
         """The commit the job's compile chain checks its clone against; None without one."""
-        if not any(p["kind"] == "compile" for p in spec.prerequisites or []):
+        if not has_compile(spec):
             return None
         return self.commits.get((spec.repo_root, spec.remote_repo_path))
 
@@ -394,7 +400,7 @@ def _sync_checkouts(
     commit each clone is at, which the jobs check when they start (decision 72)."""
     from trtllm_script_builder.process.submit import _sync_for_compile
 
-    compiling = [j for j in jobs if any(p["kind"] == "compile" for p in j.spec.prerequisites or [])]
+    compiling = [j for j in jobs if has_compile(j.spec)]
     into: dict[str | None, str] = {}
     for j in compiling:  # one clone holds one state: two checkouts cannot both be there
         first = into.setdefault(j.spec.remote_repo_path, j.spec.repo_root)
@@ -508,8 +514,8 @@ def submit_batch(
         at = _where(j, remote)
         log = err = None
         if array is None:
-            log = log_path(j.spec.log_file_pattern, job, at.work_dir)
-            err = log_path(j.spec.error_file_pattern, job, at.work_dir) or err_path(log)
+            names = LogNames(j.spec.log_file_pattern, j.spec.error_file_pattern, at.work_dir)
+            log, err = names.paths(job)
         chain = chains[i]
         subs[i] = Submission(
             prerequisites=[c.to_json() for c in chain] or None,

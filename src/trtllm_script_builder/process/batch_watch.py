@@ -200,14 +200,13 @@ def _track(
         work = Path(job.work_dir)
         spec = read_job_spec(work)
         base = spec.remote_work_dir or spec.work_dir or str(work)
+        names = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
         array_logs = None
         out_path = err_path = None
         if job.array_job_id is not None:
-            array_logs = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
+            array_logs = names
         else:
-            out_path, err_path = LogNames(
-                spec.log_file_pattern, spec.error_file_pattern, base
-            ).paths(job.job_id)
+            out_path, err_path = names.paths(job.job_id)
         handle = SlurmJob(
             job.job_id,
             runner,

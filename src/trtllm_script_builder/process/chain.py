@@ -19,6 +19,7 @@ from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.handles import JobHandle, Reader, SlurmJob
 from trtllm_script_builder.process.proc import Runner
+from trtllm_script_builder.process.submission import log_path
 from trtllm_script_builder.process.verdict import (
     MAX_EVIDENCE,
     Decision,
@@ -92,8 +93,8 @@ def submit_prerequisites(
                 entry["kind"],
                 key,
                 job_id,
-                _join(log_base, entry.get("log_file_pattern"), job_id),
-                _join(log_base, entry.get("error_file_pattern"), job_id),
+                log_path(entry.get("log_file_pattern"), job_id, log_base),
+                log_path(entry.get("error_file_pattern"), job_id, log_base),
             )
             known[key] = job
             done.append(job)
@@ -107,17 +108,16 @@ def submit_prerequisites(
     return done
 
 
+def has_compile(spec: JobSpec) -> bool:
+    """The job waits for a compile of its checkout (on remote_slurm: a synced one)."""
+    return any(p["kind"] == "compile" for p in spec.prerequisites or [])
+
+
 def cancel_own(runner: Runner, jobs: list[ChainJob]) -> None:
     """The test job could not be submitted: cancel the prerequisites submitted for it alone."""
     own = [j.job_id for j in jobs if not j.shared]
     if own:
         runner(["scancel", *own])
-
-
-def _join(base: str, pattern: str | None, job_id: str) -> str | None:
-    import posixpath
-
-    return posixpath.join(base, pattern.replace("%j", job_id)) if pattern else None
 
 
 def sbatch_with(runner: Runner, cwd: Any, where: str = "", pin: Sequence[str] = ()) -> Sbatch:
@@ -269,6 +269,7 @@ def follow_prerequisites(
     keep_running: bool,
     poll: float,
     batch: bool = False,
+    accounting: bool | None = None,
 ) -> ChainOutcome:
     """Follow each prerequisite to its end with `follow` (watch's loop), in order; stop at the
     first that did not succeed. The deadline cancels a prerequisite only when it is this
@@ -278,7 +279,7 @@ def follow_prerequisites(
     states: list[dict[str, Any]] = []
     for job in jobs:
         left = None if timeout is None else max(timeout - (time.monotonic() - start), 0.001)
-        handle = PrerequisiteJob(job, runner, read, host, poll)
+        handle = PrerequisiteJob(job, runner, read, host, poll, accounting=accounting)
         keep = keep_running or batch or job.shared
         done = follow(handle, spec, console, timeout=left, keep_running=keep, poll=poll)
         if done.timed_out and not keep_running and keep:
@@ -331,6 +332,7 @@ def follow_chain(
         keep_running=keep_running,
         poll=poll,
         batch=bool(getattr(sub, "batch_dir", None)),
+        accounting=test.accounting,  # the test job's handle asked the cluster already
     )
     if out.decision is not None:
         if not (out.timed_out and keep_running):

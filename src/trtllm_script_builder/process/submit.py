@@ -15,6 +15,7 @@ from trtllm_script_builder.process.chain import (
     ChainJob,
     cancel_own,
     dependency_args,
+    has_compile,
     sbatch_with,
     submit_prerequisites,
 )
@@ -148,7 +149,7 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
 def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say) -> Submission:
     host = resolve_ssh_host(spec, override)
     script = _script(spec)
-    compiles = any(p["kind"] == "compile" for p in spec.prerequisites or [])
+    compiles = has_compile(spec)
     sync = _sync_for_compile(spec, work_dir, say) if compiles else None
     remote_dir = spec.remote_work_dir
     remote_script = spec.remote_script_path
