@@ -959,3 +959,17 @@ def test_a_timeout_during_the_import_decides_both_prerequisites(
         ("TIMEOUT", "timeout"),
         ("TIMEOUT", "timeout"),
     ]
+
+
+def test_an_unreadable_batch_record_is_one_line(tmp_path: Path) -> None:
+    """Not UTF-8, or not the record's shape: the same refusal as a job's submission.json."""
+    from trtllm_script_builder.errors import BuildError
+    from trtllm_script_builder.process.batch_submit import load_batch_submission
+
+    assert load_batch_submission(tmp_path) is None
+    for text in (b"\xff\xfe{", b'{"jobs": 3}'):
+        (tmp_path / BATCH_SUBMISSION).write_bytes(text)
+        with pytest.raises(BuildError) as err:
+            load_batch_submission(tmp_path)
+        assert err.value.field == "work_dir" and "cannot be read (" in err.value.problem
+        assert "\n" not in err.value.problem

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
@@ -56,6 +56,7 @@ from trtllm_script_builder.process.submission import (
     Say,
     Submission,
     load_submission,
+    read_record,
     save_submission,
     source_args,
     write_json,
@@ -157,13 +158,7 @@ def read_index(folder: Path) -> list[Member]:
 
 
 def load_batch_submission(folder: Path) -> BatchSubmission | None:
-    path = folder / BATCH_SUBMISSION
-    if not path.exists():
-        return None
-    try:
-        return BatchSubmission.model_validate_json(path.read_text())
-    except (OSError, ValidationError) as exc:
-        raise BuildError("work_dir", f"{path} cannot be read ({exc})", "submit again") from None
+    return read_record(folder / BATCH_SUBMISSION, BatchSubmission)
 
 
 def directives(script: str) -> list[str]:

@@ -7,7 +7,7 @@ import posixpath
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -100,11 +100,19 @@ class Submission(BaseModel):
 
 
 def load_submission(work_dir: Path) -> Submission | None:
-    path = work_dir / SUBMISSION
+    return read_record(work_dir / SUBMISSION, Submission)
+
+
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+def read_record(path: Path, model: type[_Record]) -> _Record | None:
+    """A record `submit` wrote (submission.json, a batch's record), None when there is none;
+    one error line when it cannot be read as `model`."""
     if not path.exists():
         return None
     try:
-        return Submission.model_validate_json(path.read_text())
+        return model.model_validate_json(path.read_text())
     except OSError as exc:
         raise BuildError(
             "work_dir", f"{path} cannot be read ({exc.strerror})", "submit again"
