@@ -338,6 +338,16 @@ def test_a_job_folder_report_has_its_one_job(tmp_path: Path) -> None:
     assert '<a class="log" href="job_4243.out">' in page
 
 
+def test_every_verdict_of_watch_has_its_own_status_and_colour() -> None:
+    import trtllm_script_builder.render as render_pkg
+    from trtllm_script_builder.output.report_html import STATUSES
+    from trtllm_script_builder.process.verdict import Verdict
+
+    assert {v.value for v in Verdict} <= set(STATUSES)  # COMPILE_FAILED was shown as FAILED
+    css = (Path(render_pkg.__file__).parent / "templates" / "report.html.j2").read_text()
+    assert all(f'("{s}", ' in css for s in STATUSES)
+
+
 def test_a_remote_compile_chains_commit_is_shown(tmp_path: Path) -> None:
     root = make_batch(tmp_path / "batch")
     job = root / "00004_llama3_1_8binstruct"
