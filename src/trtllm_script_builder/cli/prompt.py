@@ -13,13 +13,10 @@ config (decision 62), so the next build does not ask again.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 import click
 
 from trtllm_script_builder.errors import BuildError
-
-Ask = Callable[[str, str], str]  # (field, question) -> answer
 
 # Enough for a slipped Enter or two typos; a prompt that keeps getting nothing is not being
 # answered.
@@ -86,11 +83,6 @@ class Prompter:
         if bad is not None:
             raise bad
         return _refuse(field, question)
-
-
-def ask(field: str, question: str) -> str:
-    """One question, with nothing remembered."""
-    return Prompter()(field, question)
 
 
 def prompter_for(request: str | None) -> Prompter | None:

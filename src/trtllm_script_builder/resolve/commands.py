@@ -164,46 +164,11 @@ def find_model_dir(models_host: Path, hf_id: str, max_depth: int = 3) -> Path | 
     return None
 
 
-def shell_words(cmd: str) -> list[tuple[int, int, str]]:
-    """The command's words as bash reads them, each with its span in the text and its value
-    once quotes and backslashes are removed (a `$(...)` or `${...}` stays as written)."""
-    words: list[tuple[int, int, str]] = []
-    i, n = 0, len(cmd)
-    while i < n:
-        if cmd[i] in " \t\n":
-            i += 1
-            continue
-        start, value = i, []
-        while i < n and cmd[i] not in " \t\n":
-            c = cmd[i]
-            if c == "'":
-                end = cmd.find("'", i + 1)
-                end = n if end < 0 else end
-                value.append(cmd[i + 1 : end])
-                i = end + 1
-            elif c == '"':
-                i += 1
-                while i < n and cmd[i] != '"':
-                    if cmd[i] == "\\" and i + 1 < n and cmd[i + 1] in '"\\$`':
-                        i += 1
-                    value.append(cmd[i])
-                    i += 1
-                i += 1
-            elif c == "\\" and i + 1 < n:
-                value.append(cmd[i + 1])
-                i += 2
-            else:
-                value.append(c)
-                i += 1
-        words.append((start, min(i, n), "".join(value)))
-    return words
-
-
 def replace_option(cmd: str, name: str, old: str, new: str) -> str:
     """Rewrite the value of option `name` where it is `old`, as shell words: `name old` and
     `name=old` are matched whole (a longer value, or the text inside a quoted word, is left
     alone), and the new value is shell-quoted; the rest of the text is kept as written."""
-    words = shell_words(cmd)
+    words = word_spans(cmd)
     edits: list[tuple[int, int, str]] = []
     for k, (start, end, value) in enumerate(words):
         raw = cmd[start:end]  # the option's name itself is written unquoted, as options are
