@@ -119,14 +119,10 @@ def _test_line(lineno: int, text: str) -> Entry:
     return Entry(lineno, text, {"test_cmd": cmd}, test_job_name(first), words, timeout)
 
 
-def _norm(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
-
-
 def test_job_name(test_id: str) -> str:
     """A test's folder name: its model (class), test and parameters, as file-name-safe words:
     `TestLlama3_1_8BInstruct::test_fp8[tp2]` -> `llama3_1_8binstruct_fp8_tp2`."""
-    from trtllm_script_builder.resolve.pytest_sizing import _selection, model_name_for
+    from trtllm_script_builder.resolve.pytest_sizing import _norm, _selection, model_name_for
 
     sel = _selection(test_id)
     parts = [model_name_for(sel)]

@@ -55,9 +55,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) 
 
 def _guard(result: BuildResult) -> str | None:
     """Refuse a folder that holds another job or a submitted one; return the old script name."""
-    work_dir = result.work_dir
-    if not os.path.isdir(work_dir):  # a new folder (build-many's case): nothing to keep
-        return None
+    work_dir = result.work_dir  # an existing folder: `finish` guards no new one
     if (work_dir / "submission.json").exists():
         raise BuildError(
             "work_dir",
@@ -218,7 +216,7 @@ def _run_submit_step(
                 {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
             )
             result.files = [OutFile("job_spec.json", result.spec.to_json())]
-            write_file(stage / "job_spec.json", result.spec.to_json())
+            write_file(stage / "job_spec.json", result.files[0].text)
     except OSError as exc:
         raise unwritable(exc) from None
     firsts = [work_dir / f.name for f in step.before]
