@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from trtllm_script_builder.cli import main
-from trtllm_script_builder.resolve.workflows import nearest_workflow
+from trtllm_script_builder.model.request import nearest_workflow
 
 from .conftest import Env
 

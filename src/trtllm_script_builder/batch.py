@@ -539,9 +539,7 @@ def build_many(
                             f"({s.required_devices} GPU(s))\n"
                         )
                 except BuildError as error:
-                    from trtllm_script_builder.resolve.workflows import with_workflow_hint
-
-                    e = Bad(e.line, e.text, with_workflow_hint(error))
+                    e = Bad(e.line, e.text, error)
             if isinstance(e, Bad):
                 row.update(status="error", error=e.error.line())
                 where = ",".join(map(str, row.get("lines", [e.line])))

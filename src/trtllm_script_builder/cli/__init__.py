@@ -13,10 +13,6 @@ from trtllm_script_builder.errors import BuildError
 
 
 def _fail(err: BuildError) -> None:
-    if err.field == "workflow_type":  # a misspelt workflow: name the nearest
-        from trtllm_script_builder.resolve.workflows import with_workflow_hint
-
-        err = with_workflow_hint(err)
     click.echo(err.line(), err=True)
     sys.exit(err.exit_code)
 
@@ -42,7 +38,7 @@ def _workflow_hint(message: str) -> str:
     """`did you mean X? ` for click's "'pytst' is not one of ..." of --workflow-type."""
     import re
 
-    from trtllm_script_builder.resolve.workflows import nearest_workflow
+    from trtllm_script_builder.model.request import nearest_workflow
 
     given = re.match(r"'(.*)' is not one of ", message)
     near = nearest_workflow(given.group(1)) if given else None

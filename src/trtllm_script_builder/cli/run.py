@@ -373,9 +373,7 @@ def run(
         )
         _say(_submitted_line(sub))
     except BuildError as err:
-        from trtllm_script_builder.resolve.workflows import with_workflow_hint
-
-        _fail(with_workflow_hint(err))
+        _fail(err)
         return
     _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
 

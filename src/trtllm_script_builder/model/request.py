@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
@@ -566,7 +566,49 @@ def _first_error(exc: "ValidationError") -> BuildError:
         flag = "--" + loc.replace("_", "-")
         return BuildError(loc, "is required", f"add it to the request or pass {flag}")
     msg = err["msg"].removeprefix("Value error, ")
-    return values.refuse(loc, msg, err.get("input"), "correct the value")
+    refused = values.refuse(loc, msg, err.get("input"), "correct the value")
+    if loc == "workflow_type" and (fix := _workflow_fix(err.get("input"))):
+        return BuildError(loc, refused.problem, fix)
+    return refused
+
+
+# What people write for a workflow: the tool it runs, or the category of its script.
+WORKFLOW_ALIASES = {
+    "trtllm-eval": "eval",
+    "trtllm-bench": "bench",
+    "perf": "perf_sanity",
+    "submit.py": "perf_sanity",
+    "2": "pytest",
+    "3": "custom",
+    "4": "perf_sanity",
+    "5": "eval",
+    "6": "bench",
+}
+
+
+def nearest_workflow(given: object) -> str | None:
+    """The workflow a misspelt name, a tool's name or a category number most likely means."""
+    from difflib import get_close_matches
+
+    workflows = get_args(Workflow)
+    text = str(given).strip().lower().removeprefix("category").strip()
+    if text in WORKFLOW_ALIASES:
+        return WORKFLOW_ALIASES[text]
+    text = text.replace("-", "_").replace(" ", "_")
+    if text in workflows:
+        return text
+    near = get_close_matches(text, [*workflows, *WORKFLOW_ALIASES], n=1, cutoff=0.6)
+    return WORKFLOW_ALIASES.get(near[0], near[0]) if near else None
+
+
+def _workflow_fix(given: object) -> str | None:
+    """`did you mean X?` for a refused workflow_type, or None when nothing is near."""
+    near = nearest_workflow(given)
+    if near is None:
+        return None
+    category = str(given).strip().lower().removeprefix("category").strip()
+    why = f" (category {category} is {near}'s script)" if category.isdigit() else ""
+    return f"did you mean {near}?{why}"
 
 
 # A request is a few lines; anything much larger is a mistake or an attack on memory.
