@@ -48,7 +48,7 @@ from trtllm_script_builder.process.handles import (
     junit_path,
     read_local,
 )
-from trtllm_script_builder.process.junit import JUnitError, parse_junit
+from trtllm_script_builder.process.junit import JUnitError, junit_root
 from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
@@ -534,9 +534,8 @@ def merge_junit(
             notes.append(f"{path} not merged: larger than {MAX_READ} bytes")
             continue
         try:
-            parse_junit(data, path)  # refuses a DTD and what is not a JUnit report
-            root = ET.fromstring(data)
-        except (JUnitError, ET.ParseError) as exc:
+            root = junit_root(data)  # refuses a DTD and what is not a JUnit report
+        except JUnitError as exc:
             notes.append(f"{path} not merged: {exc}")
             continue
         found = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))

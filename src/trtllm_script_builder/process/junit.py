@@ -68,6 +68,12 @@ class TestReport:
 
 def parse_junit(data: bytes, source: str = "") -> TestReport:
     """Read a JUnit XML report (pytest's `--junitxml`); JUnitError when it is refused."""
+    return report_of(junit_root(data), source)
+
+
+def junit_root(data: bytes) -> ET.Element:
+    """The root element of a JUnit XML report; JUnitError when it declares a DTD or entities,
+    is not well-formed, or is no <testsuites>/<testsuite>."""
     if _DTD.search(data):
         raise JUnitError("the file declares a DTD or entities; refused")
     try:
@@ -76,6 +82,11 @@ def parse_junit(data: bytes, source: str = "") -> TestReport:
         raise JUnitError(f"not well-formed XML: {e}") from None
     if root.tag not in ("testsuites", "testsuite"):
         raise JUnitError(f"root element <{root.tag}> is not <testsuites> or <testsuite>")
+    return root
+
+
+def report_of(root: ET.Element, source: str = "") -> TestReport:
+    """The counts and outcomes of a report's test cases (`root` from `junit_root`)."""
     report = TestReport(source=source)
     for case in root.iter("testcase"):
         tid = node_id(case.get("classname", ""), case.get("name", ""))
@@ -110,10 +121,13 @@ def node_id(classname: str, name: str) -> str:
 
 def _add(out: list[TestOutcome], tid: str, el: ET.Element) -> None:
     if len(out) < MAX_IDS:
-        out.append(TestOutcome(tid, _message(el)))
+        out.append(TestOutcome(tid, message(el)))
 
 
-def _message(el: ET.Element) -> str:
+def message(el: ET.Element | None) -> str:
+    """A failure's, error's or skip's message on one line, cut at MAX_MESSAGE characters."""
+    if el is None:
+        return ""
     text = el.get("message") or (el.text or "")
     text = " ".join(text.split())
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."

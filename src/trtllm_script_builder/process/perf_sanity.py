@@ -27,8 +27,10 @@ from trtllm_script_builder.process.junit import (
     MAX_IDS,
     JUnitError,
     TestReport,
+    junit_root,
+    message,
     node_id,
-    parse_junit,
+    report_of,
 )
 from trtllm_script_builder.process.verdict import MAX_EVIDENCE, Decision
 
@@ -36,7 +38,6 @@ JUNIT_NAME = "report.xml"  # submit.py's --junitxml=<work_dir>/report.xml
 GROUP = "perf_sanity"  # the verdict's results key
 MAX_SERVERS = 8  # servers per case whose benchmark logs are looked for
 MAX_CLIENTS = 16  # clients per server
-MAX_MESSAGE = 300
 
 # The serving benchmark's closing block: the line's label -> the figure's name in the test.
 METRICS: dict[str, str] = {
@@ -72,19 +73,11 @@ def benchmark_figures(text: str) -> dict[str, float]:
     return {k: found[k] for k in METRICS.values() if k in found}
 
 
-def _message(el: ET.Element | None) -> str:
-    if el is None:
-        return ""
-    text = " ".join((el.get("message") or el.text or "").split())
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
-
-
-def cases(data: bytes) -> list[dict[str, Any]]:
-    """Each test_e2e case of the JUnit report: its id, label, outcome and message. JUnitError
-    when the report is refused (parse_junit's rules)."""
-    parse_junit(data)  # refuses a DTD, entities, a document that is not a JUnit report
+def cases(root: ET.Element) -> list[dict[str, Any]]:
+    """Each test_e2e case of the JUnit report (`root` from `junit_root`): its id, label,
+    outcome and message."""
     out: list[dict[str, Any]] = []
-    for case in ET.fromstring(data).iter("testcase"):
+    for case in root.iter("testcase"):
         name = case.get("name", "")
         m = _LABEL.fullmatch(name)
         if not m or "/" in m.group(1) or m.group(1) in (".", ".."):
@@ -100,7 +93,7 @@ def cases(data: bytes) -> list[dict[str, Any]]:
                 "id": node_id(case.get("classname", ""), name),
                 "case": m.group(1),
                 "outcome": outcome,
-                "message": _message(why),
+                "message": message(why),
             }
         )
         if len(out) >= MAX_IDS:
@@ -120,10 +113,10 @@ def read_perf_sanity(
     if len(data) >= MAX_READ:
         return None, None, f"perf-sanity report {path} not read: larger than {MAX_READ} bytes"
     try:
-        found = cases(data)
-        report = parse_junit(data, JUNIT_NAME)
+        root = junit_root(data)
     except JUnitError as e:
         return None, None, f"perf-sanity report {path} not read: {e}"
+    found, report = cases(root), report_of(root, JUNIT_NAME)
     for case in found:
         clients: list[dict[str, Any]] = []
         for server in range(MAX_SERVERS):
