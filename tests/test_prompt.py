@@ -303,3 +303,16 @@ def test_a_dry_run_offers_no_save(env: Env, tmp_path: Path, terminal: None) -> N
     r = CliRunner().invoke(main, ["build", str(f), "--dry-run"], input="/asked/models\ny\n")
     assert r.exit_code == 0, r.output
     assert "Save" not in r.stderr and not (env.home / ".config").exists()
+
+
+def test_a_merge_is_checked_as_the_site_config_is_read(tmp_path: Path) -> None:
+    """What the save would write must load: a file the loader refuses is refused here too."""
+    from trtllm_script_builder.errors import BuildError
+    from trtllm_script_builder.model.site_config import merged_site_config
+
+    path = tmp_path / "config.yaml"
+    ok = merged_site_config("# mine\n", {"default_llm_models_root": "/models"}, path)
+    assert ok == '# mine\ndefault_llm_models_root: "/models"\n'
+    for existing in ("a: &x 1\nb: *x\n", "no_such_key: 1\n", "default_user_root_dir: rel\n"):
+        with pytest.raises(BuildError):
+            merged_site_config(existing, {"default_llm_models_root": "/models"}, path)

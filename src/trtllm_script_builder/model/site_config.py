@@ -61,6 +61,19 @@ def load_site_config() -> SiteConfig:
                 "point it at a config.yaml or unset it",
             )
         return SiteConfig()
+    try:
+        text = path.read_text()[: values.MAX_ARG_BYTES]
+    except (OSError, ValueError) as exc:
+        raise BuildError(
+            "site config",
+            f"cannot read {path} ({str(exc).splitlines()[0]})",
+            "fix or remove the file",
+        ) from None
+    return parse_site_config(text, path)
+
+
+def parse_site_config(text: str, path: Path) -> SiteConfig:
+    """The site config that `text` (the file at `path`) holds, checked as a request is."""
     import yaml
     from pydantic import ValidationError
 
@@ -68,9 +81,8 @@ def load_site_config() -> SiteConfig:
 
     try:
         # Read as a request is: no aliases, no !!binary, a few lines at most.
-        text = path.read_text()[: values.MAX_ARG_BYTES]
         data = yaml.load(text, Loader=yaml_loader()) or {}  # noqa: S506 - a SafeLoader subclass
-    except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
+    except (ValueError, RecursionError, yaml.YAMLError) as exc:
         raise BuildError(
             "site config",
             f"cannot read {path} ({str(exc).splitlines()[0]})",
@@ -120,16 +132,14 @@ SITE_WIDE = {
 _KEY_LINE = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*:")
 
 
-def merged_site_config(existing: str, values: dict[str, str], path: Path) -> str:
-    """The site config's text with `values` (site config keys) set: a key already there has
+def merged_site_config(existing: str, updates: dict[str, str], path: Path) -> str:
+    """The site config's text with `updates` (site config keys) set: a key already there has
     its line replaced, a new one is appended; other lines and comments stay as they are.
-    The result is checked as `load_site_config` would read it."""
+    The result is checked as `load_site_config` reads it."""
     import json
 
-    import yaml
-
     lines = existing.splitlines()
-    for key, value in values.items():
+    for key, value in updates.items():
         # a JSON string is a YAML double-quoted scalar: any path stays one string
         line = f"{key}: {json.dumps(value)}"
         at = [i for i, ln in enumerate(lines) if (m := _KEY_LINE.match(ln)) and m["key"] == key]
@@ -138,8 +148,5 @@ def merged_site_config(existing: str, values: dict[str, str], path: Path) -> str
         else:
             lines.append(line)
     text = "\n".join(lines) + "\n"
-    data = yaml.safe_load(text) or {}
-    if not isinstance(data, dict):
-        raise BuildError("site config", f"{path} does not hold a mapping", "write key: value lines")
-    _validate(data)
+    parse_site_config(text, path)
     return text
