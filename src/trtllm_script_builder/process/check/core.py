@@ -102,7 +102,8 @@ def check_job(
     else:
         runner = runner or run
         test = None if missing else runner(["sbatch", "--test-only", str(script)], cwd=work_dir)
-    cluster = _cluster_name(runner)
+    config = _config(runner)  # the cluster's name, and whether it enforces accounts
+    cluster = config.get("ClusterName") or None
     # 1. the cluster's own verdict on the script
     if test is not None and not test.found:
         problems.append("sbatch: SLURM client tools not found; cannot check the job")
@@ -126,7 +127,7 @@ def check_job(
             problems += [f"{name}: sbatch --test-only: {line}" for line in reasons]
 
     # 2. independent checks against what the cluster reports
-    problems += _check_params(params, runner, user or current_user())
+    problems += _check_params(params, runner, user or current_user(), config)
     return Checked(problems, EXIT_PROBLEMS if problems else EXIT_OK, cluster, host)
 
 
@@ -138,11 +139,10 @@ def _remote_test_only(runner: Runner, script: Path) -> CmdResult:
     return result
 
 
-def _cluster_name(runner: Runner) -> str | None:
+def _config(runner: Runner) -> dict[str, str]:
+    """`scontrol show config` as key -> value; empty when it cannot be read."""
     config = runner(["scontrol", "show", "config"])
-    if config.rc != 0:
-        return None
-    return parse.parse_config(config.out).get("ClusterName") or None
+    return parse.parse_config(config.out) if config.rc == 0 else {}
 
 
 def _check_docker(devices: int, runner: Runner) -> list[str]:
@@ -162,7 +162,9 @@ def _check_docker(devices: int, runner: Runner) -> list[str]:
     return problems
 
 
-def _check_params(params: SlurmParams, runner: Runner, user: str) -> list[str]:
+def _check_params(
+    params: SlurmParams, runner: Runner, user: str, config: dict[str, str]
+) -> list[str]:
     problems: list[str] = []
     partition = _text(params.partition)
     account = _text(params.account)
@@ -194,7 +196,7 @@ def _check_params(params: SlurmParams, runner: Runner, user: str) -> list[str]:
                 f"slurm_params.account: partition {partition} allows only accounts {allowed}"
             )
 
-    problems += _check_account(account, partition, runner, user)
+    problems += _check_account(account, partition, runner, user, config)
     if part is not None:
         problems += _check_time(params.time_limit, partition or "", part)
         problems += _check_resources(params, partition or "", part, runner)
@@ -203,12 +205,9 @@ def _check_params(params: SlurmParams, runner: Runner, user: str) -> list[str]:
 
 
 def _check_account(
-    account: str | None, partition: str | None, runner: Runner, user: str
+    account: str | None, partition: str | None, runner: Runner, user: str, config: dict[str, str]
 ) -> list[str]:
-    config = runner(["scontrol", "show", "config"])
-    enforce = (
-        parse.parse_config(config.out).get("AccountingStorageEnforce", "") if config.rc == 0 else ""
-    )
+    enforce = config.get("AccountingStorageEnforce", "")
     if "associations" not in enforce.lower():
         return []  # the cluster does not check accounts, so neither do we
     if account is None:
