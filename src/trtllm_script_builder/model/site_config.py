@@ -110,9 +110,7 @@ def parse_site_config(text: str, path: Path) -> SiteConfig:
         ) from None
     for key in ("default_llm_models_root", "default_models_repo_host", "default_user_root_dir"):
         value = getattr(config, key)
-        if value is not None and not (
-            value.startswith("/") and len(value) <= values.MAX_PATH_BYTES
-        ):
+        if value is not None and not values.is_absolute_path(value):
             raise BuildError(
                 f"site config {key}",
                 f"is not an absolute path (got {values.shown(value)}) in {path}",

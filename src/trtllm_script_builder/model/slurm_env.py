@@ -230,9 +230,7 @@ def _check_values(env: SlurmEnv, path: str) -> None:
             raise bad(key, _NAME, name)
     for key in ("remote_cwd", "remote_home"):
         value = getattr(env, key)
-        if value is not None and not (
-            value.startswith("/") and len(value) <= values.MAX_PATH_BYTES
-        ):
+        if value is not None and not values.is_absolute_path(value):
             raise bad(key, "is not an absolute path", value)
     if env.ssh_host is not None and not values.HOST.fullmatch(env.ssh_host):
         raise bad(
@@ -243,7 +241,9 @@ def _check_values(env: SlurmEnv, path: str) -> None:
         # mount, a `"` would end docker's CSV field.
         host, _, rest = entry.partition(":")
         container, _, flags = rest.partition(":")
-        paths_ok = all(p.startswith("/") and not re.search(r'[,:"]', p) for p in (host, container))
+        paths_ok = all(
+            p.startswith("/") and not values.NOT_MOUNT.search(p) for p in (host, container)
+        )
         if not paths_ok or (flags and not _MOUNT_FLAGS.fullmatch(flags)):
             raise bad(
                 f"mounts[{i}]",

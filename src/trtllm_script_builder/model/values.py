@@ -47,7 +47,7 @@ _NOT_IMAGE = re.compile(r"[\s,\x00-\x1f\x7f]")
 _NOT_SBATCH = re.compile(r"[\s\"'\\]")
 # A mount list is split at `,` (pyxis, docker's --mount CSV) and each entry at `:`; docker's
 # CSV reader also takes `"` as a quote (control characters are refused before).
-_NOT_MOUNT = re.compile(r'[,:"]')
+NOT_MOUNT = re.compile(r'[,:"]')
 
 _NAMES = {
     "\x00": "a NUL byte",
@@ -124,6 +124,12 @@ def matches(value: str, pattern: re.Pattern[str], field: str, what: str, fix: st
     return value
 
 
+def is_absolute_path(value: str) -> bool:
+    """An absolute path of at most MAX_PATH_BYTES characters (the check of values read from
+    files, which name the file in their own error line)."""
+    return value.startswith("/") and len(value) <= MAX_PATH_BYTES
+
+
 def check_path(value: str, field: str, *, absolute: bool = True) -> str:
     """A file or folder path: one line, bounded, absolute unless said otherwise."""
     check_text(value, field, fix="give a path without it")
@@ -143,7 +149,7 @@ def check_path(value: str, field: str, *, absolute: bool = True) -> str:
 def check_mount_path(path: str, field: str) -> str:
     """A path in a pyxis or docker mount list, without its trailing `/`."""
     check_text(path, field, fix="give a path without it")
-    bad = _NOT_MOUNT.search(path)
+    bad = NOT_MOUNT.search(path)
     if bad is not None:
         raise BuildError(
             field,

@@ -50,9 +50,7 @@ def _unsafe(spec: JobSpec) -> tuple[str, str] | None:
     build writes (an edited file): checked as a request's values are (decision 69)."""
     for key in ("script_path", "work_dir", "remote_work_dir", "remote_script_path"):
         value = getattr(spec, key)
-        if value is not None and (
-            values.text_problem(value) or not value.startswith("/") or len(value) > 4095
-        ):
+        if value is not None and (values.text_problem(value) or not values.is_absolute_path(value)):
             return key, f"is not an absolute path (got {values.shown(value)})"
     checks = (("container_name", values.MODEL_NAME), ("ssh_host", values.HOST))
     for key, pattern in checks:
