@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
 
 BUILD_WHEEL = "scripts/build_wheel.py"
@@ -158,7 +159,7 @@ def refuse_for_submit_py(req: Request) -> None:
 
 def _import_step(req: Request, image: str, script_image: str, model_name: str) -> ImportStep:
     assert req.sqsh_cache_dir is not None
-    if image.startswith(("/", ".")) or image.endswith((".sqsh", ".squashfs")):
+    if img.is_squashfs(image):
         raise BuildError(
             "sqsh_cache_dir",
             f"container_image {image!r} is a squashfs file already, so there is nothing to import",

@@ -69,13 +69,18 @@ def read_properties(repo_root: str) -> tuple[str, str]:
 _REGISTRY_RE = re.compile(r"([^/#]+)/(.+)", re.S)
 
 
+def is_squashfs(image: str) -> bool:
+    """The image is a squashfs file (a path, or a `.sqsh`/`.squashfs` name), not a registry's."""
+    return image.startswith(("/", ".")) or image.endswith((".sqsh", ".squashfs"))
+
+
 def enroot_uri(image: str) -> str:
     """`host/path:tag` -> `host#path:tag` when the first component is a registry host.
 
     Without the `#`, enroot reads the host as part of a docker.io path. Squashfs files and
     already-rewritten URIs pass through unchanged.
     """
-    if image.startswith(("/", ".")) or image.endswith((".sqsh", ".squashfs")) or "#" in image:
+    if is_squashfs(image) or "#" in image:
         return image
     scheme = "docker://" if image.startswith("docker://") else ""
     m = _REGISTRY_RE.fullmatch(image.removeprefix(scheme))
