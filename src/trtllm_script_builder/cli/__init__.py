@@ -12,9 +12,15 @@ from trtllm_script_builder.cli.flags import FieldsCommand
 from trtllm_script_builder.errors import BuildError
 
 
-def _fail(err: BuildError) -> None:
+def fail(err: BuildError) -> None:
+    """The refusal's one line on stderr, and its exit status (every command's way out)."""
     click.echo(err.line(), err=True)
     sys.exit(err.exit_code)
+
+
+def say(text: str) -> None:
+    """A progress line, on stderr so stdout stays the command's answer."""
+    click.echo(text, err=True)
 
 
 # Commands that live in their own packages, imported only when asked for: `build` must not pay
@@ -132,7 +138,7 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
         result = run_build(req, load_site_config(), prompter)
         written = [] if dry_run else finish(result, force)
     except BuildError as err:
-        _fail(err)
+        fail(err)
         return
     if as_json:
         click.echo(result.spec.to_json(), nl=False)

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from trtllm_script_builder.batch import build_many
+from trtllm_script_builder.cli import fail
 from trtllm_script_builder.cli.flags import field_options
 from trtllm_script_builder.errors import BuildError
 
@@ -88,8 +89,7 @@ def build_many_command(
             as_json=as_json,
         )
     except BuildError as error:
-        click.echo(error.line(), err=True)
-        sys.exit(error.exit_code)
+        fail(error)
     sys.exit(code)
 
 

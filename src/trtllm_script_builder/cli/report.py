@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
+from trtllm_script_builder.cli import fail
 from trtllm_script_builder.errors import BuildError
 
 
@@ -30,8 +30,7 @@ def report_command(dir: Path) -> None:
     try:
         path = write_report(dir)
     except BuildError as error:
-        click.echo(error.line(), err=True)
-        sys.exit(error.exit_code)
+        fail(error)
     click.echo(str(path))
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from trtllm_script_builder.cli import fail, say
 from trtllm_script_builder.cli.flags import FieldsCommand
 from trtllm_script_builder.errors import BuildError
 
@@ -18,15 +19,6 @@ Exit status: 0 PASSED, 1 FAILED, 10 INFRA_FAILURE, 11 TIMEOUT, 12 CANCELLED,
 13 OUT_OF_MEMORY, 14 HANG_DETECTED, 15 NOT_RUN (no test passed), 16 COMPILE_FAILED (the compile
 job failed, the test job never started); 2 nothing to watch (no job_spec.json or
 submission.json), 3 a tool failed (sbatch, ssh, Slurm forgot the job)."""
-
-
-def _fail(err: BuildError) -> None:
-    click.echo(err.line(), err=True)
-    sys.exit(err.exit_code)
-
-
-def _say(text: str) -> None:
-    click.echo(text, err=True)
 
 
 def _submit_options(f: Any) -> Any:
@@ -137,7 +129,7 @@ def submit(
                     "persistent", "a build-many folder is not run in a held allocation", "drop it"
                 )
             record: Any = submit_batch(
-                work_dir, max_running=max_running, force=force, ssh_host=ssh_host, say=_say
+                work_dir, max_running=max_running, force=force, ssh_host=ssh_host, say=say
             )
             line = _batch_line(record)
         else:
@@ -153,11 +145,11 @@ def submit(
                 ssh_host=ssh_host,
                 persistent=persistent,
                 alloc_time=alloc_time,
-                say=_say,
+                say=say,
             )
             line = _submitted_line(record)
     except BuildError as err:
-        _fail(err)
+        fail(err)
         return
     if as_json:
         import json
@@ -251,7 +243,7 @@ def _do_watch(
             console=Console(out, err, quiet=quiet),
         )
     except BuildError as e:
-        _fail(e)
+        fail(e)
         return
     except KeyboardInterrupt:
         click.echo(f"\nwatch interrupted; the job keeps running (watch {work_dir} again)", err=True)
@@ -301,7 +293,7 @@ def _watch_batch(
             ssh_host=ssh_host,
         )
     except BuildError as e:
-        _fail(e)
+        fail(e)
         return
     except KeyboardInterrupt:
         click.echo(f"\nwatch interrupted; the jobs keep running (watch {folder} again)", err=True)
@@ -361,7 +353,7 @@ def run(
         prompter = prompter_for(request)
         result = run_build(req, load_site_config(), prompter)
         finish(result)
-        _say(f"built {result.spec.script_path}")
+        say(f"built {result.spec.script_path}")
         offer_to_save(prompter)
         sub = do_submit(
             work_dir,
@@ -369,11 +361,11 @@ def run(
             ssh_host=ssh_host,
             persistent=persistent,
             alloc_time=alloc_time,
-            say=_say,
+            say=say,
         )
-        _say(_submitted_line(sub))
+        say(_submitted_line(sub))
     except BuildError as err:
-        _fail(err)
+        fail(err)
         return
     _do_watch(work_dir, timeout, keep_running, as_json, poll, quiet, ssh_host)
 
@@ -412,7 +404,7 @@ def release(work_dir: Path | None, repo_root: Path | None) -> None:
                 raise BuildError("work_dir", "names no job", "give WORK_DIR or --repo-root")
             repo_root = Path(load_spec(work_dir.resolve()).repo_root)
     except BuildError as err:
-        _fail(err)
+        fail(err)
         return
     job = do_release(repo_root)
     if job:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
+from trtllm_script_builder.cli import fail, say
 from trtllm_script_builder.errors import BuildError
 
 
@@ -75,11 +75,10 @@ def command(
             spec.remote_repo_path,
             force=force,
             submodules=submodules,
-            say=lambda text: click.echo(text, err=True),
+            say=say,
         )
     except BuildError as err:
-        click.echo(err.line(), err=True)
-        sys.exit(err.exit_code)
+        fail(err)
     if as_json:
         data = {
             "commit": result.commit,
