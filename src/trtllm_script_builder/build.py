@@ -18,7 +18,7 @@ from trtllm_script_builder.model.jobspec import OutFile
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv, load_slurm_env
-from trtllm_script_builder.output.writer import staged_set, write_atomically
+from trtllm_script_builder.output.writer import staged_set, write_atomically, write_files
 from trtllm_script_builder.render.job import render_job
 from trtllm_script_builder.render.spec import BuildResult, SubmitStep
 from trtllm_script_builder.resolve.job import (
@@ -178,8 +178,7 @@ def _run_submit_step(
     launch_name = step.launch_sh.name
     try:
         with staged_set(work_dir) as stage:
-            for f in step.before:
-                write_file(stage / f.name, f.text, 0o755 if f.executable else 0o644)
+            write_files(stage, step.before)
             # Paths the build writes, as the same paths in the private folder.
             ours: dict[str, Path] = {}
             for d in dict.fromkeys((str(result.work_dir), str(work_dir))):

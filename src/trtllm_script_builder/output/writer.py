@@ -20,16 +20,21 @@ from trtllm_script_builder.atomic import (
 )
 from trtllm_script_builder.model.jobspec import OutFile
 
-__all__ = ["open_atomically", "staged_set", "write_atomically", "write_file"]
+__all__ = ["open_atomically", "staged_set", "write_atomically", "write_file", "write_files"]
 
 
 def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
     """Land every file in work_dir, or none of them (see `staged_set`)."""
     with staged_set(work_dir) as stage:
-        folder = str(stage)
-        for f in files:
-            _write_new(f"{folder}/{f.name}", f.text.encode(), 0o755 if f.executable else 0o644)
+        write_files(stage, files)
     return [work_dir / f.name for f in files]
+
+
+def write_files(folder: Path, files: list[OutFile]) -> None:
+    """New files in a private folder (a `staged_set`): nothing to replace, so no temporaries."""
+    base = str(folder)
+    for f in files:
+        _write_new(f"{base}/{f.name}", f.text.encode(), 0o755 if f.executable else 0o644)
 
 
 @contextlib.contextmanager
