@@ -279,6 +279,40 @@ def test_an_end_sacct_does_not_know_yet_is_asked_of_scontrol() -> None:
     assert got["7_0"].state == "RUNNING"
 
 
+def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
+    """A job that failed within a second: accounting may hold its start record already saying
+    FAILED, with End=Unknown and ExitCode 0:0, before the completion record lands (decision
+    73). It is not taken as the end, in query_many (gone from squeue) nor in query."""
+    early = "9|FAILED|0:0|00:00:01|n1|9|Unknown\n"
+    assert (slurm.sacct_rows(early)["9"].state, slurm.sacct_rows(early)["9"].terminal) == (
+        slurm.ENDING,
+        False,
+    )
+    done = "9|FAILED|1:0|00:00:01|n1|9|2026-12-03T08:00:01\n"
+    assert (slurm.sacct_rows(done)["9"].state, slurm.sacct_rows(done)["9"].exit_code) == (
+        "FAILED",
+        1,
+    )
+    show = "JobId=9 JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0 RunTime=00:00:01"
+    answers = {"squeue": "", "sacct": early, "scontrol": show}
+    calls: list[str] = []
+
+    def runner(argv: Any, cwd: Any = None) -> CmdResult:
+        calls.append(argv[0])
+        return CmdResult(0, answers[argv[0]])
+
+    got = slurm.query_many(runner, ["9"], accounting=True)
+    assert calls == ["squeue", "sacct", "scontrol"]
+    assert (got["9"].state, got["9"].exit_code) == ("FAILED", 1)
+    calls.clear()
+    st = slurm.query(runner, "9")
+    assert (st.state, st.exit_code, st.source) == ("FAILED", 1, "scontrol")
+    # slurmctld forgot the job while accounting still ends it: poll again, no verdict yet
+    answers["scontrol"] = ""
+    assert not slurm.query(runner, "9").terminal
+    assert not slurm.query_many(runner, ["9"], accounting=True)["9"].terminal
+
+
 def test_scontrol_takes_a_task_id_only_once_it_started() -> None:
     pending = "JobId=7 ArrayJobId=7 ArrayTaskId=2 JobState=PENDING Reason=JobArrayTaskLimit"
     running = "JobId=12 ArrayJobId=7 ArrayTaskId=2 JobState=RUNNING Reason=None"

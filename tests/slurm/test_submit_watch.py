@@ -219,7 +219,7 @@ def test_failing_job_quotes_its_stderr(live: Live) -> None:
     cmd = "echo step 1; python3 -c 'raise SystemExit(\"Error: boom\")'"
     res = cli("run", str(live.request("fail", cmd)), "--poll", POLL, "--json")
     v = res.json
-    assert (res.code, v["verdict"], v["state"], v["exit_code"]) == (1, "FAILED", "FAILED", 1)
+    assert (res.code, v["verdict"], v["state"], v["exit_code"]) == (1, "FAILED", "FAILED", 1), v
     assert any(e.endswith("Error: boom") and ".err:" in e for e in v["evidence"]), v
     assert not any("finished with exit code" in e for e in v["evidence"])
 

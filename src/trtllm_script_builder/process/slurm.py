@@ -146,11 +146,15 @@ def _with_arrays(job_ids: list[str]) -> str:
     return ",".join(dict.fromkeys([*job_ids, *arrays]))
 
 
-SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw"
+SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw,End"
+# Slurm's word for a job between its end and its last record (decision 73).
+ENDING = "COMPLETING"
 
 
 def sacct_rows(text: str) -> dict[str, JobStatus]:
-    """Every row of `sacct -X -n -P -o SACCT_FIELDS`, by JobID."""
+    """Every row of `sacct -X -n -P -o SACCT_FIELDS`, by JobID. A row with a final state but
+    no end time is the start record of a job that ended before accounting stored its start:
+    its exit code is not written yet (it reads 0:0), so it counts as still ending."""
     rows: dict[str, JobStatus] = {}
     for line in text.splitlines():
         parts = line.split("|")
@@ -158,6 +162,8 @@ def sacct_rows(text: str) -> dict[str, JobStatus]:
             continue
         code, sig = parse_exit_code(parts[2])
         state = parts[1].split()[0] if parts[1] else None
+        if len(parts) > 6 and parts[6] == "Unknown" and state and state.rstrip("+") in TERMINAL:
+            state, code, sig = ENDING, None, None
         rows[parts[0]] = JobStatus(
             parts[0],
             state=state,
@@ -232,28 +238,31 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
     gone = []
     for job in job_ids:
         st = queued.get(job)
-        if st is not None and not st.terminal and st.state != "COMPLETING":
+        if st is not None and not st.terminal and st.state != ENDING:
             out[job] = st
         else:
             gone.append(job)
     if gone and accounting:
         acct = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays(gone), "-o", SACCT_FIELDS])
         rows = sacct_rows(acct.out) if acct.rc == 0 else {}
-        lagging = []
+        lagging: list[str] = []
+        ending: dict[str, JobStatus] = {}
         for job in gone:
             st = rows.get(job) or array_record(rows, job)
-            if st is not None and (st.terminal or job not in queued):
+            if st is not None and st.terminal:
                 out[job] = st
-            elif job in queued:  # sacct lags behind slurmctld for a moment
-                lagging.append(job)
+            elif job in queued or (st is not None and st.state == ENDING):
+                lagging.append(job)  # sacct lags behind slurmctld for a moment
+                if st is not None:
+                    ending[job] = st
             else:
-                out[job] = JobStatus(job)
+                out[job] = st or JobStatus(job)
         gone = lagging  # squeue has no exit code: slurmctld's record has, while it lasts
     if gone:
         for job in gone:
             show = runner(["scontrol", "show", "job", "-o", job])
             st = status_from_scontrol(job, show.out) if show.rc == 0 else JobStatus(job)
-            out[job] = st if st.known else queued.get(job) or st
+            out[job] = st if st.known else queued.get(job) or ending.get(job) or st
     return out
 
 
