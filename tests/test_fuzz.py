@@ -1,6 +1,7 @@
 """Fuzz: hostile values in every request field and in every file the tool reads that another
 person may write (slurm_env.json, the allocation state file, the site config, the checkout's
-image table, the test files it sizes from).
+image table, the test files it sizes from), and broken shapes of every JSON and YAML document
+(a key written twice, deep nesting, alias bombs).
 
 For each generated value one of two things must happen (decision 69):
 
@@ -558,3 +559,93 @@ def test_ssh_host_reaches_ssh_as_the_destination_or_is_refused(host: str) -> Non
             at = argv.index("--") - 1 if "--" in argv else argv.index("-O") + 2
             assert argv[at] == host and not host.startswith("-"), argv
             assert argv.count(host) == 1 or host in ("-O", "--"), argv
+
+
+# ---------------------------------------------------------------- the shape of every document
+
+# Trouble in a document's structure rather than in one value (decision 74): a key written
+# twice, nesting past the bound, aliases that double at every level, an alias inside itself.
+shapes = st.one_of(
+    st.tuples(st.just("dup"), st.integers(0, 40)),  # which key is written again
+    st.tuples(st.just("deep"), st.integers(33, 3000)),
+    st.tuples(st.just("bomb"), st.integers(18, 40)),
+    st.tuples(st.just("loop"), st.just(0)),
+)
+
+
+def spoiled(data: dict[str, Any], shape: tuple[str, int], as_yaml: bool) -> str:
+    kind, n = shape
+    key = list(data)[n % len(data)]
+    if not as_yaml:  # JSON has no aliases: their place is taken by deep nesting
+        extra = {"dup": json.dumps(data[key]), "deep": "[" * n + "]" * n}.get(kind, "[" * 999)
+        name = key if kind == "dup" else "extra"
+        return json.dumps(data)[:-1] + f", {json.dumps(name)}: {extra}}}"
+    lines = [f"{k}: {json.dumps(v)}" for k, v in data.items()]
+    if kind == "dup":
+        lines.append(lines[n % len(lines)])
+    elif kind == "deep":
+        lines.append("extra: " + "[" * n + "]" * n)
+    elif kind == "bomb":
+        lines += ["b0: &b0 [x, x]", *(f"b{i}: &b{i} [*b{i - 1}, *b{i - 1}]" for i in range(1, n))]
+    else:
+        lines.append("extra: &me [x, *me]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "document", ["request.json", "request.yaml", "site config", "slurm_env.json", "job_spec"]
+)
+@fuzz_settings(8)
+@given(shape=shapes)
+def test_the_shape_of_every_document(document: str, shape: tuple[str, int]) -> None:
+    with case() as c:
+        req, env = c.request(), None
+        if document == "request.json":
+            built = c.build(spoiled(req, shape, as_yaml=False))
+            assert built.refused("request")
+        elif document == "request.yaml":
+            built = c.build(spoiled({k: v for k, v in req.items() if v is not None}, shape, True))
+            assert built.refused("request")
+        elif document == "site config":
+            config = c.tmp / "config.yaml"
+            config.write_text(spoiled({"default_llm_models_root": "/m", "a": 1}, shape, True))
+            env = {"TRTLLM_SCRIPT_BUILDER_CONFIG": str(config)}
+            assert c.build(req, env).refused("site config")
+        elif document == "slurm_env.json":
+            c.slurm_env.write_text(spoiled(SLURM_ENV, shape, as_yaml=False))
+            assert c.build(req).refused("slurm_env_file")
+        else:
+            spec = c.tmp / "job_spec.json"
+            spec.write_text(spoiled({"container_image": IMAGE, "a": 1}, shape, as_yaml=False))
+            assert c.build({**req, "job_spec_file": str(spec)}).refused("job_spec_file")
+
+
+@fuzz_settings(10)
+@given(shape=shapes)
+def test_the_shape_of_a_build_many_list_and_a_perf_config(shape: tuple[str, int]) -> None:
+    with case() as c:
+        base = c.tmp / "base.json"
+        req = c.request()
+        del req["custom_cmd"], req["work_dir"]
+        base.write_text(json.dumps(req))
+        listing = c.tmp / "list.yaml"
+        entry = spoiled({"custom_cmd": "echo a", "model_name": "m"}, shape, as_yaml=True)
+        listing.write_text("- " + entry.replace("\n", "\n  ").rstrip() + "\n")
+        before = c.snapshot()
+        res = CliRunner().invoke(
+            main, ["build-many", str(listing), "--base", str(base), "--work-dir", str(c.work)]
+        )
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+        assert res.exit_code == 2, res.output
+        errors = [ln for ln in res.stderr.splitlines() if "error:" in ln]
+        assert errors and all(len(ln) < 2000 for ln in errors), res.stderr
+        assert not (c.work / "m").exists() and c.snapshot().keys() >= before.keys()
+        config = c.tmp / "perf.yaml"
+        hardware = {"hardware": {"gpus_per_node": 4}, "server_configs": [{"name": "a"}]}
+        config.write_text(spoiled(hardware, shape, as_yaml=True))
+        res = CliRunner().invoke(main, ["build", "-"], input=json.dumps(
+            c.request(custom_cmd=None, workflow_type="perf_sanity", perf_config_yaml=str(config))
+        ))  # fmt: skip
+        assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+        assert res.stderr.startswith("error: perf_config_yaml: perf config"), res.stderr
+        assert " is refused: " in res.stderr, res.stderr

@@ -214,14 +214,15 @@ def _list_entries(path: Path) -> Iterator[Entry | Bad]:
 def _yaml_entries(path: Path) -> list[Entry | Bad]:
     import yaml
 
+    from trtllm_script_builder.model.datafile import compose_yaml, construct_yaml
     from trtllm_script_builder.model.request import absolutise, yaml_loader
 
     loader = yaml_loader()  # as a request file is read: an unquoted 4:00:00 stays a time
     try:
-        root = yaml.compose(path.read_bytes().decode("utf-8-sig"), Loader=loader)
+        root = compose_yaml(path.read_bytes().decode("utf-8-sig"), loader)
     except UnicodeDecodeError:
         raise BuildError("LIST", f"{path} is not UTF-8 text", "save it as UTF-8") from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:
         raise BuildError(
             "LIST", f"{path} is not YAML ({str(exc).splitlines()[0]})", "fix its syntax"
         ) from None
@@ -244,7 +245,19 @@ def _yaml_entries(path: Path) -> list[Entry | Bad]:
     out: list[Entry | Bad] = []
     for i, node in enumerate(root.value, 1):
         line = node.start_mark.line + 1
-        item = yaml.load(yaml.serialize(node), Loader=loader)  # noqa: S506 - a SafeLoader
+        try:
+            item = construct_yaml(node, loader)
+        except (yaml.YAMLError, ValueError) as exc:
+            out.append(
+                Bad(
+                    line,
+                    "",
+                    BuildError(
+                        "request", f"cannot be read ({str(exc).splitlines()[0]})", "fix that entry"
+                    ),
+                )
+            )
+            continue
         if not isinstance(item, dict):
             out.append(
                 Bad(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import stat
@@ -14,6 +13,8 @@ from typing import Any
 
 from trtllm_script_builder.atomic import signals_as_exceptions, write_file
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model import values
+from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.jobspec import OutFile
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
@@ -53,8 +54,8 @@ def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) 
     return render_job(job)
 
 
-def _guard(result: BuildResult) -> str | None:
-    """Refuse a folder that holds another job or a submitted one; return the old script name."""
+def _guard(result: BuildResult, old: dict[str, Any]) -> None:
+    """Refuse a folder that holds another job or a submitted one (`old`: its job_spec)."""
     work_dir = result.work_dir  # an existing folder: `finish` guards no new one
     if (work_dir / "submission.json").exists():
         raise BuildError(
@@ -62,17 +63,13 @@ def _guard(result: BuildResult) -> str | None:
             f"{work_dir} holds a job that was submitted (submission.json)",
             "choose another work_dir, or pass --force to build over it",
         )
-    try:
-        old = json.loads((work_dir / "job_spec.json").read_text()).get("script_name")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if old and old != result.spec.script_name:
+    name = old.get("script_name")
+    if name and name != result.spec.script_name:
         raise BuildError(
             "work_dir",
-            f"{work_dir} holds another job ({old})",
+            f"{work_dir} holds another job ({values.shown(name)})",
             "choose another work_dir, or pass --force to replace it",
         )
-    return None
 
 
 def finish(result: BuildResult, force: bool = False) -> list[Path]:
@@ -101,9 +98,10 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
             "work_dir", f"{result.work_dir} exists and is not a folder", "give a folder path"
         )
     fresh = mode is None  # build-many's case: nothing to guard or to replace
+    old = {} if fresh else _old_spec(result.work_dir)
     if not force and not fresh:
-        _guard(result)
-    before = set() if fresh else _old_scripts(result.work_dir)
+        _guard(result, old)
+    before = _old_scripts(old)
     with signals_as_exceptions():  # Ctrl-C or a kill: the finally clauses below still run
         if result.submit is None:
             try:
@@ -122,16 +120,19 @@ _MISSING = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 _SCRIPT_NAME = re.compile(r"[\w.+-]{1,250}\.(?:slurm|sh)")
 
 
-def _old_scripts(work_dir: Path) -> set[str]:
-    """The scripts the folder's previous build wrote, as its job_spec.json names them (the
-    job's script and its compile/import scripts): nothing else in the folder is ours."""
+def _old_spec(work_dir: Path) -> dict[str, Any]:
+    """The folder's previous job_spec.json ({} when there is none that can be read)."""
     try:
         with open(work_dir / "job_spec.json", "rb") as f:
-            old = json.loads(f.read(4 << 20))
-    except (OSError, ValueError, RecursionError):
-        return set()
-    if not isinstance(old, dict):
-        return set()
+            old = parse_json(f.read(4 << 20).decode())
+    except (OSError, ValueError):  # UnicodeDecodeError and DataError are ValueErrors
+        return {}
+    return old if isinstance(old, dict) else {}
+
+
+def _old_scripts(old: dict[str, Any]) -> set[str]:
+    """The scripts the folder's previous build wrote, as its job_spec.json names them (the
+    job's script and its compile/import scripts): nothing else in the folder is ours."""
     names = [old.get("script_name")]
     prereqs = old.get("prerequisites")
     if isinstance(prereqs, list):

@@ -1,7 +1,6 @@
 """The build request: the fields a TensorRT-LLM job is described by, loaded and validated."""
 
 import copy
-import json
 import os
 import re
 import sys
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
+from trtllm_script_builder.model.datafile import parse_json
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
@@ -644,7 +644,7 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
         if not as_json:
             data = _load_yaml(text) or {}
         elif text.strip():
-            data = json.loads(text)
+            data = parse_json(text)
         else:
             data = {}
     except (ValueError, ImportError, RecursionError) as exc:
@@ -670,13 +670,10 @@ def yaml_loader() -> Any:
     would read the number 14400), for request files and build-many's request lists alike."""
     import yaml
 
-    class Loader(yaml.SafeLoader):
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            # A request needs no aliases, and nested ones expand exponentially (a few hundred
-            # bytes can ask for gigabytes).
-            if self.check_event(yaml.AliasEvent):
-                raise yaml.YAMLError("aliases (*name) are not allowed in a request")
-            return super().compose_node(parent, index)
+    from trtllm_script_builder.model.datafile import yaml_loader_class
+
+    class Loader(yaml_loader_class(aliases=False)):  # type: ignore[misc]
+        """A request needs no aliases (decision 74)."""
 
     def refuse(loader: Any, node: Any) -> Any:
         # !!binary would carry bytes (a NUL) past the string checks; dates and sets are no
@@ -702,9 +699,9 @@ def yaml_loader() -> Any:
 
 
 def _load_yaml(text: str) -> Any:
-    import yaml
+    from trtllm_script_builder.model.datafile import load_yaml
 
-    return yaml.load(text, Loader=yaml_loader())  # noqa: S506 - a SafeLoader subclass
+    return load_yaml(text, yaml_loader())
 
 
 def absolutise(data: dict[str, Any], base: Path) -> None:
@@ -757,7 +754,7 @@ def _forward_job_spec(req: Request) -> None:
     if not req.job_spec_file:
         return
     try:
-        spec = json.loads(Path(req.job_spec_file).read_text())
+        spec = parse_json(Path(req.job_spec_file).read_text())
     except (OSError, ValueError, RecursionError) as exc:
         raise BuildError(
             "job_spec_file",
@@ -782,7 +779,7 @@ def parse_flag_values(flags: dict[str, Any]) -> dict[str, Any]:
     flags = dict(flags)
     if isinstance(flags.get("env_check"), str):
         try:
-            flags["env_check"] = json.loads(flags["env_check"])
+            flags["env_check"] = parse_json(flags["env_check"])
         except ValueError as exc:
             raise BuildError("env_check", f"is not JSON ({exc})", "pass a JSON object") from None
     return flags

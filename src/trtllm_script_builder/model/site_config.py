@@ -77,11 +77,12 @@ def parse_site_config(text: str, path: Path) -> SiteConfig:
     import yaml
     from pydantic import ValidationError
 
+    from trtllm_script_builder.model.datafile import load_yaml
     from trtllm_script_builder.model.request import yaml_loader
 
     try:
         # Read as a request is: no aliases, no !!binary, a few lines at most.
-        data = yaml.load(text, Loader=yaml_loader()) or {}  # noqa: S506 - a SafeLoader subclass
+        data = load_yaml(text, yaml_loader()) or {}
     except (ValueError, RecursionError, yaml.YAMLError) as exc:
         raise BuildError(
             "site config",

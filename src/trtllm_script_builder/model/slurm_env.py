@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache, lru_cache
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
+from trtllm_script_builder.model.datafile import DataError, parse_json
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -170,15 +170,13 @@ def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
     """Read and validate the file; return the model and the raw object (embedded as is)."""
     fix = "probe the cluster first (trtllm-script-builder probe --output slurm_env.json)"
     try:
-        raw = json.loads(Path(path).read_text())
+        raw = parse_json(Path(path).read_text())
     except OSError as exc:
         raise BuildError("slurm_env_file", f"cannot read {path} ({exc.strerror})", fix) from None
-    except json.JSONDecodeError as exc:
-        raise BuildError("slurm_env_file", f"{path} is not JSON ({exc.msg})", fix) from None
-    except RecursionError:
-        raise BuildError("slurm_env_file", f"{path} nests too deeply for JSON", fix) from None
     except UnicodeDecodeError:
         raise BuildError("slurm_env_file", f"{path} is not UTF-8 text", fix) from None
+    except DataError as exc:
+        raise BuildError("slurm_env_file", f"{path} is not valid JSON ({exc})", fix) from None
     if not isinstance(raw, dict):
         raise BuildError("slurm_env_file", f"{path} does not hold a JSON object", fix)
     found = values.tree_problem(raw)

@@ -10,7 +10,6 @@ same files give the same bytes (no clock, no dict order from the disk). Decision
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from urllib.parse import quote
 import jinja2
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.output.writer import write_file
 from trtllm_script_builder.render import TEMPLATES
 
@@ -119,7 +119,7 @@ class Report:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return parse_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc).split("\n")[0]
         raise BuildError(
@@ -170,7 +170,7 @@ def _batch_job(root: Path, row: dict[str, Any]) -> Job:
         work = root / work
     name = work.name
     try:
-        verdict = json.loads((work / VERDICT_FILE).read_text(encoding="utf-8"))
+        verdict = parse_json((work / VERDICT_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return Job(name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
     except (OSError, UnicodeDecodeError, ValueError) as exc:

@@ -24,7 +24,6 @@ cancelled.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import shlex
@@ -38,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.chain import (
     ChainJob,
@@ -129,7 +129,7 @@ def read_index(folder: Path) -> list[Member]:
     out: they have no job)."""
     path = folder / BATCH_INDEX
     try:
-        rows = json.loads(path.read_text())
+        rows = parse_json(path.read_text())
     except (OSError, ValueError) as exc:
         raise BuildError(
             "work_dir", f"{path} cannot be read ({exc})", "run build-many into it again"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import socket
@@ -35,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model import values
+from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.probe.collect import current_user, first_line
 from trtllm_script_builder.process.proc import Runner, run, spawn_detached, start_time
@@ -116,7 +116,7 @@ def load_state(repo_root: str | Path) -> AllocState | None:
     try:
         with path.open(encoding="utf-8") as f:
             text = f.read(values.MAX_ARG_BYTES)  # a state file is a few hundred bytes
-        return AllocState.model_validate_json(text)
+        return AllocState.model_validate(parse_json(text))
     except (OSError, ValueError, ValidationError):  # UnicodeDecodeError is a ValueError
         return None
 
@@ -351,8 +351,8 @@ def release(repo_root: str | Path, runner: Runner = run) -> str | None:
         raw_id: str | None = state.job_id if state else None
         if raw_id is None:
             path = state_dir(repo_root) / STATE_FILE
-            with contextlib.suppress(OSError, ValueError, AttributeError, RecursionError):
-                raw_id = str(json.loads(path.read_text()).get("job_id") or "") or None
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                raw_id = str(parse_json(path.read_text()).get("job_id") or "") or None
             if raw_id is not None and not values.JOB_ID.fullmatch(raw_id):
                 raw_id = None  # never an option of scancel (`--user=NAME`)
         if raw_id:

@@ -22,10 +22,12 @@ from typing import Any
 import yaml
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.datafile import DataError, load_yaml, yaml_loader_class
 from trtllm_script_builder.resolve.perf.testid import DISAGG_MODES, PerfKind, PerfTestId
 
 PERF_SANITY_DIR = Path("tests") / "scripts" / "perf-sanity"
 NO_CONTEXT_MARK = "gen_only_no_context"
+MAX_CONFIG_CHARS = 1 << 20  # TensorRT-LLM's perf-sanity configs are a few kilobytes
 _PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "context_parallel_size")
 
 
@@ -56,8 +58,16 @@ def load_perf_config(path: Path | str, *, field: str = "perf_config_yaml") -> di
         raise BuildError(
             field, f"perf config {p} cannot be read ({exc.strerror})", "make the file readable"
         ) from None
+    if len(text) > MAX_CONFIG_CHARS:
+        raise BuildError(
+            field,
+            f"perf config {p} holds {len(text)} characters, more than {MAX_CONFIG_CHARS}",
+            "give a perf-sanity config YAML",
+        )
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, yaml_loader_class(aliases=True))
+    except DataError as exc:
+        raise BuildError(field, f"perf config {p} is refused: {exc}", "fix the YAML") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}" if where is not None else ""

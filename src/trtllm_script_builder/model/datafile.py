@@ -1,0 +1,171 @@
+"""JSON and YAML that another person may have written, read one bounded way (decision 74).
+
+Every file the tool reads goes through `parse_json` or a loader from `yaml_loader_class`: a key
+written twice is refused (the second would silently win), nesting is bounded while the text
+is parsed (not after a RecursionError), and where YAML aliases are allowed at all the document
+they expand to is bounded in size and depth before anything walks it. Problems are raised as
+`DataError`, a ValueError whose text is one line for the caller's own message.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from trtllm_script_builder.model.values import MAX_DEPTH, shown
+
+# Values (scalars, lists, mappings) a YAML document may hold once its aliases are expanded:
+# far above any perf-sanity config, far below what makes a walk over it slow.
+MAX_NODES = 100_000
+
+
+class DataError(ValueError):
+    """What is wrong with a JSON or YAML text, in one line."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DataError(f"the key {shown(key)} is written twice")
+        out[key] = value
+    return out
+
+
+def parse_json(text: str) -> Any:
+    """`text` as JSON, refusing repeated keys and nesting deeper than MAX_DEPTH."""
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise DataError(f"it nests deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{exc.msg} at line {exc.lineno}") from None
+    _check_depth(data)
+    return data
+
+
+def _check_depth(data: Any) -> None:
+    todo = [(data, 0)]
+    while todo:
+        item, level = todo.pop()
+        if level > MAX_DEPTH:
+            raise DataError(f"it nests deeper than {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            todo.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            todo.extend((v, level + 1) for v in item)
+
+
+@lru_cache(maxsize=4)
+def yaml_loader_class(*, aliases: bool) -> Any:
+    """A yaml.SafeLoader subclass that refuses repeated keys and deep nesting, and aliases
+    unless `aliases` (then the document they expand to is bounded: see `load_yaml`)."""
+    import yaml
+
+    merge = "tag:yaml.org,2002:merge"
+
+    class Loader(yaml.SafeLoader):
+        allow_aliases = aliases
+
+        def __init__(self, stream: Any) -> None:
+            super().__init__(stream)
+            self.level = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                if not self.allow_aliases:
+                    # nested aliases expand exponentially: a few hundred bytes ask for gigabytes
+                    raise DataError(f"aliases (*name) are not allowed{_line(self.peek_event())}")
+                return super().compose_node(parent, index)
+            self.level += 1
+            try:
+                if self.level > MAX_DEPTH:
+                    raise DataError(
+                        f"it nests deeper than {MAX_DEPTH} levels{_line(self.peek_event())}"
+                    )
+                return super().compose_node(parent, index)
+            finally:
+                self.level -= 1
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == merge:
+                    continue  # `<<: *base` may be overridden by the keys beside it
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise DataError(f"the key {shown(key)} is written twice{_line(key_node)}")
+                    seen.add(key)
+                except TypeError:
+                    continue  # an unhashable key: SafeLoader's own error follows
+            return super().construct_mapping(node, deep)
+
+    return Loader
+
+
+def _line(where: Any) -> str:
+    mark = getattr(where, "start_mark", None)
+    return f" (line {mark.line + 1})" if mark is not None else ""
+
+
+def compose_yaml(text: str, loader: Any) -> Any:
+    """The node tree of `text` (None when empty), bounded as the loader says."""
+    reader = loader(text)
+    try:
+        node = reader.get_single_node()
+    finally:
+        reader.dispose()
+    if node is not None and reader.allow_aliases:
+        _expanded(node, 0, {}, set())
+    return node
+
+
+def construct_yaml(node: Any, loader: Any) -> Any:
+    """The Python value of a node from `compose_yaml` (or one of its children)."""
+    reader = loader("")
+    try:
+        return reader.construct_document(node)
+    finally:
+        reader.dispose()
+
+
+def load_yaml(text: str, loader: Any) -> Any:
+    """`text` as YAML through `loader` (see yaml_loader_class)."""
+    node = compose_yaml(text, loader)
+    return None if node is None else construct_yaml(node, loader)
+
+
+def _expanded(
+    node: Any, level: int, memo: dict[int, tuple[int, int]], open_: set[int]
+) -> tuple[int, int]:
+    """(values, height) of `node` with its aliases expanded; each node is measured once, so
+    the walk costs the document's size, not the expansion's."""
+    import yaml
+
+    if level > MAX_DEPTH:
+        raise DataError(f"its aliases expand to nesting deeper than {MAX_DEPTH} levels")
+    key = id(node)
+    got = memo.get(key)
+    if got is None:
+        if key in open_:
+            raise DataError(f"an alias refers to the value that holds it{_line(node)}")
+        open_.add(key)
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        size, height = 1, 0
+        for child in children:
+            s, h = _expanded(child, level + 1, memo, open_)
+            size, height = size + s, max(height, h + 1)
+            if size > MAX_NODES:
+                raise DataError(f"its aliases expand to more than {MAX_NODES} values")
+        open_.discard(key)
+        memo[key] = got = (size, height)
+    if level + got[1] > MAX_DEPTH:
+        raise DataError(f"its aliases expand to nesting deeper than {MAX_DEPTH} levels")
+    return got
