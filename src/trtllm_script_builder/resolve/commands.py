@@ -233,7 +233,7 @@ def parse_bench(bench_cmd: str) -> BenchCmd:
 
 # An `org/name` Hugging Face id; a path has a leading `/`, `.` or `~`, or more components.
 _HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-_CALL_ENDS = {";", "|", "||", "&&", "&"}
+CALL_ENDS = {";", "|", "||", "&&", "&"}
 
 
 def is_hf_id(value: str) -> bool:
@@ -288,7 +288,7 @@ def bench_models_without_path(step: str) -> list[tuple[int, str]]:
     for k, first in enumerate(starts):
         stop = starts[k + 1] if k + 1 < len(starts) else len(spans)
         call = spans[first + 1 : stop]
-        end = next((j for j, (_, _, w) in enumerate(call) if w in _CALL_ENDS), len(call))
+        end = next((j for j, (_, _, w) in enumerate(call) if w in CALL_ENDS), len(call))
         call = call[:end]
         ws = [w for _, _, w in call]
         if any(w == "--model_path" or w.startswith("--model_path=") for w in ws):

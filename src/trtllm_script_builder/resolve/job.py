@@ -25,6 +25,7 @@ from trtllm_script_builder.model.values import MAX_ARG_BYTES, check_image, check
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
+    CALL_ENDS,
     add_bench_model_path,
     bench_models_without_path,
     find_model_dir,
@@ -164,6 +165,61 @@ def _one_command(req: Request) -> None:
                 field,
                 f"runs {tool}, which is a {right} command",
                 f"pass it as --{right.replace('_', '-')}",
+            )
+        _runs_its_tool(field, own, cmd)
+
+
+# The option each tool refuses to start without (its click group marks it required).
+_MODEL_OPTIONS = {"trtllm-eval": ("--model",), "trtllm-bench": ("--model", "-m")}
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
+def _runs_its_tool(field: str, own: str, cmd: str) -> None:
+    """Decision 75: a command field runs its own tool, once for pytest, each call with the
+    model the tool requires. A misspelt tool, a bare test id or a second pytest call would
+    only fail in the queue (command not found, a usage error, one id's results dropped)."""
+    try:
+        ws = shlex.split(cmd)
+    except ValueError:
+        return  # the sizing step names the unbalanced quote
+    names = [posixpath.basename(w) for w in ws]
+    if own not in names:
+        first = next((w for w in ws if not _ASSIGNMENT.fullmatch(w)), "")
+        if field == "test_cmd" and ("::" in first or first.endswith(".py")):
+            raise BuildError(
+                field, f"names the test {first} but runs no pytest", f"write it as 'pytest {first}'"
+            )
+        from difflib import get_close_matches
+
+        # A near miss is a typo; another program altogether (a wrapper script) is the
+        # user's choice and is sized from its options with a warning (decision 75).
+        words = [n for n in names if n and not n.startswith("-")]
+        near = next((w for w in words if get_close_matches(w, [own], n=1, cutoff=0.8)), None)
+        if near is not None:
+            raise BuildError(
+                field,
+                f"runs {near}, not {own}",
+                f"did you mean {own}? correct the name in {field}",
+            )
+        return
+    if field == "test_cmd" and names.count(own) > 1:
+        raise BuildError(
+            field,
+            f"runs pytest {names.count(own)} times, but a request builds one job",
+            "give every test id to one pytest call, or list them for build-many",
+        )
+    options = _MODEL_OPTIONS.get(own)
+    if options is None:
+        return
+    starts = [i for i, n in enumerate(names) if n == own]
+    for k, start in enumerate(starts):
+        call = ws[start : starts[k + 1] if k + 1 < len(starts) else len(ws)]
+        call = call[: next((j for j, w in enumerate(call) if w in CALL_ENDS), len(call))]
+        if not any(w in options or w.startswith("--model=") for w in call):
+            raise BuildError(
+                field,
+                f"a {own} call names no --model, which {own} requires",
+                f"add --model <Hugging Face id or checkpoint path> to every {own} call",
             )
 
 

@@ -1,0 +1,43 @@
+"""Mistakes a first-time user makes, each refused with one line naming the field (exit 2)
+or warned on stderr when the tool cannot be sure."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Env
+from .test_refusals import PYTEST_4, refused
+
+MODEL = "org/Tiny-Model"
+
+
+@pytest.mark.parametrize(
+    ("field", "cmd", "contains"),
+    [
+        ("test_cmd", "accuracy/test_tiny.py::TestTiny::test_four[tp4]", "runs no pytest"),
+        ("test_cmd", f"{PYTEST_4} && {PYTEST_4}", "runs pytest 2 times"),
+        ("test_cmd", "pytets accuracy/test_tiny.py::TestTiny::test_four[tp4]", "mean pytest?"),
+        ("eval_cmd", f"trtllm_eval --model {MODEL} mmlu", "did you mean trtllm-eval?"),
+        ("eval_cmd", "trtllm-eval --tp_size 2 mmlu", "names no --model"),
+        ("eval_cmd", f"trtllm-eval --model {MODEL} mmlu && trtllm-eval gsm8k", "no --model"),
+        ("bench_cmd", f"trtllm-bnech -m {MODEL} throughput --dataset /d.json", "trtllm-bench?"),
+        ("bench_cmd", "trtllm-bench throughput --dataset /d.json --tp 2", "names no --model"),
+    ],
+)
+def test_a_command_must_run_its_tool(env: Env, cli, field: str, cmd: str, contains: str) -> None:
+    refused(cli, env, env.request(**{field: cmd}), field, contains=contains)
+
+
+@pytest.mark.parametrize(
+    ("field", "cmd"),
+    [
+        ("test_cmd", f"python -m {PYTEST_4}"),
+        ("eval_cmd", f"trtllm-eval --model={MODEL} mmlu"),
+        ("bench_cmd", f"trtllm-bench -m {MODEL} throughput --dataset /models/d.json"),
+        # Another program altogether is the user's choice (decision 75): warned, not refused.
+        ("eval_cmd", "python run_eval.py --tp_size 2"),
+    ],
+)
+def test_a_command_that_runs_its_tool_builds(env: Env, cli, field: str, cmd: str) -> None:
+    r = cli([], env.request(**{field: cmd}))
+    assert r.code == 0, r.stderr
