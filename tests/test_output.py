@@ -239,7 +239,7 @@ def test_the_build_report_on_a_real_terminal(tmp_path: Path, no_no_color: None) 
         ),
     ],
 )
-def test_warnings_come_before_run_and_the_next_steps_fit_the_scenario(
+def test_warnings_are_no_report_rows_and_the_next_steps_fit_the_scenario(
     golden: str, run: str, check: str, submit: str, tmp_path: Path
 ) -> None:
     data = json.loads((ROOT / "tests" / "golden" / golden / "job_spec.json").read_text())
@@ -247,7 +247,13 @@ def test_warnings_come_before_run_and_the_next_steps_fit_the_scenario(
     job = JobSpec.model_validate(data)
     work = tmp_path / "my work"
     labels = [line.split(":", 1)[0] for line in render_report(job, ["x"], work).splitlines()]
-    assert labels[-6:] == ["Warning", "Warning", "Run", "Check", "Submit", "Watch"]
+    assert labels[-5:] == [
+        "Slurm" if job.slurm_params else "Devices",
+        "Run",
+        "Check",
+        "Submit",
+        "Watch",
+    ]
     rows = dict(line.split(":", 1) for line in render_report(job, ["x"], work).splitlines()[-4:])
     assert rows["Run"].strip().startswith(run)
     quoted = f"'{work}'"  # a folder with a blank is quoted: each line copies into a shell

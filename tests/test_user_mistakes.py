@@ -41,3 +41,14 @@ def test_a_command_must_run_its_tool(env: Env, cli, field: str, cmd: str, contai
 def test_a_command_that_runs_its_tool_builds(env: Env, cli, field: str, cmd: str) -> None:
     r = cli([], env.request(**{field: cmd}))
     assert r.code == 0, r.stderr
+
+
+@pytest.mark.parametrize("mode", [[], ["--json"], ["--dry-run"]])
+def test_a_warning_is_a_line_on_stderr_in_every_mode(env: Env, cli, mode: list[str]) -> None:
+    """Decision 76: a time limit past the partition's (it may be allowed by a QOS) is warned."""
+    r = cli(mode, env.request(test_cmd=PYTEST_4, time_limit="1-00:00:00"))
+    assert r.code == 0, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.startswith("warning: ")]
+    assert len(lines) == 1 and "time_limit 1-00:00:00" in lines[0], r.stderr
+    if not mode:  # the report does not repeat it
+        assert "time_limit 1-00:00:00" not in r.stdout

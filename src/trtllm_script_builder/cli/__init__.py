@@ -18,6 +18,12 @@ def fail(err: BuildError) -> None:
     sys.exit(err.exit_code)
 
 
+def warn(warnings: list[str]) -> None:
+    """A build's warnings, one `warning: ...` line each on stderr (decision 76)."""
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+
+
 def say(text: str) -> None:
     """A progress line, on stderr so stdout stays the command's answer."""
     click.echo(text, err=True)
@@ -140,6 +146,7 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
     except BuildError as err:
         fail(err)
         return
+    warn(result.spec.warnings)
     if as_json:
         click.echo(result.spec.to_json(), nl=False)
     elif dry_run:

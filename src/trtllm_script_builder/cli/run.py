@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trtllm_script_builder.cli import fail, say
+from trtllm_script_builder.cli import fail, say, warn
 from trtllm_script_builder.cli.flags import FieldsCommand
 from trtllm_script_builder.errors import BuildError
 
@@ -353,6 +353,7 @@ def run(
         prompter = prompter_for(request)
         result = run_build(req, load_site_config(), prompter)
         finish(result)
+        warn(result.spec.warnings)
         say(f"built {result.spec.script_path}")
         offer_to_save(prompter)
         sub = do_submit(

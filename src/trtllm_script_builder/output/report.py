@@ -37,8 +37,7 @@ def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[s
                 + (f", mpi {p.mpi_plugin}" if uses_mpi else ""),
             )
         )
-    # Warnings before the command: read before the job is started, not after.
-    rows += [("Warning", w) for w in s.warnings]
+    # Warnings are not rows: they go to stderr, before the report (decision 76).
     if s.category == 1:
         run = f"bash {s.script_path}"
     elif s.remote_script_path or s.prerequisites:  # submit copies the files / chains the jobs
@@ -86,7 +85,6 @@ STYLES = {
     "Check": "cyan",
     "Submit": "cyan",
     "Watch": "cyan",
-    "Warning": "yellow",
 }
 LABEL_WIDTH = 14
 
