@@ -52,3 +52,28 @@ def test_a_warning_is_a_line_on_stderr_in_every_mode(env: Env, cli, mode: list[s
     assert len(lines) == 1 and "time_limit 1-00:00:00" in lines[0], r.stderr
     if not mode:  # the report does not repeat it
         assert "time_limit 1-00:00:00" not in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fix"),
+    [
+        ("required_devices", "2", "write 2 without quotes"),
+        ("gpus_per_node", " 8", "write 8 without quotes"),
+        ("skip_install", "yes", "write true or false"),
+        ("persistent_mode", "no", "write true or false"),
+        ("skip_install", 1, "write true or false"),
+        ("execution_scenario", "local-slurm", "did you mean local_slurm?"),
+        ("execution_scenario", "docker", "did you mean local_docker?"),
+    ],
+)
+def test_a_value_in_another_type_than_the_schema_says_is_refused(
+    env: Env, cli, field: str, value: object, fix: str
+) -> None:
+    """Decision 77: what the tool takes is what its JSON Schema takes."""
+    line = refused(cli, env, env.request(test_cmd=PYTEST_4, **{field: value}), field)
+    assert line.endswith(f"; {fix}") or f"; {fix}" in line, line
+
+
+def test_a_time_limit_in_minutes_is_still_a_number(env: Env, cli) -> None:
+    r = cli([], env.request(test_cmd=PYTEST_4, time_limit=90))
+    assert r.code == 0, r.stderr

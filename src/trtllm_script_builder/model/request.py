@@ -532,8 +532,15 @@ def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
     from trtllm_script_builder.model.twin import pydantic_twin
 
     def twin(cls: Any, swap: dict[Any, Any], **extra: Any) -> "type[BaseModel]":
+        # Strict (decision 77): a value in the type the schema names, as the schema says.
         return pydantic_twin(
-            cls, extra="forbid", swap=swap, every_field=cls.every_field, doc=True, **extra
+            cls,
+            extra="forbid",
+            swap=swap,
+            every_field=cls.every_field,
+            doc=True,
+            strict=True,
+            **extra,
         )
 
     def null_is_absent(cls: Any, data: Any) -> Any:
@@ -566,10 +573,29 @@ def _first_error(exc: "ValidationError") -> BuildError:
         flag = "--" + loc.replace("_", "-")
         return BuildError(loc, "is required", f"add it to the request or pass {flag}")
     msg = err["msg"].removeprefix("Value error, ")
-    refused = values.refuse(loc, msg, err.get("input"), "correct the value")
+    refused = values.refuse(loc, msg, err.get("input"), _type_fix(err))
     if loc == "workflow_type" and (fix := _workflow_fix(err.get("input"))):
         return BuildError(loc, refused.problem, fix)
     return refused
+
+
+def _type_fix(err: Any) -> str:
+    """The fix for a value of the wrong type (decision 77): the value as the schema takes it,
+    or the nearest allowed word."""
+    given = err.get("input")
+    if err["type"] == "int_type" and isinstance(given, str) and given.strip().isdigit():
+        return f"write {given.strip()} without quotes"
+    if err["type"] == "bool_type":
+        return "write true or false, without quotes"
+    if err["type"] == "literal_error" and isinstance(given, str):
+        from difflib import get_close_matches
+
+        allowed = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+        text = given.strip().lower().replace("-", "_").replace(" ", "_")
+        near = get_close_matches(text, allowed, n=1, cutoff=0.6)
+        if near:
+            return f"did you mean {near[0]}?"
+    return "correct the value"
 
 
 # What people write for a workflow: the tool it runs, or the category of its script.

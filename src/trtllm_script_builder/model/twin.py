@@ -26,10 +26,12 @@ def pydantic_twin(
     every_field: tuple[Callable[[Any], Any], ...] = (),
     validators: dict[str, Any] | None = None,
     doc: bool = False,
+    strict: bool = False,
 ) -> type[BaseModel]:
     """The twin of dataclass `cls`: `swap` maps a field type (or a default factory) to the twin
     that stands for it, `annotations` replaces a field's type, `constraints` adds Field
-    arguments (ge, le, ...); `doc` carries the class docstring into the schema.
+    arguments (ge, le, ...); `doc` carries the class docstring into the schema; `strict` takes
+    a value only in the type the schema names (no "2" for 2, no "yes" for true).
 
     A field's metadata may hold its `description`, `ge`, and `before`/`after` checks (plain
     functions, run by pydantic as before/after validators); `every_field` checks run before
@@ -63,7 +65,7 @@ def pydantic_twin(
         specs[f.name] = (hint, Field(**kwargs))
     model: type[BaseModel] = create_model(
         cls.__name__,
-        __config__=ConfigDict(extra=extra),  # type: ignore[typeddict-item]
+        __config__=ConfigDict(extra=extra, strict=strict),  # type: ignore[typeddict-item]
         __doc__=cls.__doc__ if doc else None,
         __module__=cls.__module__,
         __validators__=validators,
