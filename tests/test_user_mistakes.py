@@ -77,3 +77,29 @@ def test_a_value_in_another_type_than_the_schema_says_is_refused(
 def test_a_time_limit_in_minutes_is_still_a_number(env: Env, cli) -> None:
     r = cli([], env.request(test_cmd=PYTEST_4, time_limit=90))
     assert r.code == 0, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("image", "partition", "ok"),
+    [
+        ("nvcr.io/nvidia/tensorrt-llm/release:1.0.0-aarch64", "gpu", False),
+        ("reg.example.com/trtllm:pytorch-py3-sbsa-ubuntu24.04", "gpu", False),
+        ("reg.example.com/trtllm:pytorch-py3-x86_64-ubuntu24.04", "gb", False),
+        ("reg.example.com/trtllm:pytorch-py3-x86_64-ubuntu24.04", "gpu", True),
+        ("nvcr.io/nvidia/tensorrt-llm/release:1.0.0", "gb", True),  # multi-arch: not judged
+    ],
+)
+def test_an_image_named_for_the_other_arch_is_refused(
+    env: Env, cli, image: str, partition: str, ok: bool
+) -> None:
+    """Decision 78 (the test cluster's gpu partition is x86_64, gb aarch64)."""
+    req = env.request(
+        test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one",
+        container_image=image,
+        partition=partition,
+    )
+    if ok:
+        r = cli([], req)
+        assert r.code == 0, r.stderr
+    else:
+        refused(cli, env, req, "container_image", contains="is named for")

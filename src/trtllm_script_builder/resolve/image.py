@@ -20,6 +20,16 @@ def normalise_arch(arch: str | None) -> str | None:
     return _ARCH_ALIASES.get(a, a)
 
 
+# An architecture named as a word of an image reference (`...-aarch64-ubuntu24.04-...`).
+_ARCH_WORD = re.compile(r"(?<![a-z0-9])(x86_64|x86-64|amd64|aarch64|arm64|sbsa)(?![a-z0-9])")
+
+
+def arch_in_name(image: str) -> str | None:
+    """The one architecture an image's name says it is for; None when it names none or both."""
+    found = {normalise_arch(m) for m in _ARCH_WORD.findall(image.lower())}
+    return found.pop() if len(found) == 1 else None
+
+
 def arch_from_device_type(device_type: str | None) -> str | None:
     """Grace-based parts (GB200, GH200, GB300) are aarch64; the case-executor uses the same rule."""
     if device_type and device_type.strip().upper().startswith(("GB", "GH")):

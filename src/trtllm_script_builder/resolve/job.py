@@ -444,17 +444,43 @@ def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[
     """Step 1: the canonical image reference, and the form the Slurm script takes."""
     # The repo's properties file is checked as the request is: a leading `-` would be read as
     # an option by docker run, enroot or pyxis.
+    if req.container_image:
+        _image_fits_arch(req, facts, check_image(req.container_image))
     image = check_image(req.container_image or _image_for_arch(req, facts))
     return image, img.enroot_uri(image) if site.enroot_uri_rewrite else image
 
 
-def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
-    arch: str | None
+def _known_arch(req: Request, facts: ClusterFacts | None) -> tuple[str | None, str]:
+    """The job's CPU architecture where something reports it, and what reports it."""
     if not req.is_slurm:
-        arch = img.normalise_arch(platform.machine()) or "x86_64"
+        return img.normalise_arch(platform.machine()), "this machine"
+    part = facts.partition if facts and not facts.fallback else None
+    if part is not None and part.arch:
+        return img.normalise_arch(part.arch), f"partition {part.name}"
+    return None, ""
+
+
+def _image_fits_arch(req: Request, facts: ClusterFacts | None, image: str) -> None:
+    """Decision 78: an image whose name says it is for the other architecture cannot start
+    there (exec format error), so it is refused before the queue."""
+    arch, where = _known_arch(req, facts)
+    named = img.arch_in_name(image)
+    if arch is None or named is None or named == arch:
+        return
+    raise BuildError(
+        "container_image",
+        f"{image} is named for {named}, but {where} is {arch}",
+        f"pass an {arch} image, or leave container_image out to take "
+        f"{img.ARCH_KEYS.get(arch, 'the image')} from {img.PROPERTIES}",
+    )
+
+
+def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
+    arch, _ = _known_arch(req, facts)
+    if not req.is_slurm:
+        arch = arch or "x86_64"
     else:
-        arch = facts.partition.arch if facts and facts.partition and not facts.fallback else None
-        arch = img.normalise_arch(arch) or img.arch_from_device_type(req.device_type)
+        arch = arch or img.arch_from_device_type(req.device_type)
         if arch is None:
             arch = (
                 img.normalise_arch(platform.machine())
