@@ -103,3 +103,13 @@ def test_an_image_named_for_the_other_arch_is_refused(
         assert r.code == 0, r.stderr
     else:
         refused(cli, env, req, "container_image", contains="is named for")
+
+
+@pytest.mark.parametrize(("limit", "warned"), [("4:00", True), ("1:30", True), ("04:00:00", False)])
+def test_a_time_limit_of_minutes_and_seconds_is_warned(
+    env: Env, cli, limit: str, warned: bool
+) -> None:
+    """Decision 79: Slurm reads `4:00` as four minutes."""
+    r = cli([], env.request(test_cmd=PYTEST_4, time_limit=limit))
+    assert r.code == 0, r.stderr
+    assert ("is MM:SS to Slurm" in r.stderr) == warned, r.stderr

@@ -289,7 +289,7 @@ def resolve(
     gpn, gpn_source = (
         (facts.gpus_per_node, facts.gpus_source) if facts else gpus_per_node(req, None)
     )
-    limit_notes = time_limit_warnings(req, facts) if facts else []
+    limit_notes = time_limit_warnings(req, facts) if req.is_slurm else []
     image, arch_image = _image(req, facts, site)
     paths = _paths(req, env, site)
     models_root = req.llm_models_root or site.default_llm_models_root

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from trtllm_script_builder.errors import BuildError
@@ -115,18 +116,28 @@ def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
     return ClusterFacts(part, gpn, source, gres, plugin, fallback)
 
 
-def time_limit_warnings(req: Request, facts: ClusterFacts) -> list[str]:
-    """A time limit past the partition's: sbatch refuses it, or the job waits for ever."""
-    part = facts.partition
+_MM_SS = re.compile(r"(\d+):(\d\d)")
+
+
+def time_limit_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
+    """A time limit past the partition's: sbatch refuses it, or the job waits for ever. And
+    `H:MM`, which Slurm reads as minutes and seconds (decision 79)."""
+    notes = []
+    if m := _MM_SS.fullmatch(req.time_limit):
+        notes.append(
+            f"time_limit {req.time_limit} is MM:SS to Slurm ({int(m.group(1))} min "
+            f"{int(m.group(2))} s); for hours write {int(m.group(1))}:{m.group(2)}:00"
+        )
+    part = facts.partition if facts else None
     if part is None or not part.time_limit:
-        return []
+        return notes
     try:
         asked, allowed = parse_time_minutes(req.time_limit), parse_time_minutes(part.time_limit)
     except ValueError:
-        return []
+        return notes
     if allowed is None or (asked is not None and asked <= allowed):
-        return []
-    return [
+        return notes
+    return notes + [
         f"time_limit {req.time_limit} is longer than partition {part.name}'s {part.time_limit}; "
         "sbatch may refuse the job or leave it pending"
     ]
