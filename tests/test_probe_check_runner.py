@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
 from trtllm_script_builder.model.slurm_env import NO_SLURM_TOOLS, SlurmEnv
 from trtllm_script_builder.process.check import check
@@ -281,12 +282,10 @@ def test_check_accounts_ignored_when_not_enforced(tmp_path: Path) -> None:
 
 
 def test_check_missing_spec_and_script(tmp_path: Path) -> None:
-    problems, rc = check(tmp_path, runner=cluster())
-    assert (rc, problems) == (
-        1,
-        [f"work_dir: {tmp_path} holds no job_spec.json; build the job first "
-         "(trtllm-script-builder build ...)"],
-    )  # fmt: skip
+    # Nothing built: the user's input, refused with exit 2 as submit and watch refuse it.
+    with pytest.raises(BuildError, match="holds no job_spec.json") as err:
+        check(tmp_path, runner=cluster())
+    assert err.value.exit_code == 2 and err.value.field == "work_dir"
     work = job(tmp_path)
     (work / "job.slurm").unlink()
     problems, rc = check(work, runner=cluster(), user="alice")
@@ -295,13 +294,15 @@ def test_check_missing_spec_and_script(tmp_path: Path) -> None:
 
 def test_check_invalid_spec_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "job_spec.json").write_text('{"execution_scenario": "local_slurm"}')
-    problems, rc = check(tmp_path, runner=cluster())
-    assert rc == 1 and len(problems) == 1
-    assert problems[0].startswith(f"work_dir: {tmp_path / 'job_spec.json'}: ")
-    assert problems[0].endswith("; rebuild the job with this version")
+    with pytest.raises(BuildError) as err:
+        check(tmp_path, runner=cluster())
+    line = err.value.line()
+    assert line.startswith(f"error: work_dir: {tmp_path / 'job_spec.json'}: ")
+    assert line.endswith("; rebuild the job with this version")
     (tmp_path / "job_spec.json").write_text("{not json")
-    problems, _ = check(tmp_path, runner=cluster())
-    assert problems[0].startswith("work_dir: ") and "\n" not in problems[0]
+    with pytest.raises(BuildError) as err:
+        check(tmp_path, runner=cluster())
+    assert err.value.line().startswith("error: work_dir: ") and "\n" not in err.value.line()
 
 
 def test_check_docker_job_against_this_machine(tmp_path: Path) -> None:

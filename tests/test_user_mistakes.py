@@ -113,3 +113,14 @@ def test_a_time_limit_of_minutes_and_seconds_is_warned(
     r = cli([], env.request(test_cmd=PYTEST_4, time_limit=limit))
     assert r.code == 0, r.stderr
     assert ("is MM:SS to Slurm" in r.stderr) == warned, r.stderr
+
+
+def test_check_of_a_folder_never_built_is_refused_like_submit(tmp_path, cli) -> None:
+    """Nothing built there is the user's input (exit 2, one line), not a cluster problem."""
+    r = cli(["check", str(tmp_path)])
+    assert r.code == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip().splitlines() == [
+        f"error: work_dir: {tmp_path} holds no job_spec.json; build the job first "
+        "(trtllm-script-builder build ...)"
+    ]
+    assert r.stdout == ""

@@ -29,13 +29,21 @@ def command(work_dir: Path, as_json: bool, ssh_host: str | None) -> None:
     A remote_slurm job is checked on its cluster over ssh (the script goes to sbatch on
     standard input; nothing is copied). A local_docker job: docker answers and nvidia-smi
     lists the GPUs it needs. Says which cluster (and host) it checked.
-    Exit status: 0 fine, 1 problems found, 3 the remote host could not be reached.
+    Exit status: 0 fine, 1 problems found, 2 nothing built in WORK_DIR, 3 the remote host could
+    not be reached.
 
     \b
     Example:
       trtllm-script-builder build req.yaml && trtllm-script-builder check /path/to/work_dir
     """
-    found = check_job(work_dir, ssh_host=ssh_host)
+    from trtllm_script_builder.cli import fail
+    from trtllm_script_builder.errors import BuildError
+
+    try:
+        found = check_job(work_dir, ssh_host=ssh_host)
+    except BuildError as err:
+        fail(err)
+        return
     if as_json:
         data = {
             "ok": found.rc == 0,

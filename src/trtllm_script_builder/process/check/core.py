@@ -63,10 +63,9 @@ def check_job(
     """Check the job in work_dir where it will run: a remote_slurm job on its cluster over ssh
     (its job_spec's ssh_host, `ssh_host` wins; decision 61), any other here."""
     work_dir = Path(work_dir).resolve()
-    try:
-        spec = read_job_spec(work_dir)
-    except BuildError as err:
-        return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS)
+    # Nothing built there (or a job_spec.json this version cannot read) is the user's input,
+    # refused as submit and watch refuse it (exit 2), not a problem of the job with the cluster.
+    spec = read_job_spec(work_dir)
     if spec.execution_scenario == "local_docker":
         found = _check_docker(spec.required_devices, runner or run)
         return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, docker=True)
