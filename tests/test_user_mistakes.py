@@ -124,3 +124,16 @@ def test_check_of_a_folder_never_built_is_refused_like_submit(tmp_path, cli) -> 
         "(trtllm-script-builder build ...)"
     ]
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_request_file_with_a_byte_order_mark_is_read(env: Env, cli, suffix: str) -> None:
+    """Windows editors start a UTF-8 file with U+FEFF; it is no part of the request."""
+    import json
+
+    req = env.request(test_cmd=PYTEST_4)
+    path = env.root / f"req{suffix}"
+    text = json.dumps(req, indent=1).replace("\n", "\r\n")  # JSON is YAML too
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    r = cli(["build", str(path)])
+    assert r.code == 0, r.stderr

@@ -644,11 +644,13 @@ MAX_REQUEST_CHARS = 1 << 20
 def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
     """Read a JSON or YAML request file, or either from stdin for `-`; return data and base dir."""
     if source == "-":
-        text, base, name = sys.stdin.read(), Path.cwd(), "standard input"
+        text, base, name = sys.stdin.read().removeprefix("\ufeff"), Path.cwd(), "standard input"
     else:
         path = Path(source)
         try:
-            text = path.read_text()
+            # UTF-8 whatever the locale says; a byte order mark (Windows editors write one)
+            # is no part of the request, for JSON as for YAML.
+            text = path.read_text(encoding="utf-8-sig")
         except UnicodeDecodeError:
             raise BuildError("request", f"{source} is not UTF-8 text", "save it as UTF-8") from None
         except OSError as exc:
