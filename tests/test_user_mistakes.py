@@ -137,3 +137,15 @@ def test_a_request_file_with_a_byte_order_mark_is_read(env: Env, cli, suffix: st
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     r = cli(["build", str(path)])
     assert r.code == 0, r.stderr
+
+
+def test_remote_slurm_with_the_local_cluster_file_names_the_file(env: Env, cli) -> None:
+    """The file `probe` wrote without --ssh has no ssh_host: it is not the remote cluster's."""
+    env.write_env(ssh_host=None, remote_cwd=None, remote_home=None)
+    refused(
+        cli,
+        env,
+        env.request("remote_slurm", test_cmd=PYTEST_4),
+        "slurm_env_file",
+        contains="probe --ssh HOST",
+    )

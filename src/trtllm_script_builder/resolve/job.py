@@ -512,6 +512,15 @@ def _paths(req: Request, env: SlurmEnv | None, site: SiteConfig) -> Paths:
     work = req.remote_work_dir or posixpath.join(
         repo, "work_dirs", posixpath.basename(req.work_dir.rstrip("/"))
     )
+    if env and not (env.ssh_host or env.remote_cwd or env.remote_home):
+        # A file `probe` wrote without --ssh: the cluster this machine is on, not a remote one.
+        raise BuildError(
+            "slurm_env_file",
+            f"{req.slurm_env_file} names no ssh_host, so it describes the cluster you are on, "
+            "not a remote one",
+            "probe the remote cluster (trtllm-script-builder probe --ssh HOST --output "
+            "slurm_env_remote.json) and pass that file with --slurm-env-file",
+        )
     if env and env.remote_home:  # measured on the cluster by `probe --ssh`
         return Paths(repo.rstrip("/"), work.rstrip("/"), env.remote_home.rstrip("/") or "/", True)
     cwd = env.remote_cwd if env else None
