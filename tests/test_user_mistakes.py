@@ -149,3 +149,22 @@ def test_remote_slurm_with_the_local_cluster_file_names_the_file(env: Env, cli) 
         "slurm_env_file",
         contains="probe --ssh HOST",
     )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "field", "value"),
+    [
+        ("local_docker", "partition", "gpu"),
+        ("local_docker", "slurm_env_file", "/x/slurm_env.json"),
+        ("local_docker", "remote_repo_path", "/lustre/x"),
+        ("local_slurm", "remote_work_dir", "/lustre/x/w"),
+        ("local_docker", "persistent_mode", True),
+    ],
+)
+def test_a_field_the_scenario_never_reads_is_warned(
+    env: Env, cli, scenario: str, field: str, value: object
+) -> None:
+    """Decision 80."""
+    r = cli([], env.request(scenario, test_cmd=PYTEST_4, **{field: value}))
+    assert r.code == 0, r.stderr
+    assert f"warning: {field} is not used by {scenario} jobs" in r.stderr, r.stderr

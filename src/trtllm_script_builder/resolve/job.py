@@ -290,6 +290,7 @@ def resolve(
         (facts.gpus_per_node, facts.gpus_source) if facts else gpus_per_node(req, None)
     )
     limit_notes = time_limit_warnings(req, facts) if req.is_slurm else []
+    limit_notes += _unused_field_warnings(req)
     image, arch_image = _image(req, facts, site)
     paths = _paths(req, env, site)
     models_root = req.llm_models_root or site.default_llm_models_root
@@ -448,6 +449,29 @@ def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[
         _image_fits_arch(req, facts, check_image(req.container_image))
     image = check_image(req.container_image or _image_for_arch(req, facts))
     return image, img.enroot_uri(image) if site.enroot_uri_rewrite else image
+
+
+# The fields only some scenarios read (decision 80).
+_SCENARIO_FIELDS = {
+    "partition": ("local_slurm", "remote_slurm"),
+    "account": ("local_slurm", "remote_slurm"),
+    "slurm_env_file": ("local_slurm", "remote_slurm"),
+    "mpi_plugin": ("local_slurm", "remote_slurm"),
+    "persistent_mode": ("local_slurm",),
+    "remote_repo_path": ("remote_slurm",),
+    "remote_work_dir": ("remote_slurm",),
+}
+
+
+def _unused_field_warnings(req: Request) -> list[str]:
+    """A field the scenario never reads: given for another scenario (a shared request file, a
+    scenario changed by a flag), so the job will not be what the field says (decision 80)."""
+    return [
+        f"{field} is not used by {req.execution_scenario} jobs (only {' and '.join(where)}); "
+        "it is left out"
+        for field, where in _SCENARIO_FIELDS.items()
+        if getattr(req, field) is not None and req.execution_scenario not in where
+    ]
 
 
 def _known_arch(req: Request, facts: ClusterFacts | None) -> tuple[str | None, str]:
