@@ -273,7 +273,7 @@ def test_refusals_are_one_line_and_leave_no_index(env: Env, cli, tmp_path: Path)
     base = str(base_file(env, tmp_path))
     afile = tmp_path / "afile"
     afile.write_text("")
-    for work, why in ((afile, "cannot make"), (afile / "sub", "cannot make")):
+    for work, why in ((afile, "cannot make"), (afile / "sub", "is not a folder")):
         r = cli(["build-many", str(lst), "--base", base, "--work-dir", str(work)])
         assert r.code == 2 and r.stderr.count("\n") == 1 and why in r.stderr, r.stderr
     bad_yaml = tmp_path / "reqs.yaml"

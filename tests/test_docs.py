@@ -93,7 +93,12 @@ class Clone:
         shutil.copytree(
             ROOT / "examples",
             self.root / "examples",
-            ignore=lambda d, names: ["work"] if Path(d) == ROOT / "examples" else [],
+            # As a fresh clone has it: examples/work/ holds only its .gitkeep (decision 81).
+            ignore=lambda d, names: (
+                [n for n in names if n != ".gitkeep"]
+                if Path(d) == ROOT / "examples" / "work"
+                else []
+            ),
         )
         shutil.copytree(ROOT / "schemas", self.root / "schemas")
         self.bin = self.tmp / "bin"

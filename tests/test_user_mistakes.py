@@ -168,3 +168,34 @@ def test_a_field_the_scenario_never_reads_is_warned(
     r = cli([], env.request(scenario, test_cmd=PYTEST_4, **{field: value}))
     assert r.code == 0, r.stderr
     assert f"warning: {field} is not used by {scenario} jobs" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", ["build", "build-many"])
+def test_a_work_dir_whose_parent_is_missing_is_refused(
+    env: Env, cli, tmp_path, command: str
+) -> None:
+    """Decision 81: a typo in work_dir's path makes no new tree."""
+    work = tmp_path / "wrok" / "job"
+    if command == "build":
+        r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(work)))
+    else:
+        import json
+
+        listing = tmp_path / "list.txt"
+        listing.write_text("accuracy/test_tiny.py::TestTiny::test_one\n")
+        base = tmp_path / "base.json"
+        base.write_text(json.dumps(env.request()))
+        r = cli(["build-many", str(listing), "--base", str(base), "--work-dir", str(work)])
+    assert r.code == 2, (r.stdout, r.stderr)
+    assert r.stderr.startswith(f"error: work_dir: {tmp_path / 'wrok'}, the folder job is made in")
+    assert "mkdir -p" in r.stderr
+    assert not (tmp_path / "wrok").exists()
+
+
+def test_the_checkouts_work_dirs_folder_is_made(env: Env, cli) -> None:
+    """Decision 81: <repo_root>/work_dirs/ is the tool's own folder, made when missing."""
+    work = env.repo / "work_dirs" / "job"
+    assert not work.parent.exists()
+    r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(work)))
+    assert r.code == 0, r.stderr
+    assert (work / "job_spec.json").is_file()

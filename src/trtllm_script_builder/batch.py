@@ -377,6 +377,11 @@ def _root(
             "is required: it is the folder under which each job gets its own",
             "pass --work-dir",
         )
+    from trtllm_script_builder.build import require_work_dir_parent
+
+    repo = flags.get("repo_root") or base.get("repo_root")
+    at = Path.cwd() if flags.get("repo_root") else base_dir
+    require_work_dir_parent(root, os.path.join(at, repo) if isinstance(repo, str) else None)
     try:
         sweep(root)  # what a killed run left (decision 63) does not make the folder "not empty"
         if not force and root.is_dir() and any(root.iterdir()):

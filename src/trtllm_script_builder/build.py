@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shlex
 import stat
 from collections.abc import Callable
 from functools import lru_cache
@@ -52,6 +53,30 @@ def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) 
     check_request(req)  # a missing command or Slurm field is named before any file is read
     job = resolve(req, load_cluster(req), site or SiteConfig(), ask, checked=True)
     return render_job(job)
+
+
+def require_work_dir_parent(work_dir: str | Path, repo_root: str | None = None) -> None:
+    """The folder work_dir is made in must exist (decision 81): a typo in a path
+    (`/home/me/wrok/job`) would otherwise make a new tree nobody looks in. The checkout's
+    `work_dirs/`, the tool's own folder for jobs, is made when it is missing."""
+    parent = os.path.dirname(os.path.abspath(work_dir))
+    if os.path.isdir(parent):
+        return
+    own = repo_root and os.path.join(os.path.abspath(repo_root), "work_dirs")
+    if parent == own and os.path.isdir(repo_root or ""):
+        return
+    name = os.path.basename(os.path.abspath(work_dir))
+    if os.path.lexists(parent):
+        raise BuildError(
+            "work_dir",
+            f"{parent}, the folder {name} is made in, is not a folder",
+            "correct the path (a file is in the way)",
+        )
+    raise BuildError(
+        "work_dir",
+        f"{parent}, the folder {name} is made in, does not exist",
+        f"correct the path, or make the folder first (mkdir -p {shlex.quote(parent)})",
+    )
 
 
 def _guard(result: BuildResult, old: dict[str, Any]) -> None:

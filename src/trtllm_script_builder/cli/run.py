@@ -334,7 +334,7 @@ def run(
     """
 
     from trtllm_script_builder.build import build as run_build
-    from trtllm_script_builder.build import finish
+    from trtllm_script_builder.build import finish, require_work_dir_parent
     from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
@@ -343,6 +343,7 @@ def run(
 
     try:
         req = request_from_cli(request, fields)
+        require_work_dir_parent(req.work_dir, req.repo_root)
         work_dir = Path(req.work_dir)
         if (work_dir / SUBMISSION).exists() and not force:
             raise BuildError(

@@ -489,8 +489,8 @@ def _image_fits_arch(req: Request, facts: ClusterFacts | None, image: str) -> No
     there (exec format error), so it is refused before the queue."""
     arch, where = _known_arch(req, facts)
     named = img.arch_in_name(image)
-    if arch is None or named is None or named == arch:
-        return
+    if arch not in img.ARCH_KEYS or named is None or named == arch:
+        return  # an architecture the tool has no image for is not judged either
     raise BuildError(
         "container_image",
         f"{image} is named for {named}, but {where} is {arch}",
