@@ -199,3 +199,27 @@ def test_the_checkouts_work_dirs_folder_is_made(env: Env, cli) -> None:
     r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(work)))
     assert r.code == 0, r.stderr
     assert (work / "job_spec.json").is_file()
+
+
+def test_run_force_builds_over_another_jobs_folder(
+    env: Env, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --force` did not reach the build, whose refusal told the user to pass --force."""
+    from trtllm_script_builder.errors import BuildError
+    from trtllm_script_builder.process import submit
+
+    def no_submit(*args: object, **kwargs: object) -> None:
+        raise BuildError("sbatch", "not submitted by this test", "none")
+
+    monkeypatch.setattr(submit, "submit", no_submit)
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    custom = env.request(custom_cmd="echo hi", model_name="other")
+    path = env.root / "custom.json"
+    import json
+
+    path.write_text(json.dumps(custom))
+    refused_line = cli(["run", str(path)]).stderr
+    assert "holds another job" in refused_line
+    r = cli(["run", str(path), "--force"])
+    assert r.code == 2 and "error: sbatch: not submitted by this test" in r.stderr, r.stderr
+    assert (env.work / "other_custom.slurm").is_file()

@@ -325,8 +325,8 @@ def run(
     **fields: Any,
 ) -> None:
     """Build REQUEST (as `build` does; every request field is also a flag), submit the job
-    and watch it to a verdict, in one go. A work_dir that was submitted is not built over
-    unless --force.
+    and watch it to a verdict, in one go. A work_dir that holds another job, or one that was
+    submitted, is not built over unless --force.
 
     \b
     Example:
@@ -353,7 +353,7 @@ def run(
             )
         prompter = prompter_for(request)
         result = run_build(req, load_site_config(), prompter)
-        finish(result)
+        finish(result, force)  # --force builds over another job's folder, as build's does
         warn(result.spec.warnings)
         say(f"built {result.spec.script_path}")
         offer_to_save(prompter)
