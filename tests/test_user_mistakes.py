@@ -223,3 +223,14 @@ def test_run_force_builds_over_another_jobs_folder(
     r = cli(["run", str(path), "--force"])
     assert r.code == 2 and "error: sbatch: not submitted by this test" in r.stderr, r.stderr
     assert (env.work / "other_custom.slurm").is_file()
+
+
+def test_probe_of_a_misspelt_partition_names_the_nearest() -> None:
+    from trtllm_script_builder.process.probe import probe
+
+    from .test_probe_check_runner import cluster
+
+    env, rc = probe(["bacth"], runner=cluster(), user="alice")
+    assert rc == 2
+    assert any(e.startswith("partition bacth: not found") for e in env["errors"]), env["errors"]
+    assert any(e.endswith("; did you mean batch?") for e in env["errors"]), env["errors"]

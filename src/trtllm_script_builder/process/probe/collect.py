@@ -86,8 +86,12 @@ def probe(
         probed = []
         for name in dict.fromkeys(partitions):
             if name not in by_name:
+                from difflib import get_close_matches
+
                 known = ", ".join(by_name) or "none"
-                errors.append(f"partition {name}: not found (partitions: {known})")
+                near = get_close_matches(name, list(by_name), n=1, cutoff=0.6)
+                hint = f"; did you mean {near[0]}?" if near else ""
+                errors.append(f"partition {name}: not found (partitions: {known}){hint}")
             elif name not in up:
                 errors.append(f"partition {name}: state is {by_name[name][0].avail}, not up")
             else:
