@@ -492,7 +492,11 @@ def test_request_items_read_times_as_request_files_do(env: Env, cli, tmp_path: P
 def test_build_many_prints_the_warnings_with_their_lines(env: Env, cli, tmp_path: Path) -> None:
     """A summary that only counts warnings hides what they say: each is printed with its line."""
     lst = tmp_path / "list.txt"
-    lst.write_text(IDS[1] + "\naccuracy/test_tiny.py::TestTiny::test_param[tp9]\n")
+    # A fixture may add the id (decision 82): warned, not refused.
+    (env.repo / "tests/integration/defs/accuracy/test_fixture.py").write_text(
+        "import pytest\n@pytest.mark.parametrize('tp', [1, 2])\ndef test_x(tp, llm_root): pass\n"
+    )
+    lst.write_text(IDS[1] + "\naccuracy/test_fixture.py::test_x[tp9]\n")
     r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
     assert r.code == 0, r.stderr
     assert f"{lst}:2: warning: [tp9] is not a parameter id" in r.stderr

@@ -128,11 +128,35 @@ def test_a_misspelt_class_or_function_is_refused(repo: Path, test_id: str, near:
     assert err.value.field == "test_cmd" and f"did you mean {near}?" in err.value.line()
 
 
-def test_a_parameter_id_parametrize_cannot_give_is_warned(repo: Path) -> None:
-    s = size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_param[tp3]", repo)
-    assert any("[tp3] is not a parameter id" in n and "nearest: tp2" in n for n in s.notes), s.notes
+def test_a_parameter_id_parametrize_cannot_give_is_refused_when_all_ids_are_known(
+    repo: Path,
+) -> None:
+    """Decision 82: test_param's only argument is parametrized with literal values and ids."""
+    with pytest.raises(BuildError, match=r"has no parameter id \[tp3\] \(its ids: 1, tp2\)"):
+        size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_param[tp3]", repo)
     ok = size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_param[tp2]", repo)
     assert not any("is not a parameter id" in n for n in ok.notes)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a fixture argument may be parametrized elsewhere (conftest.py)
+        "@pytest.mark.parametrize('tp', [1, 2])\ndef test_x(tp, llm_root): pass\n",
+        # a name's value is what pytest shows, and it is not read here
+        "TP = 2\n@pytest.mark.parametrize('tp', [1, TP])\ndef test_x(tp): pass\n",
+        # ids from a function
+        "@pytest.mark.parametrize('tp', [1, 2], ids=str)\ndef test_x(tp): pass\n",
+        # the class is parametrized as a whole
+        "@pytest.mark.parametrize('pp', [1])\nclass TestX:\n"
+        "    @pytest.mark.parametrize('tp', [1, 2])\n    def test_x(self, tp, pp): pass\n",
+    ],
+)
+def test_a_parameter_id_that_may_come_from_elsewhere_is_warned(tmp_path: Path, source: str) -> None:
+    f = tmp_path / "test_x.py"
+    f.write_text("import pytest\n" + source)
+    s = size_pytest(f"pytest {f}::test_x[tp3]", tmp_path)
+    assert any("[tp3] is not a parameter id" in n for n in s.notes), s.notes
 
 
 def test_a_folder_outside_the_repo_is_not_walked(repo: Path, tmp_path: Path) -> None:

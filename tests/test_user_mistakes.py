@@ -234,3 +234,14 @@ def test_probe_of_a_misspelt_partition_names_the_nearest() -> None:
     assert rc == 2
     assert any(e.startswith("partition bacth: not found") for e in env["errors"]), env["errors"]
     assert any(e.endswith("; did you mean batch?") for e in env["errors"]), env["errors"]
+
+
+def test_a_parameter_id_the_test_cannot_have_is_refused(env: Env, cli) -> None:
+    """Decision 82: test_four's ids are tp4 and tp2pp2, from literal ids covering its args."""
+    refused(
+        cli,
+        env,
+        env.request(test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_four[tp8]"),
+        "test_cmd",
+        contains="did you mean [tp4]?",
+    )

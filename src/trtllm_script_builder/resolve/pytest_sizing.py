@@ -32,6 +32,7 @@ class Mark:
 class Param:
     id: str
     marks: tuple[Mark, ...]
+    exact: bool = True  # the id is pytest's for sure (a literal value or an explicit id)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class TestFunc:
     cls: str | None
     marks: tuple[Mark, ...]  # decorator marks, nearest the `def` first (pytest's order)
     params: tuple[tuple[Param, ...], ...]  # one tuple per parametrize decorator
+    # Every id pytest gives this test is in _full_ids: each parametrize was read whole, and
+    # they cover every argument, so no fixture can add one (decision 82).
+    ids_exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class FileInfo:
     class_marks: dict[str, tuple[Mark, ...]]
     tests: tuple[TestFunc, ...]
     by_name: dict[str, tuple[TestFunc, ...]] = field(default_factory=dict)
+    param_scopes: frozenset[str] = frozenset()  # classes ("" the module) parametrized whole
 
     def candidates(self, func: str | None) -> tuple[TestFunc, ...]:
         """The tests a selection can name: by function name when it gives one."""
@@ -182,17 +187,38 @@ def _marks_of(node: ast.expr, consts: dict[str, int]) -> list[Mark]:
 
 
 def _scalar_id(value: ast.expr, argname: str, index: int) -> str:
+    return _scalar_id_exact(value, argname, index)[0]
+
+
+def _scalar_id_exact(value: ast.expr, argname: str, index: int) -> tuple[str, bool]:
+    """pytest's id of one value, and whether it is surely pytest's: a name or a call may hold
+    a string or a number, which pytest would show instead of `argname<index>`; pytest escapes
+    a string that is not printable ASCII."""
     if isinstance(value, ast.Constant) and isinstance(
         value.value, (str, int, float, bool, type(None))
     ):
-        return str(value.value)
+        text = str(value.value)
+        return text, bool(text) and text.isascii() and text.isprintable()
     if (
         isinstance(value, ast.UnaryOp)
         and isinstance(value.op, ast.USub)
         and isinstance(value.operand, ast.Constant)
+        and isinstance(value.operand.value, (int, float))
     ):
-        return f"-{value.operand.value!s}"
-    return f"{argname}{index}"
+        return f"-{value.operand.value!s}", True
+    return f"{argname}{index}", False
+
+
+def _argnames(node: ast.expr) -> list[str] | None:
+    """The argument names of a parametrize call's first argument; None when not literal."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [a.strip() for a in node.value.split(",") if a.strip()]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        names = [
+            e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        ]
+        return names if len(names) == len(node.elts) else None
+    return None
 
 
 def _param_sets(
@@ -206,17 +232,11 @@ def _param_sets(
         values_node = names.get(values_node.id, values_node)
     if not isinstance(values_node, (ast.List, ast.Tuple)):
         return ()
-    argnames: list[str] = []
-    if isinstance(argnames_node, ast.Constant) and isinstance(argnames_node.value, str):
-        argnames = [a.strip() for a in argnames_node.value.split(",") if a.strip()]
-    elif isinstance(argnames_node, (ast.List, ast.Tuple)):
-        argnames = [
-            e.value
-            for e in argnames_node.elts
-            if isinstance(e, ast.Constant) and isinstance(e.value, str)
-        ]
+    argnames = _argnames(argnames_node) or []
     ids_kw = next((k.value for k in call.keywords if k.arg == "ids"), None)
     ids = None
+    # ids given as a function (or anything but a literal list) make no id certain.
+    certain = ids_kw is None or isinstance(ids_kw, (ast.List, ast.Tuple))
     if isinstance(ids_kw, (ast.List, ast.Tuple)):
         ids = [e.value if isinstance(e, ast.Constant) else None for e in ids_kw.elts]
     with_names = _mark_name(call.func) == "parametrize_with_ids"
@@ -224,28 +244,36 @@ def _param_sets(
     for i, elt in enumerate(values_node.elts):
         marks: list[Mark] = []
         pid: str | None = None
+        exact = certain
         vals: list[ast.expr]
         if isinstance(elt, ast.Call) and _mark_name(elt.func) == "param":
             vals = list(elt.args)
             for k in elt.keywords:
                 if k.arg == "marks":
                     marks = _marks_of(k.value, consts)
-                elif k.arg == "id" and isinstance(k.value, ast.Constant):
-                    pid = str(k.value.value)
+                elif k.arg == "id":
+                    if isinstance(k.value, ast.Constant):
+                        pid = str(k.value.value)
+                    else:
+                        exact = False
         elif isinstance(elt, ast.Tuple) and len(argnames) > 1:
             vals = list(elt.elts)
+        elif isinstance(elt, ast.Starred):
+            vals, exact = [elt], False
         else:
             vals = [elt]
         if pid is None and ids is not None and i < len(ids) and ids[i] is not None:
             pid = str(ids[i])
         if pid is None:
             parts = []
+            exact = exact and len(vals) == max(len(argnames), 1)
             for j, v in enumerate(vals):
                 name = argnames[j] if j < len(argnames) else f"arg{j}"
-                sid = _scalar_id(v, name, i)
+                sid, sure = _scalar_id_exact(v, name, i)
+                exact = exact and sure
                 parts.append(f"{name}={sid}" if with_names else sid)
             pid = "-".join(parts)
-        out.append(Param(pid, tuple(marks)))
+        out.append(Param(pid, tuple(marks), exact))
     return tuple(out)
 
 
@@ -257,15 +285,44 @@ def _func_info(
 ) -> TestFunc:
     marks: list[Mark] = []
     params: list[tuple[Param, ...]] = []
+    covered: set[str] = set()
+    exact = True
     # Decorators apply bottom-up, so the one nearest the `def` comes first, as pytest orders them.
     for dec in reversed(fn.decorator_list):
         marks.extend(_marks_of(dec, consts))
-        if isinstance(dec, ast.Call) and _mark_name(dec.func) in (
-            "parametrize",
-            "parametrize_with_ids",
-        ):
-            params.append(_param_sets(dec, names, consts))
-    return TestFunc(fn.name, cls, tuple(marks), tuple(params))
+        if _is_parametrize(dec):
+            assert isinstance(dec, ast.Call)
+            found = _param_sets(dec, names, consts)
+            params.append(found)
+            argnames = _argnames(dec.args[0]) if dec.args else None
+            exact = exact and bool(found) and argnames is not None
+            exact = exact and all(p.exact for p in found)
+            covered.update(argnames or ())
+    args = [*fn.args.posonlyargs, *fn.args.args]
+    # Arguments with a default are no fixtures; `self` and `request` are never parametrized.
+    fixtures = [a.arg for a in args[: len(args) - len(fn.args.defaults)]]
+    fixtures += [
+        a.arg for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is None
+    ]
+    free = set(fixtures) - covered - {"self", "cls", "request"}
+    exact = exact and bool(params) and not free and fn.args.vararg is None
+    ids = [p.id for ps in params for p in ps]
+    exact = exact and len(_ids_of(params)) == len(set(_ids_of(params))) and all(ids)
+    return TestFunc(fn.name, cls, tuple(marks), tuple(params), exact)
+
+
+def _is_parametrize(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and _mark_name(node.func) in (
+        "parametrize",
+        "parametrize_with_ids",
+    )
+
+
+def _ids_of(params: list[tuple[Param, ...]]) -> list[str]:
+    ids = [""]
+    for ps in params:
+        ids = [f"{a}-{p.id}" if a else p.id for a in ids for p in ps]
+    return ids
 
 
 def _pytestmark(body: list[ast.stmt], consts: dict[str, int]) -> list[Mark]:
@@ -314,12 +371,17 @@ def inspect_file(path: str) -> FileInfo:
                 consts[stmt.targets[0].id] = v
     tests: list[TestFunc] = []
     class_marks: dict[str, tuple[Mark, ...]] = {}
+    scopes: set[str] = {""} if _marked_parametrize(tree.body) else set()
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith(
             "test"
         ):
             tests.append(_func_info(stmt, None, names, consts))
         elif isinstance(stmt, ast.ClassDef) and stmt.name.startswith("Test"):
+            if any(_is_parametrize(d) for d in stmt.decorator_list) or _marked_parametrize(
+                stmt.body
+            ):
+                scopes.add(stmt.name)
             cmarks = [m for d in reversed(stmt.decorator_list) for m in _marks_of(d, consts)]
             cmarks += _pytestmark(stmt.body, consts)
             class_marks[stmt.name] = tuple(cmarks)
@@ -332,7 +394,21 @@ def inspect_file(path: str) -> FileInfo:
     for t in tests:
         by_name.setdefault(t.name, []).append(t)
     index = {k: tuple(v) for k, v in by_name.items()}
-    return FileInfo(tuple(_pytestmark(tree.body, consts)), class_marks, tuple(tests), index)
+    return FileInfo(
+        tuple(_pytestmark(tree.body, consts)), class_marks, tuple(tests), index, frozenset(scopes)
+    )
+
+
+def _marked_parametrize(body: list[ast.stmt]) -> bool:
+    """A `pytestmark = ...` that holds a parametrize: every test of its scope gets its ids."""
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets
+        ):
+            values = stmt.value.elts if isinstance(stmt.value, (ast.List, ast.Tuple)) else []
+            if any(_is_parametrize(v) for v in [stmt.value, *values]):
+                return True
+    return False
 
 
 # ---------------------------------------------------------------- sizing
@@ -486,6 +562,17 @@ def _check_selection(sel: Selection, info: FileInfo, f: Path, notes: list[str]) 
     ids = [i for t in found for i in _full_ids(t)]
     if sel.param_id not in ids:
         near = _nearest(sel.param_id, ids)
+        sure = all(
+            t.ids_exact and t.cls not in info.param_scopes and "" not in info.param_scopes
+            for t in found
+        )
+        if sure:  # decision 82: every id pytest gives the test is known, and this is none
+            shown = ", ".join(ids[:8]) + (", ..." if len(ids) > 8 else "")
+            raise BuildError(
+                "test_cmd",
+                f"{sel.func} has no parameter id [{sel.param_id}] (its ids: {shown})",
+                f"did you mean [{near}]?" if near else "use one of its ids",
+            )
         hint = f" (nearest: {near})" if near else ""
         notes.append(
             f"[{sel.param_id}] is not a parameter id the parametrize decorators of {sel.func} "
