@@ -245,3 +245,43 @@ def test_a_parameter_id_the_test_cannot_have_is_refused(env: Env, cli) -> None:
         "test_cmd",
         contains="did you mean [tp4]?",
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "near"), [("partition", "GPU", "gpu"), ("account", "ACCT", "acct")]
+)
+def test_a_name_in_the_wrong_case_names_the_right_one(
+    env: Env, cli, field: str, value: str, near: str
+) -> None:
+    refused(
+        cli,
+        env,
+        env.request(test_cmd=PYTEST_4, **{field: value}),
+        field,
+        contains=f"did you mean {near}?",
+    )
+
+
+def test_a_pmix_plugin_the_cluster_lacks_is_refused(env: Env, cli) -> None:
+    env.write_env(pmix={"available": ["pmix", "pmix_v4"], "preferred": "pmix_v4"})
+    refused(
+        cli,
+        env,
+        env.request(test_cmd=PYTEST_4, mpi_plugin="pmix_v5"),
+        "mpi_plugin",
+        contains="did you mean pmix_v4?",
+    )
+    r = cli([], env.request(test_cmd=PYTEST_4, mpi_plugin="pmi2"))  # not a PMIx: not judged
+    assert r.code == 0, r.stderr
+
+
+def test_a_repo_root_inside_the_checkout_names_the_top(env: Env, cli) -> None:
+    inner = env.repo / "tests" / "integration" / "defs"
+    line = refused(cli, env, env.request(test_cmd=PYTEST_4, repo_root=str(inner)), "repo_root")
+    assert f"--repo-root {env.repo}" in line
+
+
+def test_a_missing_argument_is_one_line(cli) -> None:
+    r = cli(["schema"])
+    assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: name: Missing argument")

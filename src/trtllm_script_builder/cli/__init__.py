@@ -74,7 +74,8 @@ class LazyGroup(click.Group):
                 exc, click.MissingParameter
             )
             text = exc.message if bad_value else exc.format_message()
-            message = text.rstrip(".")
+            # One line whatever click wrote (a missing choice lists the choices on lines).
+            message = " ".join(text.split()).rstrip(".")
             hint = _workflow_hint(message) if field == "workflow_type" else ""
             click.echo(f"error: {field}: {message}; {hint}see {where} --help", err=True)
             sys.exit(2)

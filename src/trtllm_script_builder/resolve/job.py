@@ -234,6 +234,7 @@ def _check_host_paths(req: Request) -> None:
             f"{req.repo_root} is not a folder",
             "pass the path of your TensorRT-LLM checkout with --repo-root",
         )
+    _repo_root_is_the_top(req.repo_root)
     if req.is_remote:
         return
     if req.models_path and not os.path.isdir(req.models_path):
@@ -248,6 +249,23 @@ def _check_host_paths(req: Request) -> None:
             f"{req.checkpoint_path} does not exist on this machine",
             "pass the path of an existing checkpoint with --checkpoint-path",
         )
+
+
+def _repo_root_is_the_top(repo_root: str) -> None:
+    """A folder inside the checkout (its tests/integration/defs, where test ids start) is
+    refused naming the top: the image table, submit.py and the install are read from the top."""
+    if os.path.isdir(os.path.join(repo_root, "tests", "integration", "defs")):
+        return
+    here = os.path.abspath(repo_root)
+    up = os.path.dirname(here)
+    while up != here:
+        if os.path.isdir(os.path.join(up, "tests", "integration", "defs")):
+            raise BuildError(
+                "repo_root",
+                f"{repo_root} is a folder inside the TensorRT-LLM checkout {up}",
+                f"pass the checkout's top folder: --repo-root {shlex.quote(up)}",
+            )
+        here, up = up, os.path.dirname(up)
 
 
 def is_perf_sanity(req: Request, wf: str) -> bool:

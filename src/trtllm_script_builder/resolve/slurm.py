@@ -58,9 +58,11 @@ def _one_of(given: str, names: list[str], flag: str) -> str:
     """The fix for a name not on the list: the nearest one when a typo is likely."""
     from difflib import get_close_matches
 
-    near = get_close_matches(given, names, n=1, cutoff=0.6)
+    # Case does not count for "near": `GPU` for `gpu` is the likeliest typo of all.
+    lowered = {n.lower(): n for n in names}
+    near = get_close_matches(given.lower(), list(lowered), n=1, cutoff=0.6)
     if near:
-        return f"did you mean {near[0]}? pass it with {flag}"
+        return f"did you mean {lowered[near[0]]}? pass it with {flag}"
     return f"pass one of those with {flag}"
 
 
@@ -108,6 +110,14 @@ def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
     fallback = env is None or env.tools_missing or part is None or part.arch is None
     if req.mpi_plugin:
         plugin = req.mpi_plugin
+        known = env.pmix.available if env is not None and not env.tools_missing else []
+        if known and _PMIX.fullmatch(plugin) and plugin not in known:
+            # srun --mpi=<a pmix the cluster lacks> fails when the job starts.
+            raise BuildError(
+                "mpi_plugin",
+                f"{plugin} is not one of the cluster's PMIx plugins ({', '.join(known)})",
+                _one_of(plugin, known, "--mpi-plugin"),
+            )
     elif not fallback and env is not None and env.pmix.preferred:
         plugin = env.pmix.preferred
     else:
@@ -116,6 +126,7 @@ def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
     return ClusterFacts(part, gpn, source, gres, plugin, fallback)
 
 
+_PMIX = re.compile(r"pmix(_v\d+)?")
 _MM_SS = re.compile(r"(\d+):(\d\d)")
 
 
