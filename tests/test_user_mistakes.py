@@ -285,3 +285,28 @@ def test_a_missing_argument_is_one_line(cli) -> None:
     r = cli(["schema"])
     assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert r.stderr.startswith("error: name: Missing argument")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["build", "req.yaml", "--skip-install", "yes"],
+            "error: skip_install: is a switch and takes no value (got 'yes'); "
+            "pass --skip-install alone for true or --no-skip-install for false",
+        ),
+        (
+            ["build", "req.yaml", "--compile=true"],
+            "error: compile: is a switch and takes no value (got 'true'); "
+            "pass --compile alone for true or --no-compile for false",
+        ),
+        (
+            ["watch", "w", "--json", "yes"],
+            "error: as_json: is a switch and takes no value (got 'yes'); pass --json alone for true",
+        ),
+    ],
+)
+def test_a_switch_given_a_value_is_named(cli, args: list[str], line: str) -> None:
+    r = cli(args)
+    assert r.code == 2
+    assert r.stderr.strip() == line

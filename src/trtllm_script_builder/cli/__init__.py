@@ -57,6 +57,41 @@ def _workflow_hint(message: str) -> str:
     return f"did you mean {near}? " if near else ""
 
 
+def _switch_given_a_value(
+    group: click.Group, exc: click.UsageError, message: str, argv: list[str]
+) -> str | None:
+    """The error line for `--skip-install yes` or `--compile=true`: a switch takes no value,
+    and click's own words name no field ("unexpected extra argument")."""
+    import re
+
+    command = exc.ctx.command if exc.ctx else None
+    if (command is None or isinstance(command, click.Group)) and argv:
+        # `--x=value` fails before the subcommand has a context: find it by its name.
+        command = group.get_command(click.Context(group), argv[0])
+    if command is None:
+        return None
+    value = None
+    if m := re.fullmatch(r"Got unexpected extra arguments? \((.+)\)", message):
+        first = m.group(1).split()[0]
+        at = [i for i, a in enumerate(argv) if a == first]
+        flag = argv[at[0] - 1] if at and at[0] > 0 else ""
+        value = first
+    elif m := re.fullmatch(r"Option '(--[\w-]+)' does not take a value", message):
+        flag = m.group(1)
+        value = next((a.split("=", 1)[1] for a in argv if a.startswith(flag + "=")), "")
+    else:
+        return None
+    for param in command.params:
+        if isinstance(param, click.Option) and param.is_flag and flag in param.opts:
+            off = f" or {param.secondary_opts[0]} for false" if param.secondary_opts else ""
+            return BuildError(
+                param.name or flag,
+                f"is a switch and takes no value (got {value!r})",
+                f"pass {flag} alone for true{off}",
+            ).line()
+    return None
+
+
 class LazyGroup(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Usage errors get the tool's one-line form (`error: <field>: ...; <fix>`), exit 2."""
@@ -77,6 +112,11 @@ class LazyGroup(click.Group):
             # One line whatever click wrote (a missing choice lists the choices on lines).
             message = " ".join(text.split()).rstrip(".")
             hint = _workflow_hint(message) if field == "workflow_type" else ""
+            argv = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
+            switch = _switch_given_a_value(self, exc, message, argv)
+            if switch:
+                click.echo(switch, err=True)
+                sys.exit(2)
             click.echo(f"error: {field}: {message}; {hint}see {where} --help", err=True)
             sys.exit(2)
         except click.Abort as exc:
