@@ -310,3 +310,16 @@ def test_a_switch_given_a_value_is_named(cli, args: list[str], line: str) -> Non
     r = cli(args)
     assert r.code == 2
     assert r.stderr.strip() == line
+
+
+@pytest.mark.parametrize(
+    ("args", "near"),
+    [
+        (["build", "x", "--execution-scenario", "docker"], "local_docker"),
+        (["schema", "slurm_env"], "slurm-env"),
+        (["schema", "requests"], "request"),
+    ],
+)
+def test_a_flag_choice_near_a_valid_one_is_named(cli, args: list[str], near: str) -> None:
+    r = cli(args)
+    assert r.code == 2 and f"; did you mean {near}? see " in r.stderr, r.stderr

@@ -92,6 +92,21 @@ def _switch_given_a_value(
     return None
 
 
+def _choice_hint(param: Any, message: str) -> str:
+    """`did you mean local_docker? ` for a value of a fixed list that is near one of them."""
+    import re
+    from difflib import get_close_matches
+
+    choices = [str(c) for c in getattr(getattr(param, "type", None), "choices", None) or ()]
+    given = re.match(r"'(.*)' is not one of ", message)
+    if not choices or not given:
+        return ""
+    text = given.group(1).strip().lower().replace("-", "_")
+    lowered = {c.lower().replace("-", "_"): c for c in choices}
+    near = get_close_matches(text, list(lowered), n=1, cutoff=0.6)
+    return f"did you mean {lowered[near[0]]}? " if near else ""
+
+
 class LazyGroup(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Usage errors get the tool's one-line form (`error: <field>: ...; <fix>`), exit 2."""
@@ -111,7 +126,11 @@ class LazyGroup(click.Group):
             text = exc.message if bad_value else exc.format_message()
             # One line whatever click wrote (a missing choice lists the choices on lines).
             message = " ".join(text.split()).rstrip(".")
-            hint = _workflow_hint(message) if field == "workflow_type" else ""
+            hint = (
+                _workflow_hint(message)
+                if field == "workflow_type"
+                else _choice_hint(param, message)
+            )
             argv = list(kwargs.get("args") or (args[0] if args else sys.argv[1:]))
             switch = _switch_given_a_value(self, exc, message, argv)
             if switch:
