@@ -323,3 +323,13 @@ def test_a_switch_given_a_value_is_named(cli, args: list[str], line: str) -> Non
 def test_a_flag_choice_near_a_valid_one_is_named(cli, args: list[str], near: str) -> None:
     r = cli(args)
     assert r.code == 2 and f"; did you mean {near}? see " in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("command", ["check", "submit", "watch"])
+def test_ssh_host_on_a_job_that_runs_here_is_refused(env: Env, cli, command: str) -> None:
+    """It would be ignored without a word."""
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    r = cli([command, str(env.work), "--ssh-host", "far.example.com"])
+    assert r.code == 2, (r.stdout, r.stderr)
+    assert r.stderr.startswith("error: ssh_host: the job is local_slurm"), r.stderr
+    assert not (env.work / "submission.json").exists()

@@ -60,6 +60,17 @@ def resolve_ssh_host(spec: JobSpec, override: str | None) -> str:
     return str(host)
 
 
+def refuse_ssh_host_off_remote(spec: JobSpec, ssh_host: str | None) -> None:
+    """--ssh-host on a job that runs here would be ignored without a word: the user meant
+    another job, or a remote build of this one."""
+    if ssh_host and spec.execution_scenario != "remote_slurm":
+        raise BuildError(
+            "ssh_host",
+            f"the job is {spec.execution_scenario}, which runs on this machine's cluster or Docker",
+            "drop --ssh-host (it is for remote_slurm jobs)",
+        )
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -85,6 +96,7 @@ def submit(
             "watch it with `trtllm-script-builder watch`, or pass --force to submit it again",
         )
     scenario = spec.execution_scenario
+    refuse_ssh_host_off_remote(spec, ssh_host)
     if persistent and scenario != "local_slurm":
         raise BuildError(
             "persistent", f"persistent mode is for local_slurm, not {scenario}", "drop --persistent"

@@ -34,6 +34,7 @@ from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submit import (
     Submission,
     load_submission,
+    refuse_ssh_host_off_remote,
     resolve_ssh_host,
     write_json,
 )
@@ -237,6 +238,7 @@ def watch(
     work_dir = work_dir.resolve()
     console = console or Console(sys.stdout, sys.stderr)
     spec = read_job_spec(work_dir)
+    refuse_ssh_host_off_remote(spec, ssh_host)
     sub = load_submission(work_dir)
     if sub is None:
         raise BuildError(

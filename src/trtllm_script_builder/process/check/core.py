@@ -66,6 +66,9 @@ def check_job(
     # Nothing built there (or a job_spec.json this version cannot read) is the user's input,
     # refused as submit and watch refuse it (exit 2), not a problem of the job with the cluster.
     spec = read_job_spec(work_dir)
+    from trtllm_script_builder.process.submit import refuse_ssh_host_off_remote
+
+    refuse_ssh_host_off_remote(spec, ssh_host)
     if spec.execution_scenario == "local_docker":
         found = _check_docker(spec.required_devices, runner or run)
         return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, docker=True)
