@@ -333,3 +333,9 @@ def test_ssh_host_on_a_job_that_runs_here_is_refused(env: Env, cli, command: str
     assert r.code == 2, (r.stdout, r.stderr)
     assert r.stderr.startswith("error: ssh_host: the job is local_slurm"), r.stderr
     assert not (env.work / "submission.json").exists()
+
+
+def test_a_gpus_per_node_the_partition_overrides_is_warned(env: Env, cli) -> None:
+    r = cli([], env.request(test_cmd=PYTEST_4, gpus_per_node=16))
+    assert r.code == 0, r.stderr
+    assert "warning: gpus_per_node 16 is not used: partition gpu reports 8" in r.stderr

@@ -309,6 +309,11 @@ def resolve(
     )
     limit_notes = time_limit_warnings(req, facts) if req.is_slurm else []
     limit_notes += _unused_field_warnings(req)
+    if req.gpus_per_node and gpn != req.gpus_per_node:
+        # Decision 17: what the cluster or this machine reports wins over the request's.
+        limit_notes.append(
+            f"gpus_per_node {req.gpus_per_node} is not used: {gpn_source} reports {gpn}"
+        )
     image, arch_image = _image(req, facts, site)
     paths = _paths(req, env, site)
     models_root = req.llm_models_root or site.default_llm_models_root
