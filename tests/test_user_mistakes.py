@@ -339,3 +339,25 @@ def test_a_gpus_per_node_the_partition_overrides_is_warned(env: Env, cli) -> Non
     r = cli([], env.request(test_cmd=PYTEST_4, gpus_per_node=16))
     assert r.code == 0, r.stderr
     assert "warning: gpus_per_node 16 is not used: partition gpu reports 8" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("repo_root", "~/TensorRT-LLM", "starts with ~, which is not expanded"),
+        ("models_path", "$HOME/models", "holds $HOME, which is not expanded"),
+        ("checkpoint_path", "${SCRATCH}/ckpt", "holds $SCRATCH, which is not expanded"),
+        ("llm_models_root", "~/models", "starts with ~, which is not expanded"),
+    ],
+)
+def test_a_path_with_a_shell_expansion_is_refused(
+    env: Env, cli, monkeypatch: pytest.MonkeyPatch, field: str, value: str, problem: str
+) -> None:
+    """No shell reads a request: `~/x` would be a folder named `~` below the request's."""
+    monkeypatch.setenv("HOME", "/home/me")
+    line = refused(cli, env, env.request(test_cmd=PYTEST_4, **{field: value}), field)
+    assert problem in line
+    if field == "repo_root":
+        assert line.endswith("; write the full path, e.g. /home/me/TensorRT-LLM")
+    if field == "llm_models_root":  # a path in the container: no home of this machine
+        assert line.endswith("; write the full path")

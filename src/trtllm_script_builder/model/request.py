@@ -732,7 +732,29 @@ def _load_yaml(text: str) -> Any:
     return load_yaml(text, yaml_loader())
 
 
+_ENV_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _unexpanded(key: str, value: str) -> None:
+    """`~/x` or `$HOME/x` in a request is taken as written (no shell reads a request), so it
+    would become `<request folder>/~/x`: refused with the path the user meant (for a path on
+    this machine; the cluster's or the container's home is not known here)."""
+    here = key in PATH_FIELDS
+    if value.startswith("~"):
+        meant = os.path.expanduser(value) if here else value
+        fix = f"write the full path, e.g. {meant}" if meant != value else "write the full path"
+        raise BuildError(key, f"starts with ~, which is not expanded (got {value!r})", fix)
+    if m := _ENV_REF.search(value):
+        meant = os.path.expandvars(value) if here else value
+        fix = f"write the full path, e.g. {meant}" if "$" not in meant else "write the full path"
+        raise BuildError(key, f"holds ${m.group(1)}, which is not expanded (got {value!r})", fix)
+
+
 def absolutise(data: dict[str, Any], base: Path) -> None:
+    for key in PATH_FIELDS + REMOTE_PATH_FIELDS:
+        v = data.get(key)
+        if isinstance(v, str) and v:
+            _unexpanded(key, v)
     for key in PATH_FIELDS:
         v = data.get(key)
         if isinstance(v, str) and v and not os.path.isabs(v):
