@@ -130,14 +130,21 @@ _COMMANDS = ("test_cmd", "eval_cmd", "bench_cmd", "custom_cmd", "custom_script")
 _QUOTES = frozenset("'\"\\")
 
 
+def _shell_words(cmd: str) -> list[str] | None:
+    """The command's shell words; None when its quotes do not balance."""
+    try:
+        # Without quotes str.split gives shlex's words, much faster (build-many calls this often).
+        return cmd.split() if not _QUOTES.intersection(cmd) else shlex.split(cmd)
+    except ValueError:
+        return None
+
+
 def _tools(cmd: str) -> set[str]:
     """The TensorRT-LLM tools a command line runs (`python -m pytest` counts as pytest)."""
     if not any(tool in cmd for tool in _TOOL_FIELD):
         return set()
-    try:
-        # Without quotes str.split gives shlex's words, much faster (build-many calls this often).
-        words = cmd.split() if not _QUOTES.intersection(cmd) else shlex.split(cmd)
-    except ValueError:
+    words = _shell_words(cmd)
+    if words is None:
         words = cmd.split()
     return {posixpath.basename(w) for w in words} & _TOOL_FIELD.keys()
 
@@ -178,9 +185,8 @@ def _runs_its_tool(field: str, own: str, cmd: str) -> None:
     """Decision 75: a command field runs its own tool, once for pytest, each call with the
     model the tool requires. A misspelt tool, a bare test id or a second pytest call would
     only fail in the queue (command not found, a usage error, one id's results dropped)."""
-    try:
-        ws = shlex.split(cmd)
-    except ValueError:
+    ws = _shell_words(cmd)
+    if ws is None:
         return  # the sizing step names the unbalanced quote
     names = [posixpath.basename(w) for w in ws]
     if own not in names:
@@ -251,6 +257,7 @@ def _check_host_paths(req: Request) -> None:
         )
 
 
+@lru_cache(maxsize=64)  # build-many asks once per job about the same checkout
 def _repo_root_is_the_top(repo_root: str) -> None:
     """A folder inside the checkout (its tests/integration/defs, where test ids start) is
     refused naming the top: the image table, submit.py and the install are read from the top."""
