@@ -492,7 +492,7 @@ def test_request_items_read_times_as_request_files_do(env: Env, cli, tmp_path: P
 def test_build_many_prints_the_warnings_with_their_lines(env: Env, cli, tmp_path: Path) -> None:
     """A summary that only counts warnings hides what they say: each is printed with its line."""
     lst = tmp_path / "list.txt"
-    # A fixture may add the id (decision 82): warned, not refused.
+    # A fixture may add the id (decision 96): warned, not refused.
     (env.repo / "tests/integration/defs/accuracy/test_fixture.py").write_text(
         "import pytest\n@pytest.mark.parametrize('tp', [1, 2])\ndef test_x(tp, llm_root): pass\n"
     )

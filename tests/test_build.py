@@ -97,7 +97,7 @@ def test_eval_single_rank_and_multi_rank(env: Env, cli) -> None:
 def test_eval_model_not_found_warns(env: Env, cli) -> None:
     r = cli([], env.request(eval_cmd="trtllm-eval --model org/Missing gsm8k"))
     assert r.code == 0
-    # On stderr, one `warning:` line, and not repeated in the report (decision 76).
+    # On stderr, one `warning:` line, and not repeated in the report (decision 90).
     assert "warning: --model org/Missing" in r.stderr and "org/Missing" not in r.stdout
     assert any("org/Missing" in w for w in spec_of(env)["warnings"])
 

@@ -132,7 +132,7 @@ def test_a_work_dir_outside_home_and_repo_is_mounted_for_submit_py(
 ) -> None:
     """submit.py runs the job with work_dir as its working folder: the container must see it."""
     outside = tmp_path / "scratch" / "perf"
-    outside.parent.mkdir()  # decision 81: a build makes work_dir, not the folders above it
+    outside.parent.mkdir()  # decision 95: a build makes work_dir, not the folders above it
     r = cli([], env.request(test_cmd=PERF, partition="gb", work_dir=str(outside)))
     assert r.code == 0, r.stderr
     argv = json.loads((env.root / "submit_args.json").read_text())["argv"]

@@ -34,7 +34,7 @@ def test_a_command_must_run_its_tool(env: Env, cli, field: str, cmd: str, contai
         ("test_cmd", f"python -m {PYTEST_4}"),
         ("eval_cmd", f"trtllm-eval --model={MODEL} mmlu"),
         ("bench_cmd", f"trtllm-bench -m {MODEL} throughput --dataset /models/d.json"),
-        # Another program altogether is the user's choice (decision 75): warned, not refused.
+        # Another program altogether is the user's choice (decision 89): warned, not refused.
         ("eval_cmd", "python run_eval.py --tp_size 2"),
     ],
 )
@@ -45,7 +45,7 @@ def test_a_command_that_runs_its_tool_builds(env: Env, cli, field: str, cmd: str
 
 @pytest.mark.parametrize("mode", [[], ["--json"], ["--dry-run"]])
 def test_a_warning_is_a_line_on_stderr_in_every_mode(env: Env, cli, mode: list[str]) -> None:
-    """Decision 76: a time limit past the partition's (it may be allowed by a QOS) is warned."""
+    """Decision 90: a time limit past the partition's (it may be allowed by a QOS) is warned."""
     r = cli(mode, env.request(test_cmd=PYTEST_4, time_limit="1-00:00:00"))
     assert r.code == 0, r.stderr
     lines = [x for x in r.stderr.splitlines() if x.startswith("warning: ")]
@@ -69,7 +69,7 @@ def test_a_warning_is_a_line_on_stderr_in_every_mode(env: Env, cli, mode: list[s
 def test_a_value_in_another_type_than_the_schema_says_is_refused(
     env: Env, cli, field: str, value: object, fix: str
 ) -> None:
-    """Decision 77: what the tool takes is what its JSON Schema takes."""
+    """Decision 91: what the tool takes is what its JSON Schema takes."""
     line = refused(cli, env, env.request(test_cmd=PYTEST_4, **{field: value}), field)
     assert line.endswith(f"; {fix}") or f"; {fix}" in line, line
 
@@ -92,7 +92,7 @@ def test_a_time_limit_in_minutes_is_still_a_number(env: Env, cli) -> None:
 def test_an_image_named_for_the_other_arch_is_refused(
     env: Env, cli, image: str, partition: str, ok: bool
 ) -> None:
-    """Decision 78 (the test cluster's gpu partition is x86_64, gb aarch64)."""
+    """Decision 92 (the test cluster's gpu partition is x86_64, gb aarch64)."""
     req = env.request(
         test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one",
         container_image=image,
@@ -109,7 +109,7 @@ def test_an_image_named_for_the_other_arch_is_refused(
 def test_a_time_limit_of_minutes_and_seconds_is_warned(
     env: Env, cli, limit: str, warned: bool
 ) -> None:
-    """Decision 79: Slurm reads `4:00` as four minutes."""
+    """Decision 93: Slurm reads `4:00` as four minutes."""
     r = cli([], env.request(test_cmd=PYTEST_4, time_limit=limit))
     assert r.code == 0, r.stderr
     assert ("is MM:SS to Slurm" in r.stderr) == warned, r.stderr
@@ -164,7 +164,7 @@ def test_remote_slurm_with_the_local_cluster_file_names_the_file(env: Env, cli) 
 def test_a_field_the_scenario_never_reads_is_warned(
     env: Env, cli, scenario: str, field: str, value: object
 ) -> None:
-    """Decision 80."""
+    """Decision 94."""
     r = cli([], env.request(scenario, test_cmd=PYTEST_4, **{field: value}))
     assert r.code == 0, r.stderr
     assert f"warning: {field} is not used by {scenario} jobs" in r.stderr, r.stderr
@@ -174,7 +174,7 @@ def test_a_field_the_scenario_never_reads_is_warned(
 def test_a_work_dir_whose_parent_is_missing_is_refused(
     env: Env, cli, tmp_path, command: str
 ) -> None:
-    """Decision 81: a typo in work_dir's path makes no new tree."""
+    """Decision 95: a typo in work_dir's path makes no new tree."""
     work = tmp_path / "wrok" / "job"
     if command == "build":
         r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(work)))
@@ -193,7 +193,7 @@ def test_a_work_dir_whose_parent_is_missing_is_refused(
 
 
 def test_the_checkouts_work_dirs_folder_is_made(env: Env, cli) -> None:
-    """Decision 81: <repo_root>/work_dirs/ is the tool's own folder, made when missing."""
+    """Decision 95: <repo_root>/work_dirs/ is the tool's own folder, made when missing."""
     work = env.repo / "work_dirs" / "job"
     assert not work.parent.exists()
     r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(work)))
@@ -237,7 +237,7 @@ def test_probe_of_a_misspelt_partition_names_the_nearest() -> None:
 
 
 def test_a_parameter_id_the_test_cannot_have_is_refused(env: Env, cli) -> None:
-    """Decision 82: test_four's ids are tp4 and tp2pp2, from literal ids covering its args."""
+    """Decision 96: test_four's ids are tp4 and tp2pp2, from literal ids covering its args."""
     refused(
         cli,
         env,

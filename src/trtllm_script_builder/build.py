@@ -56,7 +56,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) 
 
 
 def require_work_dir_parent(work_dir: str | Path, repo_root: str | None = None) -> None:
-    """The folder work_dir is made in must exist (decision 81): a typo in a path
+    """The folder work_dir is made in must exist (decision 95): a typo in a path
     (`/home/me/wrok/job`) would otherwise make a new tree nobody looks in. The checkout's
     `work_dirs/`, the tool's own folder for jobs, is made when it is missing."""
     parent = os.path.dirname(os.path.abspath(work_dir))

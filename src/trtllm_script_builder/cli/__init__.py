@@ -19,7 +19,7 @@ def fail(err: BuildError) -> None:
 
 
 def warn(warnings: list[str]) -> None:
-    """A build's warnings, one `warning: ...` line each on stderr (decision 76)."""
+    """A build's warnings, one `warning: ...` line each on stderr (decision 90)."""
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
 

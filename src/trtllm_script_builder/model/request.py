@@ -532,7 +532,7 @@ def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
     from trtllm_script_builder.model.twin import pydantic_twin
 
     def twin(cls: Any, swap: dict[Any, Any], **extra: Any) -> "type[BaseModel]":
-        # Strict (decision 77): a value in the type the schema names, as the schema says.
+        # Strict (decision 91): a value in the type the schema names, as the schema says.
         return pydantic_twin(
             cls,
             extra="forbid",
@@ -580,7 +580,7 @@ def _first_error(exc: "ValidationError") -> BuildError:
 
 
 def _type_fix(err: Any) -> str:
-    """The fix for a value of the wrong type (decision 77): the value as the schema takes it,
+    """The fix for a value of the wrong type (decision 91): the value as the schema takes it,
     or the nearest allowed word."""
     given = err.get("input")
     if err["type"] == "int_type" and isinstance(given, str) and given.strip().isdigit():

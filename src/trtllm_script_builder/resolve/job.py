@@ -182,7 +182,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
 def _runs_its_tool(field: str, own: str, cmd: str) -> None:
-    """Decision 75: a command field runs its own tool, once for pytest, each call with the
+    """Decision 89: a command field runs its own tool, once for pytest, each call with the
     model the tool requires. A misspelt tool, a bare test id or a second pytest call would
     only fail in the queue (command not found, a usage error, one id's results dropped)."""
     ws = _shell_words(cmd)
@@ -198,7 +198,7 @@ def _runs_its_tool(field: str, own: str, cmd: str) -> None:
         from difflib import get_close_matches
 
         # A near miss is a typo; another program altogether (a wrapper script) is the
-        # user's choice and is sized from its options with a warning (decision 75).
+        # user's choice and is sized from its options with a warning (decision 89).
         words = [n for n in names if n and not n.startswith("-")]
         near = next((w for w in words if get_close_matches(w, [own], n=1, cutoff=0.8)), None)
         if near is not None:
@@ -481,7 +481,7 @@ def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[
     return image, img.enroot_uri(image) if site.enroot_uri_rewrite else image
 
 
-# The fields only some scenarios read (decision 80).
+# The fields only some scenarios read (decision 94).
 _SCENARIO_FIELDS = {
     "partition": ("local_slurm", "remote_slurm"),
     "account": ("local_slurm", "remote_slurm"),
@@ -495,7 +495,7 @@ _SCENARIO_FIELDS = {
 
 def _unused_field_warnings(req: Request) -> list[str]:
     """A field the scenario never reads: given for another scenario (a shared request file, a
-    scenario changed by a flag), so the job will not be what the field says (decision 80)."""
+    scenario changed by a flag), so the job will not be what the field says (decision 94)."""
     return [
         f"{field} is not used by {req.execution_scenario} jobs (only {' and '.join(where)}); "
         "it is left out"
@@ -515,7 +515,7 @@ def _known_arch(req: Request, facts: ClusterFacts | None) -> tuple[str | None, s
 
 
 def _image_fits_arch(req: Request, facts: ClusterFacts | None, image: str) -> None:
-    """Decision 78: an image whose name says it is for the other architecture cannot start
+    """Decision 92: an image whose name says it is for the other architecture cannot start
     there (exec format error), so it is refused before the queue."""
     arch, where = _known_arch(req, facts)
     named = img.arch_in_name(image)

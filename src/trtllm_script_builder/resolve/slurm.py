@@ -132,7 +132,7 @@ _MM_SS = re.compile(r"(\d+):(\d\d)")
 
 def time_limit_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
     """A time limit past the partition's: sbatch refuses it, or the job waits for ever. And
-    `H:MM`, which Slurm reads as minutes and seconds (decision 79)."""
+    `H:MM`, which Slurm reads as minutes and seconds (decision 93)."""
     notes = []
     if m := _MM_SS.fullmatch(req.time_limit):
         notes.append(
