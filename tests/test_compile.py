@@ -37,10 +37,23 @@ def _build(cli, env: Env, scenario: str = "local_slurm", **fields: Any):
     [
         ("B200", "100-real"),
         ("GB200", "100-real"),
+        # Blackwell Ultra is its own architecture (10.3): TensorRT-LLM's CI builds 103-real
+        # beside 100-real, and kernels built for 100a do not load on it (decision 75).
+        ("B300", "103-real"),
+        ("NVIDIA GB300", "103-real"),
         ("H100", "90-real"),
         ("NVIDIA H200 141GB HBM3e", "90-real"),
+        ("NVIDIA GH200 480GB", "90-real"),
+        ("H20", "90-real"),
         ("l40s", "89-real"),
+        ("NVIDIA L40", "89-real"),
+        ("NVIDIA L4", "89-real"),
         ("A100-SXM4-80GB", "80-real"),
+        ("NVIDIA A30", "80-real"),
+        ("NVIDIA A10G", "86-real"),
+        ("A40", "86-real"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "120-real"),
+        ("rtx_pro_6000", "120-real"),
     ],
 )
 def test_the_arch_comes_from_the_gpu_type(cli, env: Env, device: str, arch: str) -> None:
@@ -62,7 +75,8 @@ def test_cuda_arch_wins_and_is_quoted(cli, env: Env) -> None:
         (
             {"device_type": "T4"},
             "error: cuda_arch: is not given and device_type 'T4' is not one of B200, GB200, "
-            "B300, GB300, H100, H200, L40S, A100; pass --cuda-arch (e.g. 90-real)",
+            "B300, GB300, H100, H200, H800, H20, GH200, L40S, L40, L20, L4, A100, A800, A30, "
+            "A10, A10G, A40, RTX PRO 6000; pass --cuda-arch (e.g. 90-real)",
         ),
         (
             {},
@@ -85,6 +99,13 @@ def test_an_unknown_gpu_without_cuda_arch_is_refused(
         ("cuda_arch", "-90-real"),
         ("cuda_arch", "90-real; rm -rf /"),
         ("cuda_arch", "90-real\n"),
+        # refused by TensorRT-LLM's CMake (no PTX, no all-major, only the `a` suffix) or by
+        # build_wheel.py (Volta): refused here rather than in the queue
+        ("cuda_arch", "90-virtual"),
+        ("cuda_arch", "all-major"),
+        ("cuda_arch", "100f-real"),
+        ("cuda_arch", "70-real"),
+        ("cuda_arch", "90-real;75"),
         ("wheel_dir", "relative/wheel"),
         ("wheel_dir", "-/x"),
         ("sqsh_cache_dir", "/a,b"),

@@ -21,17 +21,31 @@ from trtllm_script_builder.resolve import mounts as mnt
 BUILD_WHEEL = "scripts/build_wheel.py"
 COMPILE_SCRIPT = "compile.slurm"
 IMPORT_SCRIPT = "import.slurm"
-# GPU type -> build_wheel.py --cuda_architectures, as the TensorRT-LLM agent skills map them
-# (exec-local-docker, exec-remote-slurm): decision 64.
+# GPU type -> build_wheel.py --cuda_architectures (decisions 64 and 75): the GPU's compute
+# capability, as TensorRT-LLM's CMake takes it. B300/GB300 are 10.3, built apart from 10.0 by
+# TensorRT-LLM's CI (kernels built for 100a do not load on 10.3). A key of several words is
+# matched against the first words of the name.
 CUDA_ARCH = {
     "B200": "100-real",
     "GB200": "100-real",
-    "B300": "100-real",
-    "GB300": "100-real",
+    "B300": "103-real",
+    "GB300": "103-real",
     "H100": "90-real",
     "H200": "90-real",
+    "H800": "90-real",
+    "H20": "90-real",
+    "GH200": "90-real",
     "L40S": "89-real",
+    "L40": "89-real",
+    "L20": "89-real",
+    "L4": "89-real",
     "A100": "80-real",
+    "A800": "80-real",
+    "A30": "80-real",
+    "A10": "86-real",
+    "A10G": "86-real",
+    "A40": "86-real",
+    "RTX PRO 6000": "120-real",
 }
 # The options a compile request turns on; the checkout's build_wheel.py must know each.
 _FLAG_FIELDS = (("use_ccache", "--use_ccache"), ("benchmarks", "--benchmarks"), ("nvtx", "--nvtx"))
@@ -86,8 +100,7 @@ def cuda_arch_for(req: Request) -> str:
             "is not given and there is no device_type to derive it from",
             "pass --cuda-arch (e.g. 90-real) or --device-type (e.g. H100)",
         )
-    gpu = _gpu_name(req.device_type)
-    arch = CUDA_ARCH.get(gpu)
+    arch = CUDA_ARCH.get(_gpu_name(req.device_type))
     if arch is None:
         raise BuildError(
             "cuda_arch",
@@ -99,10 +112,15 @@ def cuda_arch_for(req: Request) -> str:
 
 
 def _gpu_name(device_type: str) -> str:
-    """`NVIDIA H100 80GB HBM3` or `h100-sxm` -> `H100`."""
-    text = device_type.strip().upper().removeprefix("NVIDIA ").strip()
-    m = re.match(r"[A-Z0-9]+", text)
-    return m.group(0) if m else text
+    """`NVIDIA H100 80GB HBM3` or `h100-sxm` -> `H100`; `NVIDIA RTX PRO 6000 Blackwell` or
+    `rtx_pro_6000` -> `RTX PRO 6000` (the key whose words begin the name)."""
+    words = re.findall(r"[A-Z0-9]+", device_type.upper())
+    if words[:1] == ["NVIDIA"]:
+        words = words[1:]
+    for key in sorted(CUDA_ARCH, key=lambda k: -len(k.split())):
+        if words[: len(key.split())] == key.split():
+            return key
+    return words[0] if words else ""
 
 
 def sqsh_name(image: str) -> str:
