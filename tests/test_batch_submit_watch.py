@@ -628,7 +628,7 @@ def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
 ) -> None:
     from trtllm_script_builder.process import batch_submit
 
-    other = COMPILE_KEY + " --benchmarks"
+    other = COMPILE_KEY.replace("/wheel", "/wheel2") + " --benchmarks"
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, other, COMPILE_KEY])
     fake = FakeSbatch()
     monkeypatch.setattr(batch_submit, "run", fake)
@@ -691,6 +691,31 @@ def test_compiles_differing_only_in_their_wheel_folder_get_a_note(
         "note: 2 compile jobs differ only in their wheel folder; set wheel_dir in the base "
         "request to build once for the whole batch"
     ) in said
+
+
+def test_two_builds_into_one_wheel_folder_are_refused_before_anything_is_submitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each compile empties the folder and leaves its wheel there: the jobs of one build would
+    install the other's wheel (or find none)."""
+    from trtllm_script_builder.errors import BuildError
+    from trtllm_script_builder.process import batch_submit
+
+    b200 = COMPILE_KEY.replace("90-real", "100-real")
+    folder = chain_folder(tmp_path, [COMPILE_KEY, b200, COMPILE_KEY])
+    fake = FakeSbatch()
+    monkeypatch.setattr(batch_submit, "run", fake)
+    with pytest.raises(BuildError) as exc:
+        batch_submit.submit_batch(folder)
+    assert str(exc.value) == (
+        "error: wheel_dir: 2 different compiles of the batch build into /wheel (job0: /repo "
+        "/sqsh/img.sqsh --cuda_architectures 90-real; job1: /repo /sqsh/img.sqsh "
+        "--cuda_architectures 100-real), and each empties it for its own wheel, so a job could "
+        "install the other's; give the jobs of each build a wheel_dir of their own, or build "
+        "them alike"
+    )
+    assert fake.calls == []
+    assert not (folder / BATCH_SUBMISSION).exists()
 
 
 @pytest.mark.parametrize("fail", ["compile.slurm", "batch_array0.slurm"])

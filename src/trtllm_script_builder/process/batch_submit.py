@@ -474,6 +474,7 @@ def submit_batch(
             "work_dir", f"{folder / BATCH_INDEX} lists no built job", "run build-many again"
         )
     jobs = _load(members, force)
+    _refuse_shared_wheel_dirs(jobs)
     scenario = jobs[0].spec.execution_scenario
     remote = scenario == "remote_slurm"
     if ssh_host and not remote:
@@ -615,6 +616,31 @@ def _after_text(chain: list[ChainJob]) -> str:
 
 
 _DIST_DIR = re.compile(r" --dist_dir \S+")
+
+
+def _refuse_shared_wheel_dirs(jobs: list[_Job]) -> None:
+    """Two different compiles writing into one wheel folder: each empties it for its own
+    wheel, so a test job could install the other build's wheel (decision 76)."""
+    builds: dict[str, dict[str, str]] = {}  # wheel folder -> compile key -> first job's name
+    for j in jobs:
+        for p in j.spec.prerequisites or []:
+            m = _DIST_DIR.search(p["key"]) if p["kind"] == "compile" else None
+            if m is not None:
+                builds.setdefault(m.group(0).split()[-1], {}).setdefault(
+                    p["key"], j.member.work_dir.name
+                )
+    for folder, keys in builds.items():
+        if len(keys) > 1:
+            shown = "; ".join(
+                f"{name}: {_DIST_DIR.sub('', key).removeprefix('compile:')}"
+                for key, name in keys.items()
+            )
+            raise BuildError(
+                "wheel_dir",
+                f"{len(keys)} different compiles of the batch build into {folder} ({shown}), "
+                "and each empties it for its own wheel, so a job could install the other's",
+                "give the jobs of each build a wheel_dir of their own, or build them alike",
+            )
 
 
 def _hint_wheel_dirs(known: dict[str, ChainJob], say: Say) -> None:

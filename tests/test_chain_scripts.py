@@ -1,0 +1,121 @@
+"""What the generated compile and test scripts of a chain do with the wheel folder, run here
+with bash: `srun` is a stand-in that runs its command on this machine (in the
+`--container-workdir` it is given, without a container), `pip` one that records its arguments.
+The live runs on the test cluster are in tests/slurm/test_compile_chain.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .conftest import Env
+
+PYTEST_1 = "pytest accuracy/test_tiny.py::TestTiny::test_one"
+
+# Runs the install step's command; the run step (any other command) only says it was reached.
+SRUN = """#!/bin/bash
+dir=
+while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do
+  case "$1" in --container-workdir=*) dir="${1#*=}" ;; esac
+  shift
+done
+case "$*" in
+  *"installing TensorRT-LLM"*|*build_wheel.py*) cd "${dir:-.}" && exec "$@" ;;
+  *) echo "run step reached" ;;
+esac
+"""
+PIP = """#!/bin/bash
+echo "$*" >> "$PIP_RECORD"
+"""
+
+
+def _build(cli, env: Env, wheel_dir: Path, **fields: Any) -> None:
+    req = env.request(test_cmd=PYTEST_1, compile=True, device_type="H100", **fields)
+    r = cli([], {**req, "wheel_dir": str(wheel_dir)})
+    assert r.code == 0, r.stderr
+
+
+def _run(script: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, text in (("srun", SRUN), ("pip", PIP)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    record = tmp_path / "pip.txt"
+    record.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "TSB_SOURCE_COMMIT"}
+    env.update(PATH=f"{bin_dir}:/usr/bin:/bin", PIP_RECORD=str(record), SLURM_JOB_ID="5")
+    done = subprocess.run(
+        ["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    return done, record.read_text().splitlines()
+
+
+def test_the_test_job_installs_the_one_wheel_forced_and_without_deps(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheel"
+    _build(cli, env, wheels)
+    wheels.mkdir()
+    (wheels / "tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl").write_text("")
+    done, pip = _run(env.work / "tiny_auto_test.slurm", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert pip[0] == (
+        "install --retries 10 --timeout 60 --no-deps --force-reinstall "
+        f"{wheels}/tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl"
+    )
+    assert "run step reached" in done.stdout
+
+
+def test_the_test_job_refuses_a_folder_of_two_wheels(cli, env: Env, tmp_path: Path) -> None:
+    """Which one the compile built cannot be told: installing the first by name would test
+    another build (an older version, another compile writing into the same folder)."""
+    wheels = tmp_path / "wheel"
+    _build(cli, env, wheels)
+    wheels.mkdir()
+    for version in ("1.2.0", "1.3.0rc1"):
+        (wheels / f"tensorrt_llm-{version}-cp312-cp312-linux_x86_64.whl").write_text("")
+    done, pip = _run(env.work / "tiny_auto_test.slurm", tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert pip == []
+    assert "run step reached" not in done.stdout
+    errors = [ln for ln in done.stdout.splitlines() if ln.startswith("error:")]
+    assert errors == [
+        f"error: more than one tensorrt_llm-*.whl in {wheels}, not the one wheel of the compile job "
+        f"({wheels}/tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl "
+        f"{wheels}/tensorrt_llm-1.3.0rc1-cp312-cp312-linux_x86_64.whl): another build writes "
+        "into the same wheel_dir; give each build its own"
+    ]
+
+
+def test_the_compile_job_fails_when_the_folder_holds_two_wheels(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheel"
+    _build(cli, env, wheels)
+    build_wheel = env.repo / "scripts" / "build_wheel.py"
+    text = build_wheel.read_text()
+    # a second wheel lands in the folder while the build runs (another compile into it)
+    build_wheel.write_text(
+        text.replace(
+            '    wheel = write_wheel(args.dist_dir or PROJECT / "build")\n',
+            '    wheel = write_wheel(args.dist_dir or PROJECT / "build")\n'
+            "    (wheel.parent / 'tensorrt_llm-0.1-py3-none-any.whl').write_text('')\n",
+        )
+    )
+    assert "0.1-py3" in build_wheel.read_text()
+    done, _ = _run(env.work / "compile.slurm", tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [ln for ln in done.stdout.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: build_wheel.py left more than one tensorrt_llm-*.whl in {wheels} ("
+    ), errors
+    # one wheel: the job succeeds and names it
+    build_wheel.write_text(text)
+    done, _ = _run(env.work / "compile.slurm", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [ln for ln in done.stdout.splitlines() if ln.startswith("Built wheel ")] == [
+        f"Built wheel {next(wheels.glob('tensorrt_llm-*.whl'))}"
+    ]
