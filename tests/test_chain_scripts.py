@@ -5,6 +5,7 @@ The live runs on the test cluster are in tests/slurm/test_compile_chain.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -119,3 +120,79 @@ def test_the_compile_job_fails_when_the_folder_holds_two_wheels(
     assert [ln for ln in done.stdout.splitlines() if ln.startswith("Built wheel ")] == [
         f"Built wheel {next(wheels.glob('tensorrt_llm-*.whl'))}"
     ]
+
+
+# ---------------------------------------------------------------- the image import
+
+ENROOT = Path(__file__).resolve().parent / "slurm" / "standins" / "enroot"
+NO_FLOCK = """#!/bin/bash
+echo "flock: $1: Function not implemented" >&2
+exit 1
+"""
+SLEEP = """#!/bin/bash
+echo "$*" >> "$SLEEP_RECORD"
+"""
+
+
+def _import(
+    cli, env: Env, tmp_path: Path, *, flock: bool = True, failures: int = 0
+) -> tuple[subprocess.CompletedProcess[str], Path, list[str]]:
+    """Build a job with an image cache in tmp_path/sqsh and run its import.slurm with the
+    enroot stand-in; `sleep` records its delays instead of waiting."""
+    req = env.request(test_cmd=PYTEST_1, sqsh_cache_dir=str(tmp_path / "sqsh"))
+    if not (env.work / "import.slurm").exists():
+        assert cli([], req).code == 0
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "enroot").write_text(ENROOT.read_text())
+    (bin_dir / "sleep").write_text(SLEEP)
+    if not flock:
+        (bin_dir / "flock").write_text(NO_FLOCK)
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    slept = tmp_path / "slept.txt"
+    slept.write_text("")
+    env_vars = dict(os.environ)
+    env_vars.update(
+        PATH=f"{bin_dir}:/usr/bin:/bin",
+        SLURM_JOB_ID="7",
+        SLEEP_RECORD=str(slept),
+        STANDIN_ENROOT_RECORD=str(tmp_path / "enroot.jsonl"),
+        STANDIN_ENROOT_FAIL=str(failures),
+    )
+    done = subprocess.run(
+        ["bash", str(env.work / "import.slurm")],
+        env=env_vars,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    sqsh = Path(json.loads((env.work / "job_spec.json").read_text())["prerequisites"][0]["output"])
+    return done, sqsh, slept.read_text().splitlines()
+
+
+def test_an_import_without_flock_still_imports_whole(cli, env: Env, tmp_path: Path) -> None:
+    """A file system without flock (Lustre mounted without it) must not fail the import: the
+    temporary name and the rename keep the file whole without the lock (decision 77)."""
+    done, sqsh, _ = _import(cli, env, tmp_path, flock=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sqsh.read_bytes().startswith(b"hsqs")
+    assert f"warning: no lock on {sqsh}.lock" in done.stdout
+    assert not list(sqsh.parent.glob("*.partial.*"))
+
+
+def test_an_import_retries_three_times_then_fails(cli, env: Env, tmp_path: Path) -> None:
+    done, sqsh, slept = _import(cli, env, tmp_path, failures=5)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.count("Importing ") == 3 and slept == ["60", "60"]
+    assert not sqsh.exists() and not list(sqsh.parent.glob("*.partial.*"))
+    # a registry that fails once: the second attempt imports it
+    (tmp_path / "enroot.jsonl.failures").unlink()
+    done, sqsh, slept = _import(cli, env, tmp_path, failures=1)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("Importing ") == 2 and slept == ["60"]
+    assert sqsh.read_bytes().startswith(b"hsqs")
+    # and the next job of that image finds the file
+    done, _, _ = _import(cli, env, tmp_path)
+    assert done.returncode == 0 and f"Image already imported: {sqsh}" in done.stdout

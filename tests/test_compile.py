@@ -5,6 +5,7 @@ tests/slurm/test_compile_chain.py."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ def test_the_chain_in_the_job_folder(cli, env: Env) -> None:
     spec = json.loads((env.work / "job_spec.json").read_text())
     kinds = [(p["kind"], p["script_name"]) for p in spec["prerequisites"]]
     assert kinds == [("import", "import.slurm"), ("compile", "compile.slurm")]
-    sqsh = "/lustre/sqsh/" + sqsh_name("nvcr.io/test/trtllm:x86_64-1")
+    sqsh = "/lustre/sqsh/" + sqsh_name("docker://nvcr.io#test/trtllm:x86_64-1")
     assert spec["prerequisites"][0]["output"] == sqsh
     assert spec["prerequisites"][1]["output"] == f"{env.work}/wheel"
     assert "persistent_mode" not in spec  # a held allocation cannot run a chain first
@@ -206,10 +207,79 @@ def test_without_the_fields_nothing_changes(cli, env: Env) -> None:
 
 
 def test_sqsh_names_are_readable_and_distinct() -> None:
-    a = sqsh_name("nvcr.io/nvidia/pytorch:25.05-py3")
+    a = sqsh_name("docker://nvcr.io#nvidia/pytorch:25.05-py3")
     assert a.startswith("nvcr.io_nvidia_pytorch_25.05-py3-") and a.endswith(".sqsh")
-    assert a == sqsh_name("nvcr.io/nvidia/pytorch:25.05-py3")
-    assert sqsh_name("a/b:c") != sqsh_name("a_b_c")  # same readable part, other hash
+    assert a == sqsh_name("docker://nvcr.io#nvidia/pytorch:25.05-py3")
+    assert sqsh_name("docker://a/b:c") != sqsh_name("docker://a_b:c")  # same readable part
+
+
+def _sqsh(cli, env: Env, image: str, work: str = "w", rewrite: bool = True) -> str:
+    """The cache file of `image`, from a build into its own folder `work`."""
+    if not rewrite:
+        cfg = env.root / "site.yaml"
+        cfg.write_text("enroot_uri_rewrite: false\n")
+        os.environ["TRTLLM_SCRIPT_BUILDER_CONFIG"] = str(cfg)
+    folder = env.root / work
+    try:
+        r = cli([], {**env.request(test_cmd=PYTEST_1, work_dir=str(folder)),
+                     "container_image": image, "sqsh_cache_dir": "/c"})  # fmt: skip
+    finally:
+        os.environ.pop("TRTLLM_SCRIPT_BUILDER_CONFIG", None)
+    assert r.code == 0, r.stderr
+    return json.loads((folder / "job_spec.json").read_text())["prerequisites"][0]["output"]
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        # the spelling enroot needs, given by hand: the same image, so the same file
+        ("nvcr.io/nvidia/pytorch:25.05-py3", "nvcr.io#nvidia/pytorch:25.05-py3"),
+        ("nvcr.io/nvidia/pytorch:25.05-py3", "docker://nvcr.io/nvidia/pytorch:25.05-py3"),
+        # Docker Hub's default registry, namespace and tag
+        ("ubuntu:24.04", "docker.io/library/ubuntu:24.04"),
+        ("ubuntu", "ubuntu:latest"),
+    ],
+)
+def test_one_image_in_two_spellings_is_one_cache_file(cli, env: Env, one: str, other: str) -> None:
+    assert _sqsh(cli, env, one, "a") == _sqsh(cli, env, other, "b")
+
+
+def test_the_cache_file_is_keyed_by_what_enroot_imports(cli, env: Env) -> None:
+    """With the registry rewrite turned off, enroot reads `nvcr.io/x` as a Docker Hub path:
+    another image than `nvcr.io#x`, so another file (decision 77)."""
+    rewritten = _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py3", "a")
+    as_given = _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py3", "b", rewrite=False)
+    assert rewritten != as_given
+    assert _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py4", "c") != rewritten
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvcr.io/nvidia/pytorch@sha256:" + "a" * 64,  # enroot takes tags only
+        "nvcr.io/nvidia/PyTorch:25.05",  # an image path is lower case
+    ],
+)
+def test_an_image_enroot_cannot_import_is_refused(cli, env: Env, image: str) -> None:
+    r = _build(cli, env, container_image=image, sqsh_cache_dir="/c")
+    assert r.code == 2, r.stderr
+    assert r.stderr.startswith(
+        f"error: container_image: {image!r} is not a reference enroot import takes "
+    ), r.stderr
+    assert not env.work.exists()
+
+
+def test_an_image_of_a_moving_tag_gets_a_warning(cli, env: Env) -> None:
+    for image, work, warned in (
+        ("ubuntu", "a", True),
+        ("nvcr.io/nvidia/pytorch:25.05", "b", False),
+    ):
+        _sqsh(cli, env, image, work)
+        spec = json.loads((env.root / work / "job_spec.json").read_text())
+        ours = [w for w in spec.get("warnings") or [] if w.startswith("sqsh_cache_dir:")]
+        assert len(ours) == int(warned), ours
+        if warned:
+            assert ours[0].startswith(f"sqsh_cache_dir: {image!r} names the tag latest"), ours
 
 
 # ---------------------------------------------------------------- submit

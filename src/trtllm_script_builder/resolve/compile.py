@@ -78,6 +78,7 @@ class ImportStep:
     uri: str  # docker://host#path:tag
     sqsh: str
     key: str
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -123,11 +124,41 @@ def _gpu_name(device_type: str) -> str:
     return words[0] if words else ""
 
 
-def sqsh_name(image: str) -> str:
-    """The cache file of an image: its reference made a file name, plus 8 hex digits of the
-    reference itself so that two references never share a file (decision 66)."""
-    digest = hashlib.sha256(image.encode()).hexdigest()[:8]
-    return f"{_SQSH_NAME.sub('_', image).strip('_.')}-{digest}.sqsh"
+# `enroot import`'s grammar of an image (enroot src/docker.sh): docker://[USER@][REGISTRY#]IMAGE[:TAG],
+# the image path in lower case, a tag and no digest.
+_ENROOT_URI = re.compile(
+    r"docker://(?:[A-Za-z0-9_.!~*'()%;:&=+$,-]+@)?(?:(?P<registry>[^#]+)#)?"
+    r"(?P<image>[a-z0-9/._-]+)(?::(?P<tag>[A-Za-z0-9._:-]+))?"
+)
+# Docker Hub, which enroot uses when the reference names no registry.
+_HUB = ("registry-1.docker.io", "docker.io", "index.docker.io")
+
+
+def image_key(uri: str) -> str | None:
+    """What `enroot import` fetches for `uri`, spelled one way (decision 77): the registry
+    (Docker Hub's names made one), the image path (`library/` for a Hub image of one part) and
+    the tag (`latest` when none is given); the user part, which only authenticates, is left
+    out. None when enroot would refuse the reference."""
+    m = _ENROOT_URI.fullmatch(uri)
+    if m is None:
+        return None
+    registry, image = m.group("registry") or _HUB[0], m.group("image")
+    if registry in _HUB:
+        registry = _HUB[1]
+        image = image if "/" in image else f"library/{image}"
+    return f"{registry}#{image}:{m.group('tag') or 'latest'}"
+
+
+def sqsh_name(uri: str) -> str:
+    """The cache file of an image: what enroot imports for it made a file name, plus 8 hex
+    digits of it, so that two images never share a file and one image spelled two ways has
+    one (decisions 66 and 77). `uri` is the import's URI, or an image reference in the
+    spelling a build writes by default (the registry rewrite of `enroot_uri`)."""
+    if not uri.startswith("docker://"):
+        uri = "docker://" + img.enroot_uri(uri)
+    key = image_key(uri) or uri
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return f"{_SQSH_NAME.sub('_', key).strip('_.')}-{digest}.sqsh"
 
 
 def plan_chain(
@@ -183,10 +214,25 @@ def _import_step(req: Request, image: str, script_image: str, model_name: str) -
             f"container_image {image!r} is a squashfs file already, so there is nothing to import",
             "drop sqsh_cache_dir, or give a registry image",
         )
-    folder = req.sqsh_cache_dir.rstrip("/") or "/"
-    sqsh = posixpath.join(folder, sqsh_name(image))
     uri = script_image if script_image.startswith("docker://") else f"docker://{script_image}"
-    return ImportStep(f"{model_name}_import", uri, sqsh, key=f"import:{sqsh}")
+    key = image_key(uri)
+    if key is None:
+        raise BuildError(
+            "container_image",
+            f"{image!r} is not a reference enroot import takes ({uri}: "
+            "[REGISTRY#]IMAGE[:TAG], the image path in lower case, a tag and no digest)",
+            "give the image by a tag, or drop sqsh_cache_dir",
+        )
+    folder = req.sqsh_cache_dir.rstrip("/") or "/"
+    sqsh = posixpath.join(folder, sqsh_name(uri))
+    warnings: tuple[str, ...] = ()
+    if key.endswith(":latest"):
+        warnings = (
+            f"sqsh_cache_dir: {image!r} names the tag latest, which moves; the cache keeps "
+            f"the image as first imported ({sqsh}): delete that file to import it again, or "
+            "name a fixed tag",
+        )
+    return ImportStep(f"{model_name}_import", uri, sqsh, key=f"import:{sqsh}", warnings=warnings)
 
 
 def _compile_step(

@@ -486,6 +486,8 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     if chain is not None:
         # Sent with a remote job, submitted before it (decision 65).
         extra_files += [str(Path(req.work_dir) / s.script) for s in chain.steps()]
+        if chain.image_import is not None:
+            warnings += chain.image_import.warnings
     if chain is not None and chain.compile is not None:
         # The test job installs what the compile job built (decision 65).
         folder = chain.compile.wheel_dir
