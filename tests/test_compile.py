@@ -472,3 +472,29 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
     assert sub.prerequisites and sub.prerequisites[0]["log_file"].startswith(
         f"{remote}/tiny_import_"
     )
+
+
+@pytest.mark.parametrize(
+    ("lines", "percent"),
+    [
+        # CMake's Makefile generator
+        ("[  9%] Building CXX object a.o\n[ 45%] Building CUDA object b.o\n", "45%"),
+        # Ninja, which TensorRT-LLM's CI builds with (build_wheel.py -G Ninja): done/total
+        ("[1/400] Building CUDA object a.o\n[100/400] Building CXX object b.o\n", "25%"),
+        ("[399/400] Linking CXX shared library libtensorrt_llm.so\n", "99%"),
+    ],
+)
+def test_the_compile_progress_is_read_from_either_generator(
+    tmp_path: Path, lines: str, percent: str
+) -> None:
+    from trtllm_script_builder.process import batch_watch
+    from trtllm_script_builder.process.chain import PrerequisiteJob
+
+    from .test_batch_submit_watch import COMPILE_KEY, FakeSlurm
+
+    log = tmp_path / "cc_301.out"
+    log.write_text(lines)
+    job = ChainJob("compile", COMPILE_KEY, "301", str(log), None)
+    handle = PrerequisiteJob(job, FakeSlurm({}, {}), batch_watch.read_local, "h", 1.0)
+    handle.logs()
+    assert handle.percent == percent

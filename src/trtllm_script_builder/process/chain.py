@@ -32,7 +32,10 @@ from trtllm_script_builder.process.verdict import (
 
 # (script path, extra sbatch arguments) -> job id; raises ToolFailed when sbatch fails.
 Sbatch = Callable[[str, list[str]], str]
+# A build step's line: `[ 45%] Building ...` (CMake's Makefiles) or `[180/400] Building ...`
+# (Ninja, which TensorRT-LLM's CI builds with).
 _PERCENT = re.compile(r"^\[\s*(\d{1,3})%\]")
+_STEPS = re.compile(r"^\[(\d{1,7})/(\d{1,7})\] ")
 
 
 @dataclass
@@ -168,8 +171,11 @@ class PrerequisiteJob(SlurmJob):
         got = super().logs(final)
         for lines, _ in got:
             for ln in lines:
-                if m := _PERCENT.match(ln.text.lstrip()):
+                text = ln.text.lstrip()
+                if m := _PERCENT.match(text):
                     self.percent = f"{int(m.group(1))}%"
+                elif (m := _STEPS.match(text)) and 0 < int(m.group(1)) <= int(m.group(2)):
+                    self.percent = f"{int(m.group(1)) * 100 // int(m.group(2))}%"
         return [(lines, f"[{self.kind}] {prefix}") for lines, prefix in got]
 
     def progress(self, elapsed: float, log_lines: int) -> str:
