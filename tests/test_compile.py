@@ -498,3 +498,23 @@ def test_the_compile_progress_is_read_from_either_generator(
     handle = PrerequisiteJob(job, FakeSlurm({}, {}), batch_watch.read_local, "h", 1.0)
     handle.logs()
     assert handle.percent == percent
+
+
+def test_a_build_wheel_that_can_prompt_is_told_not_to(cli, env: Env) -> None:
+    """Newer build_wheel.py versions stop at an input() prompt unless --yes; a batch job has no
+    terminal, so the prompt would end the build with EOFError (decision 78)."""
+    build_wheel = env.repo / "scripts" / "build_wheel.py"
+    text = build_wheel.read_text()
+    assert '"--yes"' not in text  # the stand-in copies an older version: no option, no --yes
+    r = _build(cli, env, compile=True, device_type="H100")
+    assert r.code == 0 and "--yes" not in (env.work / "compile.slurm").read_text()
+    build_wheel.write_text(
+        text.replace(
+            '    p.add_argument("--nvtx", action="store_true")\n',
+            '    p.add_argument("--nvtx", action="store_true")\n'
+            '    p.add_argument("--yes", "-y", action="store_true")\n',
+        )
+    )
+    r = cli(["--force"], env.request(test_cmd=PYTEST_1, compile=True, device_type="H100"))
+    assert r.code == 0, r.stderr
+    assert " --nvtx --yes || status=$?" in (env.work / "compile.slurm").read_text()

@@ -267,6 +267,9 @@ def _compile_step(
                 f"drop {name} (newer checkouts dropped it), or build an older checkout",
             )
         args.append(option)
+    if '"--yes"' in text:
+        # A batch job has no terminal: a prompt would end the build (decision 78).
+        args.append("--yes")
     wheel = mnt.Mount(wheel_dir, wheel_dir, "wheel_dir")
     mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, [], [wheel]))
     # What makes two compiles the same build: the checkout, the image and the options.
