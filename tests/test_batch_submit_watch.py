@@ -639,8 +639,8 @@ def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
     # compile and the other job alone, each after its own compile and the import
     assert fake.sbatches() == [
         ("import.slurm", []),
-        ("compile.slurm", ["--dependency=afterok:100", dep]),
-        ("compile.slurm", ["--dependency=afterok:100", dep]),
+        ("compile.slurm", ["--dependency=afterok:100,singleton", dep]),
+        ("compile.slurm", ["--dependency=afterok:100,singleton", dep]),
         ("batch_array0.slurm", ["--dependency=afterok:100:101", dep]),
         ("x.slurm", ["--dependency=afterok:100:102", dep]),
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -317,9 +318,11 @@ def test_prerequisites_are_chained_and_shared_by_key() -> None:
     known: dict[str, ChainJob] = {}
     spec = _spec([_entry("import", "import:/c/x.sqsh"), _entry("compile", "compile:a")])
     first = submit_prerequisites(spec, sbatch, "/w", known=known)
+    # the compile also waits for any other compile of the checkout (singleton: one job name per
+    # checkout), which builds in the same tree (decision 79)
     assert calls == [
         ("/w/import.slurm", []),
-        ("/w/compile.slurm", ["--dependency=afterok:101", "--kill-on-invalid-dep=yes"]),
+        ("/w/compile.slurm", ["--dependency=afterok:101,singleton", "--kill-on-invalid-dep=yes"]),
     ]
     assert [(j.kind, j.job_id, j.log_file) for j in first] == [
         ("import", "101", "/w/m_import_101.out"),
@@ -332,8 +335,31 @@ def test_prerequisites_are_chained_and_shared_by_key() -> None:
     assert [(j.job_id, j.shared) for j in second] == [("101", True), ("103", False)]
     assert calls[-1] == (
         "/w/compile.slurm",
-        ["--dependency=afterok:101", "--kill-on-invalid-dep=yes"],
+        ["--dependency=afterok:101,singleton", "--kill-on-invalid-dep=yes"],
     )
+    # a compile without an import waits for the other compiles of its checkout only
+    spec3 = _spec([_entry("compile", "compile:c")])
+    submit_prerequisites(spec3, sbatch, "/w", known=known)
+    assert calls[-1] == ("/w/compile.slurm", ["--dependency=singleton"])
+
+
+def test_the_compile_jobs_of_one_checkout_share_a_job_name(cli, env: Env, tmp_path: Path) -> None:
+    """Slurm's singleton dependency runs one job of a name (and user) at a time: named after
+    the checkout, two compiles of it never build in its one build tree at once (decision 79)."""
+
+    def name(work: str, **fields: Any) -> str:
+        req = env.request(test_cmd=PYTEST_1, work_dir=str(tmp_path / work), compile=True)
+        assert cli([], {**req, **fields}).code == 0
+        lines = (tmp_path / work / "compile.slurm").read_text().splitlines()
+        assert "#SBATCH --dependency=singleton" in lines
+        return next(ln for ln in lines if ln.startswith("#SBATCH --job-name="))
+
+    h100 = name("a", device_type="H100")
+    assert h100.startswith("#SBATCH --job-name=tsb_compile_repo_")
+    assert name("b", device_type="B200") == h100  # another build of the same checkout
+    other = tmp_path / "other_repo"
+    shutil.copytree(env.repo, other)
+    assert name("c", device_type="H100", repo_root=str(other)) != h100
 
 
 def test_submit_chains_the_test_job(env: Env, cli, monkeypatch: pytest.MonkeyPatch) -> None:

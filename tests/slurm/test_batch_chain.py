@@ -155,7 +155,7 @@ def test_a_batch_of_three_compiles_and_imports_once(
     assert len(site.builds()) == builds + 1
     assert len(site.imports()) == imports + 1
     names = [r[0] for r in sacct("-X", "-j", ",".join(ids_of(folder)), "-o", "JobName")]
-    assert sum(n.endswith("_compile") for n in names) == 1
+    assert sum(n.startswith("tsb_compile_") for n in names) == 1  # named after the checkout
     assert sum(n.endswith("_import") for n in names) == 1
     # every job installed the one wheel, after the compile ended
     (wheel,) = site.wheel_dir.glob("tensorrt_llm-*.whl")

@@ -58,13 +58,16 @@ class ChainJob:
         return cls(**{k: v for k, v in data.items() if k in _CHAIN_KEYS})
 
 
-def dependency_args(jobs: list[ChainJob]) -> list[str]:
+def dependency_args(jobs: list[ChainJob], *, singleton: bool = False) -> list[str]:
     """sbatch options that start a job only after every job in `jobs` succeeded, and cancel it
-    when one of them fails (instead of leaving it pending for ever)."""
+    when one of them fails (instead of leaving it pending for ever). `singleton`: also after
+    every other job of its name (a compile: the other compiles of its checkout, decision 79);
+    given here because a --dependency on the command line replaces the script's."""
     if not jobs:
-        return []
+        return ["--dependency=singleton"] if singleton else []
     ids = ":".join(j.job_id for j in jobs)
-    return [f"--dependency=afterok:{ids}", "--kill-on-invalid-dep=yes"]
+    also = ",singleton" if singleton else ""
+    return [f"--dependency=afterok:{ids}{also}", "--kill-on-invalid-dep=yes"]
 
 
 def submit_prerequisites(
@@ -91,7 +94,7 @@ def submit_prerequisites(
                 continue
             script = entry.get("remote_script_path") if remote else entry["script_path"]
             assert script, "remote job_spec without remote_script_path"
-            job_id = sbatch(script, dependency_args(done))
+            job_id = sbatch(script, dependency_args(done, singleton=entry["kind"] == "compile"))
             job = ChainJob(
                 entry["kind"],
                 key,

@@ -28,6 +28,7 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
             "partition": test_ctx["partition"],
             "account": test_ctx["account"],
             "exclusive": False,
+            "singleton": False,
         }
 
     imp = job.chain.image_import
@@ -39,6 +40,9 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
         ctx = {
             **header(comp.name, "Compile job (the wheel of the checkout)"),
             "exclusive": True,  # every CPU of the node for the parallel build (decision 65)
+            # one compile of the checkout at a time: one job name per checkout (decision 79)
+            "job_name": comp.job_name or comp.name,
+            "singleton": True,
             "image": comp.image,
             "mounts": comp.mounts_text,
             "project": job.paths.project,

@@ -59,13 +59,16 @@ class CompileStep:
 
     script = COMPILE_SCRIPT
     kind = "compile"
-    name: str  # job name and log file stem
+    name: str  # log file stem
     args: tuple[str, ...]  # after `python3 scripts/build_wheel.py`
     cuda_arch: str
     wheel_dir: str  # as the jobs see it (host path, mounted at the same path)
     image: str  # the image the compile runs in (the imported .sqsh when there is one)
     mounts_text: str
     key: str  # same key, same build: a batch submits it once
+    # The Slurm job name: one per checkout, so that `--dependency=singleton` runs its compiles
+    # one at a time in its one build tree (decision 79).
+    job_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -275,8 +278,23 @@ def _compile_step(
     # What makes two compiles the same build: the checkout, the image and the options.
     key = "compile:" + " ".join([project.host, run_image, *args])
     return CompileStep(
-        f"{model_name}_compile", tuple(args), arch, wheel_dir, run_image, mounts_text, key
+        f"{model_name}_compile",
+        tuple(args),
+        arch,
+        wheel_dir,
+        run_image,
+        mounts_text,
+        key,
+        job_name=checkout_job_name(project.host),
     )
+
+
+def checkout_job_name(checkout: str) -> str:
+    """`tsb_compile_<folder name>_<8 hex digits of the path>`: the same for every compile of
+    one checkout (as the jobs see it), another for any other checkout (decision 79)."""
+    base = _SQSH_NAME.sub("_", posixpath.basename(checkout.rstrip("/"))).strip("_.")[:40]
+    digest = hashlib.sha256(checkout.encode()).hexdigest()[:8]
+    return f"tsb_compile_{base or 'root'}_{digest}"
 
 
 def _build_wheel_text(req: Request) -> str:
