@@ -196,3 +196,22 @@ def test_an_import_retries_three_times_then_fails(cli, env: Env, tmp_path: Path)
     # and the next job of that image finds the file
     done, _, _ = _import(cli, env, tmp_path)
     assert done.returncode == 0 and f"Image already imported: {sqsh}" in done.stdout
+
+
+def test_a_second_compile_for_another_gpu_builds_for_that_gpu(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    """build_wheel.py configures CMake (where --cuda_architectures, --nvtx and --use_ccache
+    take effect) only in a new build tree unless told --configure_cmake: a checkout built once
+    for H100 would otherwise build H100 kernels again for a B200 job (decision 80)."""
+    first, second = tmp_path / "w1", tmp_path / "w2"
+    for work, gpu in ((first, "H100"), (second, "B200")):
+        req = env.request(test_cmd=PYTEST_1, work_dir=str(work), compile=True, device_type=gpu)
+        assert cli([], {**req, "wheel_dir": str(work / "wheel")}).code == 0
+    logs = []
+    for work in (first, second):
+        done, _ = _run(work / "compile.slurm", tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        logs.append(done.stdout)
+    assert '"-DCMAKE_CUDA_ARCHITECTURES=90-real"' in logs[0]
+    assert '"-DCMAKE_CUDA_ARCHITECTURES=100-real"' in logs[1], logs[1]

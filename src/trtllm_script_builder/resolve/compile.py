@@ -270,6 +270,11 @@ def _compile_step(
                 f"drop {name} (newer checkouts dropped it), or build an older checkout",
             )
         args.append(option)
+    if '"--configure_cmake"' in text:
+        # CMake is configured (the architectures and options take effect) only in a new build
+        # tree unless asked: a tree built before for another GPU would build that GPU again
+        # (decision 80).
+        args.append("--configure_cmake")
     if '"--yes"' in text:
         # A batch job has no terminal: a prompt would end the build (decision 78).
         args.append("--yes")
