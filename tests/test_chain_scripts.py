@@ -38,7 +38,8 @@ def _build(cli, env: Env, wheel_dir: Path, **fields: Any) -> None:
     assert r.code == 0, r.stderr
 
 
-def _run(script: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def _script_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a script run here: srun and pip stand-ins first on PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     for name, text in (("srun", SRUN), ("pip", PIP)):
@@ -48,10 +49,15 @@ def _run(script: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str]
     record.write_text("")
     env = {k: v for k, v in os.environ.items() if k != "TSB_SOURCE_COMMIT"}
     env.update(PATH=f"{bin_dir}:/usr/bin:/bin", PIP_RECORD=str(record), SLURM_JOB_ID="5")
+    return env
+
+
+def _run(script: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    env = _script_env(tmp_path)
     done = subprocess.run(
         ["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
-    return done, record.read_text().splitlines()
+    return done, Path(env["PIP_RECORD"]).read_text().splitlines()
 
 
 def test_the_test_job_installs_the_one_wheel_forced_and_without_deps(
@@ -215,3 +221,28 @@ def test_a_second_compile_for_another_gpu_builds_for_that_gpu(
         logs.append(done.stdout)
     assert '"-DCMAKE_CUDA_ARCHITECTURES=90-real"' in logs[0]
     assert '"-DCMAKE_CUDA_ARCHITECTURES=100-real"' in logs[1], logs[1]
+
+
+def test_the_build_runs_as_many_compilers_as_the_memory_holds(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    """build_wheel.py runs one compiler per CPU by default; on a whole node of many CPUs that is
+    more nvcc processes than its memory holds (TensorRT-LLM's CI gives each 6-12 GiB). The job
+    passes --job_count: its CPUs, at most one per 8 GiB of the job's memory (decision 81)."""
+    record = tmp_path / "build_wheel.jsonl"
+    _build(cli, env, tmp_path / "wheel")
+    counts = []
+    for mem_mb in ("8192", "1000", "100000000"):
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        done = subprocess.run(
+            ["bash", str(env.work / "compile.slurm")],
+            env={**_script_env(tmp_path), "SLURM_MEM_PER_NODE": mem_mb,
+                 "STANDIN_BUILD_WHEEL_RECORD": str(record), "STANDIN_BUILD_WHEEL_STEP": "0"},
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        argv = json.loads(record.read_text().splitlines()[-1])["argv"]
+        counts.append(argv[argv.index("--job_count") + 1])
+    cpus = str(len(os.sched_getaffinity(0)))
+    assert counts == ["1", "1", cpus]

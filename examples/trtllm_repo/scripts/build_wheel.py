@@ -16,6 +16,7 @@ OPTIONS = (
     "--benchmarks",
     "--nvtx",
     "--configure_cmake",
+    "--job_count",
 )
 
 if __name__ == "__main__":

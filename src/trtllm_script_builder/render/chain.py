@@ -49,6 +49,7 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
             "wheel_dir": comp.wheel_dir,
             "build_wheel": BUILD_WHEEL,
             "args": list(comp.args),
+            "job_count": comp.job_count,
         }
         files.append(OutFile(comp.script, render("compile.slurm.j2", s=ctx), executable=True))
     return files

@@ -69,6 +69,8 @@ class CompileStep:
     # The Slurm job name: one per checkout, so that `--dependency=singleton` runs its compiles
     # one at a time in its one build tree (decision 79).
     job_name: str = ""
+    # build_wheel.py has --job_count: the job passes the count it works out (decision 81).
+    job_count: bool = False
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,7 @@ def _compile_step(
         mounts_text,
         key,
         job_name=checkout_job_name(project.host),
+        job_count='"--job_count"' in text,
     )
 
 
