@@ -40,7 +40,7 @@ def _build(cli, env: Env, scenario: str = "local_slurm", **fields: Any):
         ("B200", "100-real"),
         ("GB200", "100-real"),
         # Blackwell Ultra is its own architecture (10.3): TensorRT-LLM's CI builds 103-real
-        # beside 100-real, and kernels built for 100a do not load on it (decision 76).
+        # beside 100-real, and kernels built for 100a do not load on it (decision 82).
         ("B300", "103-real"),
         ("NVIDIA GB300", "103-real"),
         ("H100", "90-real"),
@@ -249,7 +249,7 @@ def test_one_image_in_two_spellings_is_one_cache_file(cli, env: Env, one: str, o
 
 def test_the_cache_file_is_keyed_by_what_enroot_imports(cli, env: Env) -> None:
     """With the registry rewrite turned off, enroot reads `nvcr.io/x` as a Docker Hub path:
-    another image than `nvcr.io#x`, so another file (decision 78)."""
+    another image than `nvcr.io#x`, so another file (decision 84)."""
     rewritten = _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py3", "a")
     as_given = _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py3", "b", rewrite=False)
     assert rewritten != as_given
@@ -321,7 +321,7 @@ def test_prerequisites_are_chained_and_shared_by_key() -> None:
     spec = _spec([_entry("import", "import:/c/x.sqsh"), _entry("compile", "compile:a")])
     first = submit_prerequisites(spec, sbatch, "/w", known=known)
     # the compile also waits for any other compile of the checkout (singleton: one job name per
-    # checkout), which builds in the same tree (decision 80)
+    # checkout), which builds in the same tree (decision 86)
     assert calls == [
         ("/w/import.slurm", []),
         ("/w/compile.slurm", ["--dependency=afterok:101,singleton", "--kill-on-invalid-dep=yes"]),
@@ -347,7 +347,7 @@ def test_prerequisites_are_chained_and_shared_by_key() -> None:
 
 def test_the_compile_jobs_of_one_checkout_share_a_job_name(cli, env: Env, tmp_path: Path) -> None:
     """Slurm's singleton dependency runs one job of a name (and user) at a time: named after
-    the checkout, two compiles of it never build in its one build tree at once (decision 80)."""
+    the checkout, two compiles of it never build in its one build tree at once (decision 86)."""
 
     def name(work: str, **fields: Any) -> str:
         req = env.request(test_cmd=PYTEST_1, work_dir=str(tmp_path / work), compile=True)
@@ -530,7 +530,7 @@ def test_the_compile_progress_is_read_from_either_generator(
 
 def test_a_build_wheel_that_can_prompt_is_told_not_to(cli, env: Env) -> None:
     """Newer build_wheel.py versions stop at an input() prompt unless --yes; a batch job has no
-    terminal, so the prompt would end the build with EOFError (decision 79)."""
+    terminal, so the prompt would end the build with EOFError (decision 85)."""
     build_wheel = env.repo / "scripts" / "build_wheel.py"
     text = build_wheel.read_text()
     assert '"--yes"' not in text  # the stand-in copies an older version: no option, no --yes

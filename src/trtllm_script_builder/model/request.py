@@ -85,7 +85,7 @@ def check_model_name(v: str | None) -> str | None:
 # build_wheel.py --cuda_architectures: CMake's list, `;`-separated (e.g. 90-real;100-real), as
 # TensorRT-LLM's CMake takes it: compute capability 8.0 or newer (build_wheel.py refuses Volta),
 # an optional `a`, an optional `-real`; no `-virtual` (it builds no PTX), no `all-major`
-# (decision 76); no `native`: the compile job has no GPU to detect, and CMake would fall back
+# (decision 82); no `native`: the compile job has no GPU to detect, and CMake would fall back
 # to every architecture.
 _ARCH_ONE = r"([89]\d|[1-9]\d\d)a?(-real)?"
 _CUDA_ARCH = rf"(all|{_ARCH_ONE}(;{_ARCH_ONE})*)"

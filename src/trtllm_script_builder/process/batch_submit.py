@@ -620,7 +620,7 @@ _DIST_DIR = re.compile(r" --dist_dir \S+")
 
 def _refuse_shared_wheel_dirs(jobs: list[_Job]) -> None:
     """Two different compiles writing into one wheel folder: each empties it for its own
-    wheel, so a test job could install the other build's wheel (decision 77)."""
+    wheel, so a test job could install the other build's wheel (decision 83)."""
     builds: dict[str, dict[str, str]] = {}  # wheel folder -> compile key -> first job's name
     for j in jobs:
         for p in j.spec.prerequisites or []:

@@ -61,7 +61,7 @@ class ChainJob:
 def dependency_args(jobs: list[ChainJob], *, singleton: bool = False) -> list[str]:
     """sbatch options that start a job only after every job in `jobs` succeeded, and cancel it
     when one of them fails (instead of leaving it pending for ever). `singleton`: also after
-    every other job of its name (a compile: the other compiles of its checkout, decision 80);
+    every other job of its name (a compile: the other compiles of its checkout, decision 86);
     given here because a --dependency on the command line replaces the script's."""
     if not jobs:
         return ["--dependency=singleton"] if singleton else []

@@ -40,7 +40,7 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
         ctx = {
             **header(comp.name, "Compile job (the wheel of the checkout)"),
             "exclusive": True,  # every CPU of the node for the parallel build (decision 65)
-            # one compile of the checkout at a time: one job name per checkout (decision 80)
+            # one compile of the checkout at a time: one job name per checkout (decision 86)
             "job_name": comp.job_name or comp.name,
             "singleton": True,
             "image": comp.image,

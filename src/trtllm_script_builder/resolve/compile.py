@@ -21,7 +21,7 @@ from trtllm_script_builder.resolve import mounts as mnt
 BUILD_WHEEL = "scripts/build_wheel.py"
 COMPILE_SCRIPT = "compile.slurm"
 IMPORT_SCRIPT = "import.slurm"
-# GPU type -> build_wheel.py --cuda_architectures (decisions 64 and 76): the GPU's compute
+# GPU type -> build_wheel.py --cuda_architectures (decisions 64 and 82): the GPU's compute
 # capability, as TensorRT-LLM's CMake takes it. B300/GB300 are 10.3, built apart from 10.0 by
 # TensorRT-LLM's CI (kernels built for 100a do not load on 10.3). A key of several words is
 # matched against the first words of the name.
@@ -67,9 +67,9 @@ class CompileStep:
     mounts_text: str
     key: str  # same key, same build: a batch submits it once
     # The Slurm job name: one per checkout, so that `--dependency=singleton` runs its compiles
-    # one at a time in its one build tree (decision 80).
+    # one at a time in its one build tree (decision 86).
     job_name: str = ""
-    # build_wheel.py has --job_count: the job passes the count it works out (decision 82).
+    # build_wheel.py has --job_count: the job passes the count it works out (decision 88).
     job_count: bool = False
 
 
@@ -140,7 +140,7 @@ _HUB = ("registry-1.docker.io", "docker.io", "index.docker.io")
 
 
 def image_key(uri: str) -> str | None:
-    """What `enroot import` fetches for `uri`, spelled one way (decision 78): the registry
+    """What `enroot import` fetches for `uri`, spelled one way (decision 84): the registry
     (Docker Hub's names made one), the image path (`library/` for a Hub image of one part) and
     the tag (`latest` when none is given); the user part, which only authenticates, is left
     out. None when enroot would refuse the reference."""
@@ -157,7 +157,7 @@ def image_key(uri: str) -> str | None:
 def sqsh_name(uri: str) -> str:
     """The cache file of an image: what enroot imports for it made a file name, plus 8 hex
     digits of it, so that two images never share a file and one image spelled two ways has
-    one (decisions 66 and 78). `uri` is the import's URI, or an image reference in the
+    one (decisions 66 and 84). `uri` is the import's URI, or an image reference in the
     spelling a build writes by default (the registry rewrite of `enroot_uri`)."""
     if not uri.startswith("docker://"):
         uri = "docker://" + img.enroot_uri(uri)
@@ -275,10 +275,10 @@ def _compile_step(
     if '"--configure_cmake"' in text:
         # CMake is configured (the architectures and options take effect) only in a new build
         # tree unless asked: a tree built before for another GPU would build that GPU again
-        # (decision 81).
+        # (decision 87).
         args.append("--configure_cmake")
     if '"--yes"' in text:
-        # A batch job has no terminal: a prompt would end the build (decision 79).
+        # A batch job has no terminal: a prompt would end the build (decision 85).
         args.append("--yes")
     wheel = mnt.Mount(wheel_dir, wheel_dir, "wheel_dir")
     mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, [], [wheel]))
@@ -299,7 +299,7 @@ def _compile_step(
 
 def checkout_job_name(checkout: str) -> str:
     """`tsb_compile_<folder name>_<8 hex digits of the path>`: the same for every compile of
-    one checkout (as the jobs see it), another for any other checkout (decision 80)."""
+    one checkout (as the jobs see it), another for any other checkout (decision 86)."""
     base = _SQSH_NAME.sub("_", posixpath.basename(checkout.rstrip("/"))).strip("_.")[:40]
     digest = hashlib.sha256(checkout.encode()).hexdigest()[:8]
     return f"tsb_compile_{base or 'root'}_{digest}"
