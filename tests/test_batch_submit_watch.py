@@ -850,6 +850,46 @@ def test_timeout_cancels_the_prerequisites_with_the_jobs(
     assert "the compile job 301" in result.jobs[0].decision.reason
 
 
+def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over ssh a test job's logs are read once, at its end; the compile's log at every poll,
+    so that the progress line shows how far the build got."""
+    folder = chain_batch(tmp_path, "[ 10%] Building CXX object a.o\n[ 62%] Linking b\n")
+    data = json.loads((folder / BATCH_SUBMISSION).read_text())
+    data.update(scenario="remote_slurm", ssh_host="login1")
+    (folder / BATCH_SUBMISSION).write_text(json.dumps(data))
+    fake = FakeSlurm(
+        {"300": ["COMPLETED"], "301": ["RUNNING"], "7_0": ["PENDING"], "7_1": ["PENDING"]},
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    reads: list[str] = []
+
+    class Ssh:
+        def __init__(self, target: Any) -> None:
+            assert target.host == "login1"
+
+        def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+            return fake(argv, cwd)
+
+        def read_from(self, path: str, offset: int) -> bytes | None:
+            reads.append(Path(path).name)
+            return batch_watch.read_local(path, offset)
+
+    monkeypatch.setattr(batch_watch, "SshRunner", Ssh)
+    shown: list[str] = []
+    monkeypatch.setattr(
+        batch_watch, "_progress", lambda *a: shown.append(real_progress(*a)) or shown[-1]
+    )
+    run_watch(folder, fake, monkeypatch, timeout=3.0)
+    assert reads.count("cc_301.out") >= 2, reads  # every poll while it runs
+    assert not [r for r in reads if r.startswith("test_")], reads
+    assert any(line.endswith("compile job 301 RUNNING, built 62%") for line in shown), shown
+
+
+real_progress = batch_watch._progress
+
+
 def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
     from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
 

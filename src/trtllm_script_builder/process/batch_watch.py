@@ -6,7 +6,7 @@ of single-job watch (handles.SlurmJob.decide) and its `verdict.json`; `hang dete
 running job's log cancels that job. At the end the batch folder gets `results.json` (counts
 per verdict, one row per job) and `junit.xml` (every pytest job's report, merged). On
 remote_slurm the same calls go through one ssh connection, and a job's logs are read when it
-ends, not at every poll.
+ends, not at every poll (the compile's log excepted: its progress is read as it grows).
 
 The batch's prerequisites (the import and compile jobs `submit` started once for all,
 decisions 65, 71) are followed in the same loop and the same query: the progress line shows the
@@ -409,7 +409,7 @@ def watch_batch(
             for p in open_prereqs:
                 if p.handle.update(statuses[p.job.job_id], settle=False):
                     ended_prereqs.append(p)
-                elif not remote:  # for the compile's progress
+                elif not remote or p.job.kind == "compile":  # for the compile's progress
                     for got, _ in p.handle.logs():
                         p.lines.extend(got)
             ended = []
