@@ -657,9 +657,8 @@ def _send_bundle(
     local.must("update-ref", [*git_dir, "update-ref", ref, sha])
     bundle = store.parent / "sync.bundle"
     local.must("bundle", [*git_dir, "bundle", "create", "-q", str(bundle), ref, *(f"^{h}" for h in have)])  # fmt: skip
-    data = bundle.read_bytes()
-    say(f"sending a {len(data) / 1e6:.1f} MB bundle to {where}")
-    res = ssh.shell(_line(_FETCH_BUNDLE, path, ref), input=data)
+    say(f"sending a {bundle.stat().st_size / 1e6:.1f} MB bundle to {where}")
+    res = ssh.shell(_line(_FETCH_BUNDLE, path, ref), input=bundle)  # streamed from the file
     if res.rc == SSH_FAILED:
         raise ssh_failed(res, ssh.target.host)
     if res.rc != 0:

@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 NOT_FOUND = 127
 TIMED_OUT = 124
@@ -64,26 +64,33 @@ def run(
     argv: Sequence[str],
     cwd: Path | str | None = None,
     *,
-    input: bytes | None = None,
+    input: bytes | Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
 ) -> CmdResult:
     """Run argv without a shell, to its end or `timeout` (default `tool_timeout()`); never
-    raises for a missing tool, a failure or a timeout."""
+    raises for a missing tool, a failure or a timeout. `input` is given on stdin: bytes, or a
+    file's contents read by the program itself (a git bundle can be gigabytes)."""
     limit = tool_timeout() if timeout is None else timeout
     if shutil.which(argv[0]) is None:
         return CmdResult(NOT_FOUND, "", f"{argv[0]}: command not found")
     try:
-        proc = subprocess.run(
-            list(argv),
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            capture_output=True,
-            timeout=limit,
-            check=False,
-        )
+        with contextlib.ExitStack() as files:
+            stdin: Any = subprocess.DEVNULL
+            if isinstance(input, Path):
+                stdin, input = files.enter_context(input.open("rb")), None
+            elif input is not None:
+                stdin = None
+            proc = subprocess.run(
+                list(argv),
+                input=input,
+                stdin=stdin,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                capture_output=True,
+                timeout=limit,
+                check=False,
+            )
     except subprocess.TimeoutExpired as exc:
         # what it printed before it was stopped often says why it hung
         said = _decode(exc.stderr)

@@ -105,7 +105,7 @@ class SshRunner:
     def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
         return run(self.target.argv(argv, str(cwd) if cwd else None), timeout=self.timeout)
 
-    def shell(self, line: str, input: bytes | None = None) -> CmdResult:
+    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult:
         """Run one shell line remotely (the caller quotes every value)."""
         return run(self.target.line_argv(line), input=input, timeout=self.timeout)
 
