@@ -45,6 +45,7 @@ from trtllm_script_builder.process.handles import (
     LogNames,
     Reader,
     SlurmJob,
+    final_decision,
     junit_path,
     read_local,
 )
@@ -310,9 +311,7 @@ def watch_batch(
         new = t.handle.logs(final=True)
         for got, _ in new:
             t.lines.extend(got)
-        if timed and not keep_running and t.handle.ended_on_its_own():
-            timed = False  # it ended on its own before the cancel landed
-        decision = t.handle.decide(t.lines, t.spec, timed)
+        decision, timed = final_decision(t.handle, t.lines, t.spec, timed, keep_running)
         t.result = WatchResult(
             decision,
             batch.scenario,
@@ -338,9 +337,7 @@ def watch_batch(
         it. Returns the ids to cancel: those jobs, and prerequisites no open job needs."""
         for got, _ in p.handle.logs(final=True):
             p.lines.extend(got)
-        if timed and not keep_running and p.handle.ended_on_its_own():
-            timed = False
-        d = p.handle.decide(p.lines, p.users[0].spec, timed)
+        d, timed = final_decision(p.handle, p.lines, p.users[0].spec, timed, keep_running)
         p.decision = d
         console.say(f"[watch] {p.handle.what} {d.verdict.value} ({d.reason})")
         if d.verdict is Verdict.PASSED:

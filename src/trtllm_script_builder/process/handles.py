@@ -159,6 +159,16 @@ class JobHandle(Protocol):
         ...
 
 
+def final_decision(
+    handle: JobHandle, lines: list[LogLine], spec: JobSpec, timed_out: bool, keep_running: bool
+) -> tuple[Decision, bool]:
+    """The verdict of a job that was followed to its end, and whether it timed out: a job
+    that ended on its own before watch's timeout cancel landed is judged by its own end."""
+    if timed_out and not keep_running and handle.ended_on_its_own():
+        timed_out = False
+    return handle.decide(lines, spec, timed_out), timed_out
+
+
 @dataclass(frozen=True)
 class LogNames:
     """Where a job writes its logs once its own job id is known (an array task's only when it

@@ -25,6 +25,7 @@ from trtllm_script_builder.process.handles import (
     LocalProcess,
     LogNames,
     SlurmJob,
+    final_decision,
     read_local,
 )
 from trtllm_script_builder.process.perf_sanity import add_perf_sanity
@@ -219,9 +220,7 @@ def watch_job(
         sleep(poll if cancelled is None else min(poll, handle.cancel_poll))
     follow(final=True)
     console.clear()
-    if timed_out and not keep_running and handle.ended_on_its_own():
-        timed_out = False  # it ended on its own before the cancel landed: its own end decides
-    decision = handle.decide(lines, spec, timed_out)
+    decision, timed_out = final_decision(handle, lines, spec, timed_out, keep_running)
     return Followed(decision, cancelled, timed_out, clock() - start)
 
 
