@@ -381,3 +381,28 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
     assert sub.prerequisites and sub.prerequisites[0]["log_file"].startswith(
         f"{remote}/tiny_import_"
     )
+
+
+def test_a_compile_batch_reads_build_wheel_once_and_sees_an_edit(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from trtllm_script_builder.resolve import compile as compile_mod
+
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counting(self: Path, *a: Any, **kw: Any) -> str:
+        reads.append(self.name)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    req: Any = SimpleNamespace(repo_root=str(env.repo))
+    first = compile_mod._build_wheel_text(req)
+    assert compile_mod._build_wheel_text(req) == first
+    assert reads.count("build_wheel.py") == 1
+    path = env.repo / "scripts" / "build_wheel.py"
+    path.write_text(first + "# edited\n")
+    assert compile_mod._build_wheel_text(req).endswith("# edited\n")
+    assert reads.count("build_wheel.py") == 2

@@ -25,12 +25,12 @@ from trtllm_script_builder.render.spec import BuildResult, SubmitStep
 from trtllm_script_builder.resolve.job import (
     PATTERNS,
     check_request,
-    file_stamp,
     refuse_ask,
     resolve,
 )
 from trtllm_script_builder.resolve.mounts import Ask
 from trtllm_script_builder.resolve.resolved import Cluster
+from trtllm_script_builder.resolve.stamp import file_stamp
 
 __all__ = ["PATTERNS", "BuildResult", "SubmitStep", "build", "finish", "refuse_ask"]
 
