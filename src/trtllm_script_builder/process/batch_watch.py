@@ -13,7 +13,8 @@ decisions 65, 71) are followed in the same loop and the same query: the progress
 compile's `built NN%`. A test job gets no verdict of its own before its prerequisites have
 theirs; when one of them did not succeed, every job waiting for it gets that prerequisite's
 verdict (a failed compile: COMPILE_FAILED with the first compiler error) instead of the
-CANCELLED Slurm gives it, and whatever no open job needs any more is cancelled.
+CANCELLED Slurm gives it, and whatever no open job needs any more is cancelled (and waited for,
+as a cancelled single job is: watch ends when nothing the batch started still runs).
 
 `--timeout` cancels every job still queued or running (one scancel for all, prerequisites
 included) unless `keep_running`; an interrupt (Ctrl-C) asks `on_interrupt` whether to cancel
@@ -303,7 +304,7 @@ def watch_batch(
     start = clock()
     deadline = start + timeout if timeout else None
     cancelled: str | None = None
-    cancel_deadline = 0.0
+    cancel_deadline = chain_deadline = 0.0
     timed_out = False
 
     def finish(t: Tracked, timed: bool) -> None:
@@ -394,10 +395,14 @@ def watch_batch(
 
     while True:
         try:
-            if all(t.done for t in tracked) and not any(
-                not p.done and p.cancelled in ("timeout", "interrupt") for p in prereqs
-            ):
-                break  # (a prerequisite watch cancelled gets its own verdict first)
+            if all(t.done for t in tracked):
+                # a prerequisite watch cancelled is waited for, so that nothing the batch
+                # started still runs when watch ends (bounded: see the deadlines)
+                waiting = [p for p in prereqs if not p.done and p.cancelled is not None]
+                if not waiting or (
+                    all(p.cancelled == "chain" for p in waiting) and clock() >= chain_deadline
+                ):
+                    break
             open_jobs = [t for t in tracked if not t.done and not t.parked]
             open_prereqs = [p for p in prereqs if not p.done]
             ids = [p.job.job_id for p in open_prereqs] + [t.handle.job_id for t in open_jobs]
@@ -436,6 +441,7 @@ def watch_batch(
                         finish(t, timed_out)
                 if stop:
                     runner(["scancel", *stop])
+                    chain_deadline = clock() + CANCEL_WAIT
                 continue  # ask again at once: the next ended job need not wait a poll
             now = clock()
             if deadline is not None and now >= deadline and not timed_out and cancelled is None:
