@@ -183,9 +183,13 @@ def _batch_job(root: Path, row: dict[str, Any]) -> Job:
 
 
 def _href(root: Path, path: Path, folder: bool = False) -> str | None:
+    """A link relative to the report; None for a file that is not here or lies outside the
+    report's folder (a path in jobs.json or verdict.json may name any file; decision 75)."""
     if not path.exists():
         return None
-    rel = os.path.relpath(path, root)
+    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+    if rel == ".." or rel.startswith(("../", "/")):
+        return None
     if folder:
         rel = "." if rel == "." else rel + "/"
     return quote(rel)

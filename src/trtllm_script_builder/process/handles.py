@@ -29,6 +29,9 @@ from trtllm_script_builder.process.verdict import (
 )
 
 MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
+# A log line longer than this is taken as several (a job that prints megabytes without a
+# newline would otherwise sit in memory whole; decision 75).
+MAX_LINE = 1024 * 1024
 UNKNOWN_GRACE = 30.0  # seconds a just-submitted job may be unknown to Slurm
 
 Reader = Callable[[str, int], "bytes | None"]
@@ -113,7 +116,11 @@ class Follower:
         self.offset += len(data)
         self.buf += data
         *complete, self.buf = self.buf.split(b"\n")
-        return [self._line(raw) for raw in complete]
+        out = [self._line(piece) for raw in complete for piece in _pieces(raw)]
+        while len(self.buf) > MAX_LINE:
+            out.append(self._line(self.buf[:MAX_LINE]))
+            self.buf = self.buf[MAX_LINE:]
+        return out
 
     def flush(self) -> list[LogLine]:
         rest = self.poll()
@@ -126,6 +133,11 @@ class Follower:
         self.lineno += 1
         text = raw.decode(errors="replace").rstrip("\r")
         return LogLine(text, os.path.basename(self.path), self.lineno)
+
+
+def _pieces(raw: bytes) -> list[bytes]:
+    """One line of a log, in pieces of at most MAX_LINE bytes."""
+    return [raw[i : i + MAX_LINE] for i in range(0, len(raw), MAX_LINE)] or [raw]
 
 
 class JobHandle(Protocol):

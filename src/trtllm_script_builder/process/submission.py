@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
+from trtllm_script_builder.model.datafile import parse_json
 
 SUBMISSION = "submission.json"
 RC_FILE = ".run.exit_code"
@@ -112,7 +113,8 @@ def read_record(path: Path, model: type[_Record]) -> _Record | None:
     if not path.exists():
         return None
     try:
-        return model.model_validate_json(path.read_text())
+        # the one JSON reader (decision 74): a repeated key, deep nesting refused
+        return model.model_validate(parse_json(path.read_text()))
     except OSError as exc:
         raise BuildError(
             "work_dir", f"{path} cannot be read ({exc.strerror})", "submit again"

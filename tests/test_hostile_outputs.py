@@ -1,0 +1,244 @@
+"""What jobs, clusters and people other than the user write, read back by the tool: job logs,
+JUnit reports, submission.json, verdict.json, jobs.json and a remote host's files. None of it
+may put a raw escape sequence on the terminal, a megabyte line in a verdict, a DTD past the
+XML reader, a repeated key past the JSON reader, an option into a remote command, or a link
+out of the report's folder (docs/errors.md, "The validation layer"; decision 75)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.values import printable
+from trtllm_script_builder.output.report_html import load_report, render_report
+from trtllm_script_builder.process.handles import Follower
+from trtllm_script_builder.process.junit import JUnitError, parse_junit
+from trtllm_script_builder.process.ssh import SshRunner, SshTarget, remote_line
+from trtllm_script_builder.process.submission import load_submission
+from trtllm_script_builder.process.verdict import LogLine, decide_verdict
+from trtllm_script_builder.process.watch import Console, WatchResult, render_verdict
+
+# What a terminal acts on instead of showing: CSI (7-bit and the 8-bit C1 form), OSC 52 (write
+# the clipboard), a carriage return that redraws the line, NEL and the line separator.
+HOSTILE_LINES = [
+    "FAILED \x1b[2J\x1b[Hall clear",
+    "Error: \x1b]52;c;cm0gLXJmIH4K\x07 clipboard",
+    "Error: \x9b31m eight-bit CSI",
+    "Error: ok\rPASSED everything",
+    "Error: next\x85line \u2028 sep",
+    "Error: bell\x07 backspace\x08 nul\x00",
+]
+_RAW = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+class _Spec:
+    success_patterns: list[str] = []
+    failure_patterns = ["FAILED", "Error:"]
+
+
+@pytest.mark.parametrize("line", HOSTILE_LINES)
+def test_printable_escapes_what_a_terminal_would_act_on(line: str) -> None:
+    shown = printable(line)
+    assert not _RAW.search(shown), shown
+    assert "\t" in printable("a\tb")  # a tab is shown as it is
+    # the escapes name the characters: nothing is lost from sight
+    assert shown.encode().decode("unicode_escape").replace("\\", "") != ""
+
+
+def test_printable_cuts_a_long_line_and_says_how_long_it_was() -> None:
+    shown = printable("x" * 10_000_000)
+    assert len(shown) < 600 and shown.endswith("... (10000000 characters)")
+
+
+def _decision(lines: list[str]) -> Any:
+    return decide_verdict(
+        "FAILED", 1, [LogLine(t, "job_1.out", i + 1) for i, t in enumerate(lines)], _Spec()
+    )
+
+
+def test_hostile_log_lines_reach_neither_the_verdict_nor_the_terminal_raw() -> None:
+    decision = _decision([*HOSTILE_LINES, "Error: " + "y" * 10_000_000])
+    assert len(decision.evidence) > len(HOSTILE_LINES)
+    for line in decision.evidence:
+        assert not _RAW.search(line), line
+        assert len(line) < 1000
+    result = WatchResult(decision, "local_slurm", "/w", job_id="1")
+    text = render_verdict(result)
+    assert not _RAW.search(text.replace("\n", "")), text
+    assert len(text.splitlines()) == 1 + len(decision.evidence)
+    # verdict.json keeps the escaped, bounded text
+    dumped = json.dumps(result.to_json())
+    assert "\\u001b" not in dumped and "\\u009b" not in dumped and len(dumped) < 20_000
+
+
+def test_the_followed_log_is_printed_with_its_control_characters_escaped() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    Console(out, err).lines([LogLine(t) for t in HOSTILE_LINES])
+    printed = out.getvalue()
+    assert len(printed.splitlines()) == len(HOSTILE_LINES)
+    assert not _RAW.search(printed.replace("\n", "")), printed
+    err_out = io.StringIO()
+    Console(io.StringIO(), err_out).say("[watch] job " + HOSTILE_LINES[0])
+    assert not _RAW.search(err_out.getvalue().rstrip("\n"))
+
+
+def test_a_line_with_no_end_is_cut_into_bounded_lines_while_it_is_read() -> None:
+    chunk = b"z" * (4 * 1024 * 1024)
+    sent = iter([chunk, chunk, chunk, b"\nend\n"])
+
+    def read(path: str, offset: int) -> bytes | None:
+        return next(sent, None)
+
+    f = Follower("job.out", read)
+    kept = 0
+    for _ in range(4):
+        lines = f.poll()
+        assert all(len(ln.text) <= 1024 * 1024 for ln in lines)
+        kept = max(kept, len(f.buf))
+    assert kept <= 1024 * 1024  # 12 MiB without a newline never sits in memory whole
+
+
+# ---------------------------------------------------------------- JUnit XML
+
+
+_ENTITIES = (
+    '<!DOCTYPE t [<!ENTITY a "AAAAAAAAAA"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+    '<testsuite><testcase classname="x" name="&b;"><failure message="m"/></testcase></testsuite>'
+)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-16-be", "utf-32"])
+@pytest.mark.parametrize(
+    "doctype",
+    [
+        _ENTITIES,
+        '<!DOCTYPE t SYSTEM "file:///etc/passwd"><testsuite/>',
+        '<!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/hostname">]><testsuite name="&x;"/>',
+        "<!DOCTYPE testsuite><testsuite/>",
+    ],
+)
+def test_a_junit_report_with_a_dtd_is_refused_in_any_encoding(encoding: str, doctype: str) -> None:
+    head = f'<?xml version="1.0" encoding="{encoding.upper()}"?>'
+    data = (head + doctype).encode(encoding)
+    if encoding == "utf-16-be":
+        data = (head.replace("UTF-16-BE", "UTF-16") + doctype).encode("utf-16-be")
+    # expat reads no UTF-32: such a file is refused as not XML at all
+    with pytest.raises(JUnitError, match="not well-formed" if encoding == "utf-32" else "DTD"):
+        parse_junit(data)
+
+
+def test_junit_test_ids_and_messages_carry_no_control_characters() -> None:
+    doc = (
+        '<testsuite><testcase classname="a.b" name="t[&#x9b;31m&#x85;x]">'
+        '<failure message="boom &#x9b;2J &#x2028; end"/></testcase></testsuite>'
+    )
+    report = parse_junit(doc.encode())
+    (t,) = report.failing
+    assert not _RAW.search(t.id) and not _RAW.search(t.message), t
+
+
+# ---------------------------------------------------------------- files the tool wrote
+
+
+def _submission(work: Path, text: str) -> Path:
+    work.mkdir(exist_ok=True)
+    (work / "submission.json").write_text(text)
+    return work
+
+
+def test_submission_json_with_a_key_written_twice_is_refused(tmp_path: Path) -> None:
+    text = (
+        '{"scenario": "local_slurm", "work_dir": "/w", "submitted_at": "t", "host": "h",'
+        ' "script": "s", "job_id": "12", "job_id": "13"}'
+    )
+    with pytest.raises(BuildError) as info:
+        load_submission(_submission(tmp_path / "w", text))
+    assert "written twice" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_submission_json_nested_deep_is_refused_in_one_line(tmp_path: Path) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    text = (
+        '{"scenario": "local_slurm", "work_dir": "/w", "submitted_at": "t", "host": "h",'
+        f' "script": "s", "job_id": "12", "prerequisites": {deep}}}'
+    )
+    with pytest.raises(BuildError) as info:
+        load_submission(_submission(tmp_path / "w", text))
+    assert "nests deeper" in str(info.value) and "\n" not in str(info.value)
+
+
+# ---------------------------------------------------------------- remote commands
+
+
+class _Recorder(SshRunner):
+    def __init__(self) -> None:
+        super().__init__(SshTarget("gpu-login"))
+        self.lines: list[str] = []
+
+    def shell(self, line: str, input: bytes | None = None) -> Any:
+        self.lines.append(line)
+        from trtllm_script_builder.process.proc import CmdResult
+
+        return CmdResult(0, "", "", b"")
+
+
+@pytest.mark.parametrize("path", ["--follow=name", "-n", "-c"])
+def test_a_remote_log_path_is_never_read_as_an_option(path: str) -> None:
+    r = _Recorder()
+    r.read_from(path, 0)
+    (line,) = r.lines
+    # `test -f X` takes X as the operand whatever it is; tail would take it as an option
+    assert f"tail -c +1 -- {path} " in line
+
+
+def test_a_remote_read_is_bounded() -> None:
+    r = _Recorder()
+    r.read_from("/w/job.out", 10)
+    assert "head -c" in r.lines[0]
+
+
+@pytest.mark.parametrize("cwd", ["-P", "-", "--"])
+def test_a_remote_folder_is_never_read_as_an_option(cwd: str) -> None:
+    assert remote_line(["sbatch", "x"], cwd).startswith(f"cd -- {cwd} && ")
+    r = _Recorder()
+    r.copy([], cwd)
+    assert f"mkdir -p -- {cwd}" in r.lines[0]
+
+
+# ---------------------------------------------------------------- the report's links
+
+
+def _verdict(work: Path, **extra: Any) -> dict[str, Any]:
+    v: dict[str, Any] = {"verdict": "PASSED", "job_id": "1", "reason": "ok", "evidence": []}
+    v.update(extra)
+    return v
+
+
+def test_report_links_never_leave_the_reports_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.out").write_text("x\n")
+    (outside / "verdict.json").write_text(json.dumps(_verdict(outside)))
+    root = tmp_path / "batch"
+    inside = root / "job"
+    inside.mkdir(parents=True)
+    (inside / "job_1.out").write_text("log\n")
+    logs = [str(outside / "secret.out"), "../../outside/secret.out", "/etc/hostname", "job_1.out"]
+    (inside / "verdict.json").write_text(json.dumps(_verdict(inside, log_files=logs)))
+    rows = [
+        {"line": 1, "entry": "a", "work_dir": str(inside), "status": "built"},
+        {"line": 2, "entry": "b", "work_dir": str(outside), "status": "built"},
+        {"line": 3, "entry": "c", "work_dir": "../outside", "status": "built"},
+    ]
+    (root / "jobs.json").write_text(json.dumps(rows))
+    page = render_report(load_report(root))
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert "job/" in hrefs and "job/job_1.out" in hrefs
+    for href in hrefs:
+        assert not href.startswith(("/", "..")) and "/../" not in href and ":" not in href, href
