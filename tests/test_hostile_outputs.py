@@ -242,3 +242,84 @@ def test_report_links_never_leave_the_reports_folder(tmp_path: Path) -> None:
     assert "job/" in hrefs and "job/job_1.out" in hrefs
     for href in hrefs:
         assert not href.startswith(("/", "..")) and "/../" not in href and ":" not in href, href
+
+
+# ---------------------------------------------------------------- a remote cluster's answers
+
+
+def _hostile_cluster() -> Any:
+    from tests.test_probe_check_runner import cluster
+    from trtllm_script_builder.process.proc import CmdResult
+
+    sinfo = (
+        "batch*|up|4:00:00|3|gpu:h100:8(S:0-1)\n"
+        "ev\x1b]0;pwn\x07il|up|4:00:00|1|gpu:8\n"
+        "-x|up|1:00:00|1|(null)\n"
+        "a b|up|1:00:00|1|(null)\n"
+        "gres|up|1:00:00|1|gpu:\x1b[2J:8\n"
+    )
+    return cluster(
+        sinfo=CmdResult(0, sinfo),
+        sacctmgr=CmdResult(0, "prj|prj|\nprj|x\x1b[31m|\nprj|-A|\n"),
+        **{"srun --mpi=list": CmdResult(1, "", "srun: error: \x1b]52;c;cm0K\x07 bad")},
+    )
+
+
+def test_a_hostile_clusters_names_are_left_out_and_its_words_escaped(tmp_path: Path) -> None:
+    from trtllm_script_builder.model.slurm_env import load_slurm_env
+    from trtllm_script_builder.process.probe import probe, render_text
+
+    env, rc = probe(runner=_hostile_cluster(), user="alice")
+    assert rc == 2
+    assert [p["name"] for p in env["partitions"]] == ["batch"]
+    assert env["accounts"] == ["prj"]
+    text = render_text(env)
+    assert not _RAW.search(text.replace("\n", "")), text
+    for name in ("ev\\x1b]0;pwn\\x07il", "'-x'", "'a b'", "x\\x1b[31m", "'-A'", "\\x1b[2J"):
+        assert any(name in e for e in env["errors"]), (name, env["errors"])
+    # what probe writes, the build reads back
+    path = tmp_path / "slurm_env.json"
+    path.write_text(json.dumps(env))
+    loaded, _ = load_slurm_env(path)
+    assert loaded.partition("batch") is not None
+
+
+def test_probe_ssh_keeps_no_hostile_login_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from trtllm_script_builder.cli import main
+    from trtllm_script_builder.model.slurm_env import load_slurm_env
+    from trtllm_script_builder.process import ssh
+    from trtllm_script_builder.process.proc import CmdResult
+
+    fake = _hostile_cluster()
+    hello = {"out": "relative/dir\n/home/\x1b[2Jme\nalice\n"}
+
+    class FakeSsh:
+        def __init__(self, target: Any) -> None:
+            pass
+
+        def shell(self, line: str, input: bytes | None = None) -> CmdResult:
+            return CmdResult(0, hello["out"])
+
+        def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+            return fake(argv)
+
+    monkeypatch.setattr(ssh, "SshRunner", FakeSsh)
+    out = tmp_path / "env.json"
+    res = CliRunner().invoke(main, ["probe", "--ssh", "login", "--output", str(out)])
+    assert res.exit_code == 2, res.output
+    assert not _RAW.search(res.output.replace("\n", "")), res.output
+    env, _ = load_slurm_env(out)  # the file probe wrote is one the build reads
+    assert env.remote_cwd is None and env.remote_home is None
+    hello["out"] = "/home/alice\n/home/alice\n-oProxyCommand=x\n"
+    res = CliRunner().invoke(main, ["probe", "--ssh", "login", "--output", str(out)])
+    assert res.exit_code == 3 and "id -un answered '-oProxyCommand=x'" in res.output
+    hello["out"] = ""
+    monkeypatch.setattr(
+        FakeSsh, "shell", lambda *a, **k: CmdResult(255, "", "ssh: \x1b]52;c;x\x07")
+    )
+    res = CliRunner().invoke(main, ["probe", "--ssh", "login", "--output", str(out)])
+    assert res.exit_code == 3 and "\x1b" not in res.output and "\\x1b]52" in res.output
