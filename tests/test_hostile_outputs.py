@@ -323,3 +323,82 @@ def test_probe_ssh_keeps_no_hostile_login_answer(
     )
     res = CliRunner().invoke(main, ["probe", "--ssh", "login", "--output", str(out)])
     assert res.exit_code == 3 and "\x1b" not in res.output and "\\x1b]52" in res.output
+
+
+# ---------------------------------------------------------------- job_spec.json read back
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def compile_spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A job built with compile: its job_spec.json has a prerequisite."""
+    from click.testing import CliRunner
+
+    from trtllm_script_builder.cli import main
+
+    work = tmp_path_factory.mktemp("spec") / "job"
+    request = str(ROOT / "examples" / "requests" / "pytest_local_slurm.yaml")
+    args = ["build", request, "--work-dir", str(work), "--compile", "--cuda-arch", "90-real"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    return work
+
+
+def _edited(work: Path, tmp: Path, edit: Any) -> Path:
+    spec = json.loads((work / "job_spec.json").read_text())
+    edit(spec)
+    new = tmp / "job"
+    new.mkdir()
+    text = spec if isinstance(spec, str) else json.dumps(spec)
+    (new / "job_spec.json").write_text(text)
+    return new
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda s: s["prerequisites"][0].update(script_path="--wrap=touch /tmp/pwned"),
+        lambda s: s["prerequisites"][0].update(script_path="relative.slurm"),
+        lambda s: s["prerequisites"][0].update(remote_script_path="-x"),
+        lambda s: s["prerequisites"][0].update(log_file_pattern="a\x1b[2Jb_%j.out"),
+        lambda s: s["prerequisites"][0].update(kind="rm"),
+        lambda s: s["prerequisites"][0].pop("key"),
+        lambda s: s["prerequisites"][0].pop("script_path"),
+    ],
+    ids=["wrap", "relative", "remote-dash", "escape", "kind", "no-key", "no-script"],
+)
+def test_an_edited_prerequisite_is_refused_in_one_line(
+    compile_spec: Path, tmp_path: Path, edit: Any
+) -> None:
+    from trtllm_script_builder.process.spec_file import read_job_spec
+
+    with pytest.raises(BuildError) as info:
+        read_job_spec(_edited(compile_spec, tmp_path, edit))
+    line = str(info.value)
+    assert "\n" not in line and "\x1b" not in line and "prerequisites" in line, line
+
+
+def test_job_spec_json_with_a_key_written_twice_is_refused(
+    compile_spec: Path, tmp_path: Path
+) -> None:
+    from trtllm_script_builder.process.spec_file import read_job_spec
+
+    text = (compile_spec / "job_spec.json").read_text()
+    twice = text.replace("{", '{"ssh_host": "a", "ssh_host": "b",', 1)
+    new = tmp_path / "job"
+    new.mkdir()
+    (new / "job_spec.json").write_text(twice)
+    with pytest.raises(BuildError, match="written twice"):
+        read_job_spec(new)
+    read_job_spec(compile_spec)  # the file as built is read
+
+
+def test_a_log_pattern_with_a_control_character_is_refused(
+    compile_spec: Path, tmp_path: Path
+) -> None:
+    from trtllm_script_builder.process.spec_file import read_job_spec
+
+    new = _edited(compile_spec, tmp_path, lambda s: s.update(log_file_pattern="x\r\x1b[2J_%j.out"))
+    with pytest.raises(BuildError, match="log_file_pattern"):
+        read_job_spec(new)
