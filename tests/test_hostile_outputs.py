@@ -402,3 +402,75 @@ def test_a_log_pattern_with_a_control_character_is_refused(
     new = _edited(compile_spec, tmp_path, lambda s: s.update(log_file_pattern="x\r\x1b[2J_%j.out"))
     with pytest.raises(BuildError, match="log_file_pattern"):
         read_job_spec(new)
+
+
+_SUB = {
+    "scenario": "local_slurm",
+    "work_dir": "/w",
+    "submitted_at": "t",
+    "host": "h",
+    "script": "/w/job.slurm",
+    "job_id": "12",
+}
+_PREREQ = {"kind": "compile", "key": "k", "job_id": "11", "log_file": "/w/c_11.out"}
+
+
+@pytest.mark.parametrize(
+    "prereq",
+    [
+        {**_PREREQ, "job_id": "--user=me"},
+        {**_PREREQ, "job_id": "-1"},
+        {**_PREREQ, "job_id": 11},
+        {k: v for k, v in _PREREQ.items() if k != "job_id"},
+        {k: v for k, v in _PREREQ.items() if k != "key"},
+        {**_PREREQ, "kind": "rm"},
+    ],
+    ids=["user", "dash", "int", "no-id", "no-key", "kind"],
+)
+def test_an_edited_prerequisite_of_submission_json_is_refused(
+    tmp_path: Path, prereq: dict[str, Any]
+) -> None:
+    text = json.dumps({**_SUB, "prerequisites": [prereq]})
+    with pytest.raises(BuildError) as info:
+        load_submission(_submission(tmp_path / "w", text))
+    assert "\n" not in str(info.value) and "prerequisites[0]" in str(info.value)
+    good = json.dumps({**_SUB, "prerequisites": [_PREREQ]})
+    assert load_submission(_submission(tmp_path / "w", good)) is not None
+
+
+def _batch_record(tmp_path: Path, **changes: Any) -> Path:
+    data: dict[str, Any] = {
+        "batch_dir": str(tmp_path),
+        "scenario": "local_slurm",
+        "submitted_at": "t",
+        "host": "h",
+        "arrays": [{"job_id": "20", "driver": "/b/array.slurm", "size": 2}],
+        "jobs": [
+            {"work_dir": "/b/a", "entry": "a", "job_id": "20_0", "array_job_id": "20"},
+            {"work_dir": "/b/b", "entry": "b", "job_id": "20_1", "prerequisites": ["11"]},
+        ],
+        "prerequisites": [_PREREQ],
+    }
+    data.update(changes)
+    (tmp_path / "batch_submission.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"arrays": [{"job_id": "--user=me", "driver": "/b/d", "size": 1}]},
+        {"jobs": [{"work_dir": "/b/a", "entry": "a", "job_id": "-1"}]},
+        {"jobs": [{"work_dir": "/b/a", "entry": "a", "job_id": "1", "prerequisites": ["-u"]}]},
+        {"prerequisites": [{**_PREREQ, "job_id": "--me"}]},
+        {"host": "h\x1b[2J"},
+    ],
+    ids=["array", "job", "waits-for", "prerequisite", "escape"],
+)
+def test_an_edited_batch_submission_json_is_refused(tmp_path: Path, change: dict[str, Any]) -> None:
+    from trtllm_script_builder.process.batch_submit import load_batch_submission
+
+    assert load_batch_submission(_batch_record(tmp_path)) is not None
+    with pytest.raises(BuildError) as info:
+        load_batch_submission(_batch_record(tmp_path, **change))
+    assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
