@@ -474,3 +474,17 @@ def test_an_edited_batch_submission_json_is_refused(tmp_path: Path, change: dict
     with pytest.raises(BuildError) as info:
         load_batch_submission(_batch_record(tmp_path, **change))
     assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
+
+
+def test_a_tools_complaint_and_progress_lines_are_shown_escaped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from trtllm_script_builder.cli import say
+    from trtllm_script_builder.process.probe.collect import first_line
+    from trtllm_script_builder.process.proc import CmdResult
+
+    said = first_line(CmdResult(128, "", "\n  fatal: \x1b]52;c;cm0K\x07 repo " + "z" * 5000 + "\n"))
+    assert said.startswith("fatal: \\x1b]52;c;cm0K\\x07 repo") and len(said) < 600
+    say("pushing to \x1b[2J\x9b31m origin")
+    err = capsys.readouterr().err
+    assert err == "pushing to \\x1b[2J\\x9b31m origin\n"

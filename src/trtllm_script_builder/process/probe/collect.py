@@ -37,10 +37,11 @@ def empty_env(user: str | None) -> dict[str, Any]:
 
 
 def first_line(result: CmdResult) -> str:
-    """The tool's own complaint, for an error message."""
+    """The tool's own complaint, for an error message, a note or a warning: shown escaped
+    and cut short (a remote host's git, ssh or Slurm may print escape sequences; decision 75)."""
     for line in (result.err or result.out).splitlines():
         if line.strip():
-            return line.strip()
+            return values.printable(line.strip())
     return f"exit status {result.rc}"
 
 
