@@ -488,3 +488,13 @@ def test_a_tools_complaint_and_progress_lines_are_shown_escaped(
     say("pushing to \x1b[2J\x9b31m origin")
     err = capsys.readouterr().err
     assert err == "pushing to \\x1b[2J\\x9b31m origin\n"
+
+
+def test_a_batchs_summary_shows_what_it_quotes_escaped() -> None:
+    from trtllm_script_builder.process.batch_watch import BatchResult, render_results
+
+    result = BatchResult(
+        "/b\x1b]0;t\x07", [], [], None, ["/b/x.xml not merged: \x9b2J"], False, None, 0.0
+    )
+    out = render_results(result)
+    assert not _RAW.search(out.replace("\n", "")) and "\\x9b2J" in out

@@ -33,6 +33,7 @@ from typing import Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process import slurm
 from trtllm_script_builder.process.batch_submit import (
     BatchJob,
@@ -582,4 +583,4 @@ def render_results(result: BatchResult) -> str:
     lines.append(f"results: {result.batch_dir}/{RESULTS_FILE}")
     if result.junit:
         lines.append(f"junit: {result.junit}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line, None) for line in lines) + "\n"
