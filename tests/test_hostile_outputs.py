@@ -498,3 +498,19 @@ def test_a_batchs_summary_shows_what_it_quotes_escaped() -> None:
     )
     out = render_results(result)
     assert not _RAW.search(out.replace("\n", "")) and "\\x9b2J" in out
+
+
+def test_check_shows_a_clusters_hostile_words_escaped(tmp_path: Path) -> None:
+    from tests.test_probe_check_runner import cluster, job
+    from trtllm_script_builder.process.check import check
+    from trtllm_script_builder.process.proc import CmdResult
+
+    fake = cluster()
+    fake.answers["sbatch --test-only /"] = CmdResult(
+        1, "", "allocation failure: \x1b]52;c;cm0K\x07\x1b[2J " + "w" * 5000
+    )
+    problems, rc = check(job(tmp_path), runner=fake, user="alice")
+    assert rc == 1 and problems
+    for p in problems:
+        assert not _RAW.search(p) and len(p) < 700, p
+    assert "\\x1b]52;c;cm0K\\x07" in problems[0]
