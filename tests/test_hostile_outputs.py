@@ -514,3 +514,25 @@ def test_check_shows_a_clusters_hostile_words_escaped(tmp_path: Path) -> None:
     for p in problems:
         assert not _RAW.search(p) and len(p) < 700, p
     assert "\\x1b]52;c;cm0K\\x07" in problems[0]
+
+
+def test_scontrol_values_with_equals_percent_and_pipes_stay_whole() -> None:
+    """A work dir may hold `=`, `%` and `|` (no white space: the #SBATCH lines refuse it), and
+    the job name is the builder's: StdOut is read whole, and sacct's `-P` rows are split only
+    at the columns the tool asks for, none of which is free text."""
+    from trtllm_script_builder.process.slurm import sacct_rows, status_from_scontrol
+
+    line = (
+        "JobId=12 JobName=custom_custom UserId=u(1) JobState=COMPLETED Reason=None "
+        "ExitCode=0:0 RunTime=00:00:05 TimeLimit=00:05:00 "
+        "Command=/w/a=b%x|y/job.slurm WorkDir=/w/a=b%x|y "
+        "StdErr=/w/a=b%x|y/job_12.err StdIn=/dev/null StdOut=/w/a=b%x|y/job_12.out Power="
+    )
+    st = status_from_scontrol("12", line)
+    assert (st.stdout, st.stderr, st.state) == (
+        "/w/a=b%x|y/job_12.out",
+        "/w/a=b%x|y/job_12.err",
+        "COMPLETED",
+    )
+    rows = sacct_rows("12|FAILED|1:0|00:00:05|gpunode|12|2026-12-03T09:00:00\n")
+    assert rows["12"].exit_code == 1 and rows["12"].nodelist == "gpunode"

@@ -46,3 +46,20 @@ def test_a_hostile_log_reaches_the_terminal_and_the_verdict_escaped(
     assert any("Error: \\x1b]52;c;" in e for e in evidence), evidence
     assert all(len(e) < 1000 and not _RAW.search(e) for e in evidence), evidence
     assert len((tmp_path / "hostile" / "verdict.json").read_bytes()) < 50_000
+
+
+def test_a_work_dir_with_pipes_equals_and_dollars_is_watched_at_its_log(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """scontrol's StdOut and sacct's `|`-separated rows around a folder named with `|`, `=`,
+    `$(...)` and a backquote: the job runs there, and watch reads its real log."""
+    repo = make_repo(tmp_path / "repo")
+    env = probed_env(tmp_path)
+    name = "a|b=c$(touch${IFS}x)`id`;x&"
+    req = write_request(tmp_path, name, repo, env, custom_cmd="echo hello from the job")
+    res = cli("run", str(req), "--poll", POLL, "--json")
+    assert res.code == 0, res.stderr
+    v = res.json
+    assert v["verdict"] == "PASSED" and "hello from the job" in res.stdout
+    assert v["log_files"][0].startswith(str(tmp_path / name) + "/")
+    assert not (tmp_path / name / "x").exists() and not Path("x").exists()
