@@ -536,3 +536,85 @@ def test_scontrol_values_with_equals_percent_and_pipes_stay_whole() -> None:
     )
     rows = sacct_rows("12|FAILED|1:0|00:00:05|gpunode|12|2026-12-03T09:00:00\n")
     assert rows["12"].exit_code == 1 and rows["12"].nodelist == "gpunode"
+
+
+# ---------------------------------------------------------------- fuzz over what is read back
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.test_fuzz import PIECES, fuzz_settings, texts, values  # noqa: E402
+
+log_bytes = st.lists(
+    st.sampled_from([p.encode("utf-8", "surrogatepass") for p in PIECES])
+    | st.sampled_from([b"\xff\xfe", b"\xc2\x9b", b"\x1b]52;c;", b"\x07", b"Error: ", b"FAILED"])
+    | st.binary(max_size=6),
+    max_size=40,
+).map(b"".join)
+
+
+@fuzz_settings(60)
+@given(chunks=st.lists(log_bytes, min_size=1, max_size=4))
+def test_any_log_gives_clean_bounded_evidence_and_terminal_lines(chunks: list[bytes]) -> None:
+    sent = iter(chunks)
+    f = Follower("job.out", lambda path, offset: next(sent, None))
+    lines = [ln for _ in chunks for ln in f.poll()] + f.flush()
+    out = io.StringIO()
+    Console(out, io.StringIO()).lines(lines)
+    assert not _RAW.search(out.getvalue().replace("\n", ""))
+    assert len(out.getvalue().splitlines()) == len(lines)
+    decision = decide_verdict("FAILED", 1, lines, _Spec())
+    text = render_verdict(WatchResult(decision, "local_slurm", "/w", job_id="1"))
+    assert not _RAW.search(text.replace("\n", ""))
+    assert all(len(e) <= 600 for e in decision.evidence)
+
+
+@fuzz_settings(40)
+@given(value=texts)
+def test_any_junit_text_gives_clean_ids_and_messages(value: str) -> None:
+    from xml.sax.saxutils import quoteattr
+
+    def attr(v: str) -> str:
+        return quoteattr(v.encode("utf-8", "replace").decode("utf-8", "replace"))
+
+    doc = (
+        f"<testsuite><testcase classname={attr(value)} name={attr(value)}>"
+        f"<failure message={attr(value)}/></testcase></testsuite>"
+    )
+    try:
+        report = parse_junit(doc.encode("utf-8", "replace"))
+    except JUnitError as e:
+        assert "\n" not in str(e)
+        return
+    for t in report.failing:
+        assert not _RAW.search(t.id) and not _RAW.search(t.message)
+        assert len(t.id) <= 600 and len(t.message) <= 600
+
+
+SUBMISSION_KEYS = [
+    "job_id", "alloc_job_id", "array_job_id", "container_name", "ssh_host", "host", "log_file",
+    "remote_work_dir", "source_commit", "prerequisites",
+]  # fmt: skip
+
+
+@fuzz_settings(60)
+@given(key=st.sampled_from(SUBMISSION_KEYS), value=values | st.lists(texts, max_size=2))
+def test_any_submission_value_is_read_or_refused_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, key: str, value: Any
+) -> None:
+    work = tmp_path_factory.mktemp("sub")
+    (work / "submission.json").write_text(
+        json.dumps({**_SUB, key: value}, ensure_ascii=True)
+        if not isinstance(value, str) or "\udc80" not in value
+        else json.dumps({**_SUB, key: value.replace("\udc80", "?")})
+    )
+    try:
+        sub = load_submission(work)
+    except BuildError as e:
+        assert "\n" not in str(e) and e.field == "work_dir"
+        return
+    assert sub is not None
+    for name in ("job_id", "alloc_job_id", "array_job_id"):
+        got = getattr(sub, name)
+        assert got is None or re.fullmatch(r"[0-9]+(_[0-9]+)?", got), (name, got)
+    assert sub.ssh_host is None or not sub.ssh_host.startswith("-")

@@ -80,10 +80,10 @@ def printable(text: str, limit: int | None = MAX_SHOWN_LINE) -> str:
     """`text` (a log line, a test id, a remote tool's answer) safe to print on one terminal
     line and to keep as evidence: control characters are shown escaped (`\\x1b`, `\\n`), and
     text beyond `limit` characters is cut with a note of its length (decision 75)."""
-    cut = text if limit is None or len(text) <= limit else text[:limit]
+    cut = text if limit is None else text[:limit]
     shown_text = _NOT_SHOWN.sub(lambda m: ascii(m.group(0))[1:-1], cut)
-    if cut is not text:
-        shown_text += f"... ({len(text)} characters)"
+    if limit is not None and (len(shown_text) > limit or len(cut) < len(text)):
+        shown_text = f"{shown_text[:limit]}... ({len(text)} characters)"
     return shown_text
 
 
