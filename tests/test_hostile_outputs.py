@@ -618,3 +618,43 @@ def test_any_submission_value_is_read_or_refused_in_one_line(
         got = getattr(sub, name)
         assert got is None or re.fullmatch(r"[0-9]+(_[0-9]+)?", got), (name, got)
     assert sub.ssh_host is None or not sub.ssh_host.startswith("-")
+
+
+# ---------------------------------------------------------------- numbers a log or file holds
+
+
+def test_figures_too_long_for_a_float_or_an_int_are_no_figures() -> None:
+    from trtllm_script_builder.process.figures import figures
+    from trtllm_script_builder.process.junit import summary_report
+    from trtllm_script_builder.process.perf_sanity import benchmark_figures
+
+    big = "9" * 5000
+    got = figures(
+        [
+            f"Total Output Throughput (tokens/sec):   {big}",
+            f"lm-eval gsm8k average accuracy: {big}",
+            f"MMLU weighted average accuracy: 75.00 ({big})",
+        ]
+    )
+    assert got == {"mmlu": {"accuracy": 75.0}}
+    json.dumps(got, allow_nan=False)  # what verdict.json gets is JSON
+    assert benchmark_figures(f"Request throughput (req/s): {big}\n") == {}
+    found = summary_report([f"==== {big} passed in 1.0s ===="])
+    assert found is not None and found[0].passed == 0
+
+
+@pytest.mark.parametrize(
+    "number", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "9" * 5000, "-" + "9" * 70]
+)
+def test_the_json_reader_refuses_numbers_json_has_not(tmp_path: Path, number: str) -> None:
+    from trtllm_script_builder.model.datafile import DataError, parse_json
+    from trtllm_script_builder.output.report_html import load_report
+
+    with pytest.raises(DataError):
+        parse_json(f'{{"elapsed_seconds": {number}}}')
+    (tmp_path / "verdict.json").write_text(
+        f'{{"verdict": "PASSED", "elapsed_seconds": {number}, "job_id": "1"}}'
+    )
+    with pytest.raises(BuildError) as info:
+        load_report(tmp_path)  # it ended in a traceback (int(round(inf)))
+    assert "\n" not in str(info.value)

@@ -10,6 +10,7 @@ they expand to is bounded in size and depth before anything walks it. Problems a
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -33,10 +34,40 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _no_constant(name: str) -> Any:
+    raise DataError(f"it holds {name}, which is no JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise DataError(f"it holds the number {shown(text)}, larger than any float")
+    return value
+
+
+# Digits of a whole number: far above any count, id or size the files hold, far below the
+# 4300 beyond which Python refuses to convert the text (a ValueError, not a parse error).
+MAX_DIGITS = 64
+
+
+def _whole(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise DataError(f"it holds a whole number of {len(text)} digits, more than {MAX_DIGITS}")
+    return int(text)
+
+
 def parse_json(text: str) -> Any:
-    """`text` as JSON, refusing repeated keys and nesting deeper than MAX_DEPTH."""
+    """`text` as JSON, refusing repeated keys, nesting deeper than MAX_DEPTH, numbers JSON
+    has not (NaN, Infinity, 1e999: Python's reader takes them, every other one refuses, and
+    arithmetic on them fails) and whole numbers longer than MAX_DIGITS (decision 75)."""
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        data = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_float=_finite,
+            parse_int=_whole,
+        )
     except RecursionError:
         raise DataError(f"it nests deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:

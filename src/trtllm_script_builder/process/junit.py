@@ -160,7 +160,8 @@ _SUMMARY = re.compile(
     r"^=*\s*((?:no tests ran|\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|"
     r"warnings?|rerun))(?:, \d+ \w+)*) in [\d.]+s\b.*?=*$"
 )
-_COUNT = re.compile(r"(\d+) (\w+)")
+# At most 18 digits: a longer count is no count (Python refuses to convert 4300 digits).
+_COUNT = re.compile(r"(?<!\d)(\d{1,18}) (\w+)")
 
 
 def summary_report(lines: Iterable[str]) -> tuple[TestReport, int] | None:
