@@ -658,3 +658,25 @@ def test_the_json_reader_refuses_numbers_json_has_not(tmp_path: Path, number: st
     with pytest.raises(BuildError) as info:
         load_report(tmp_path)  # it ended in a traceback (int(round(inf)))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("number", ["inf", "nan", "1e999", "-inf", "9" * 5000])
+def test_a_junit_suite_with_hostile_counts_is_merged_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, number: str
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    from tests.test_batch_submit_watch import FakeSlurm, make_batch, run_watch, write_logs
+
+    folder = make_batch(tmp_path, [("test_ok", "7"), ("test_bad", "7")])
+    write_logs(folder, "test_ok", "8", ok=True)
+    write_logs(folder, "test_bad", "9", ok=True)
+    bad = folder / "test_bad" / "tiny_auto_test_9_junit.xml"
+    bad.write_text(
+        bad.read_text().replace('tests="1"', f'tests="{number}"').replace('"1.5"', f'"{number}"')
+    )
+    fake = FakeSlurm({"7_0": ["COMPLETED"], "7_1": ["COMPLETED"]}, {"7_0": "8", "7_1": "9"})
+    result, _ = run_watch(folder, fake, monkeypatch)
+    merged = ET.parse(folder / "junit.xml").getroot()
+    assert merged.get("tests") == "1" and merged.get("time") == "1.500"  # the bad suite adds 0
+    assert result.exit_status == 0

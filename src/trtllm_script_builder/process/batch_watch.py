@@ -23,6 +23,7 @@ them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -559,10 +560,15 @@ def merge_junit(
 
 
 def _number(text: str | None) -> float:
+    """A suite's count or time; 0 for what is no finite number (a job's report may say
+    `inf`, `nan` or 5000 digits, which int() cannot take; decision 75)."""
+    if not text or len(text) > 30:
+        return 0.0
     try:
-        return float(text or 0)
+        value = float(text)
     except ValueError:
         return 0.0
+    return value if math.isfinite(value) else 0.0
 
 
 def render_results(result: BatchResult) -> str:
