@@ -680,3 +680,65 @@ def test_a_junit_suite_with_hostile_counts_is_merged_without_a_traceback(
     merged = ET.parse(folder / "junit.xml").getroot()
     assert merged.get("tests") == "1" and merged.get("time") == "1.500"  # the bad suite adds 0
     assert result.exit_status == 0
+
+
+BIG = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    ("field", "cmd"),
+    [
+        ("bench_cmd", "trtllm-bench --model m throughput --tp ²"),
+        ("bench_cmd", "trtllm-bench --model m throughput --tp ٣"),
+        ("bench_cmd", f"trtllm-bench --model m throughput --tp {BIG}"),
+        ("bench_cmd", "trtllm-bench --model m throughput --pp ¹"),
+    ],
+)
+def test_a_number_in_a_command_that_is_no_ascii_number_is_refused_in_one_line(
+    tmp_path: Path, field: str, cmd: str
+) -> None:
+    from click.testing import CliRunner
+
+    from trtllm_script_builder.cli import main
+
+    request = str(ROOT / "examples" / "requests" / "bench_local_slurm.yaml")
+    args = ["build", request, "--work-dir", str(tmp_path / "w"), f"--{field.replace('_', '-')}"]
+    res = CliRunner().invoke(main, [*args, cmd])
+    assert res.exit_code == 2 and not isinstance(res.exception, ValueError), res.output[-300:]
+    assert len(res.stderr.splitlines()) == 1 and "is not a positive whole number" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "extra"),
+    [
+        ("bench_cmd", "trtllm-bench --model m throughput --tp 1 --ep ²"),
+        ("test_cmd", f"--timeout={BIG}"),
+        ("test_cmd", "--timeout=٣٣٣٣٣"),
+    ],
+)
+def test_a_number_the_build_only_reads_for_a_hint_never_ends_in_a_traceback(
+    tmp_path: Path, field: str, extra: str
+) -> None:
+    from click.testing import CliRunner
+
+    from trtllm_script_builder.cli import main
+
+    name = "bench_local_slurm.yaml" if field == "bench_cmd" else "pytest_local_slurm.yaml"
+    request = ROOT / "examples" / "requests" / name
+    if field == "test_cmd":
+        test_cmd = next(
+            line.split(": ", 1)[1] for line in request.read_text().splitlines()
+            if line.startswith("test_cmd:")
+        )  # fmt: skip
+        extra = f"{test_cmd} {extra}"
+    args = ["build", str(request), "--work-dir", str(tmp_path / "w"), "--dry-run"]
+    res = CliRunner().invoke(main, [*args, f"--{field.replace('_', '-')}", extra])
+    assert res.exit_code == 0, (res.exception, res.output[-300:])
+
+
+@pytest.mark.parametrize("count", ["²", "٣", BIG])
+def test_a_clusters_counts_that_are_no_ascii_numbers_count_nothing(count: str) -> None:
+    from trtllm_script_builder.process.probe import parse
+
+    assert parse.gpu_count(f"gpu:h100:{count}") == parse.gpu_count("gpu:h100") == 0
+    assert parse.parse_sinfo(f"p|up|1:00:00|{count}|gpu:8\n")[0].nodes is None

@@ -76,6 +76,20 @@ MAX_SHOWN_LINE = 500
 _NOT_SHOWN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
+_WHOLE = re.compile(r"-?[0-9]{1,18}")
+
+
+def whole_number(text: str | None, *, negative: bool = False) -> int | None:
+    """`text` as a whole number when the whole of it is 1 to 18 ASCII digits (after a `-`
+    where `negative`), else None: `str.isdigit` takes `²` and `٣`, which int() refuses or
+    reads as 3, and int() refuses more than 4300 digits with a ValueError (decision 75)."""
+    if text is None or _WHOLE.fullmatch(text) is None:
+        return None
+    if text.startswith("-") and not negative:
+        return None
+    return int(text)
+
+
 def printable(text: str, limit: int | None = MAX_SHOWN_LINE) -> str:
     """`text` (a log line, a test id, a remote tool's answer) safe to print on one terminal
     line and to keep as evidence: control characters are shown escaped (`\\x1b`, `\\n`), and

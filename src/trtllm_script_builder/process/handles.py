@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process import slurm
 from trtllm_script_builder.process.junit import JUnitError, TestReport, parse_junit
 from trtllm_script_builder.process.proc import Runner, alive, kill_group, reap, run
@@ -322,7 +323,7 @@ def read_rc(path: str | None) -> int | None:
     except OSError:
         return None
     text = text.strip()
-    return int(text) if text.lstrip("-").isdigit() else None
+    return whole_number(text, negative=True)
 
 
 # Exit statuses of a process ended by SIGINT, SIGKILL or SIGTERM: what a stop leaves.
