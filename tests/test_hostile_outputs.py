@@ -742,3 +742,58 @@ def test_a_clusters_counts_that_are_no_ascii_numbers_count_nothing(count: str) -
 
     assert parse.gpu_count(f"gpu:h100:{count}") == parse.gpu_count("gpu:h100") == 0
     assert parse.parse_sinfo(f"p|up|1:00:00|{count}|gpu:8\n")[0].nodes is None
+
+
+def test_a_hostile_batch_renders_inert_in_headless_chromium(tmp_path: Path) -> None:
+    """Folder and log names that try to close the attribute, a `javascript:` log name, and
+    markup in the verdict: the browser's DOM holds no element the tool did not write and
+    every link stays relative and inside the folder."""
+    from tests.test_report_html import _browse, _chromium
+    from trtllm_script_builder.output.report_html import write_report
+
+    chromium = _chromium()
+    if not chromium:
+        pytest.skip("chromium is not installed")
+    root = tmp_path / "batch"
+    evil = '"><img src=x onerror=alert(1)>'
+    work = root / evil
+    work.mkdir(parents=True)
+    (work / "javascript:alert(1)").write_text("log\n")
+    (work / "x' onmouseover='alert(1).out").write_text("log\n")
+    verdict = _verdict(
+        work,
+        verdict="FAILED",
+        reason="</td><script>alert(1)</script>",
+        evidence=["<iframe src=javascript:alert(1)>", "\x1b[2J"],
+        log_files=["javascript:alert(1)", "x' onmouseover='alert(1).out", "/etc/hostname"],
+        source_commit='"><svg onload=alert(1)>',
+    )
+    (work / "verdict.json").write_text(json.dumps(verdict))
+    (root / "jobs.json").write_text(
+        json.dumps([{"line": 1, "entry": "<b>e</b>", "work_dir": evil, "status": "built"}])
+    )
+    page = write_report(root)
+    dom = _browse(chromium, page, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    text = dom.stdout
+    from html.parser import HTMLParser
+
+    class Elements(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: set[str] = set()
+            self.handlers: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.add(tag)
+            self.handlers += [name for name, _ in attrs if name.startswith("on")]
+
+    seen = Elements()
+    seen.feed(text)
+    assert not seen.tags & {"img", "script", "iframe", "b", "object", "embed"}, seen.tags
+    assert seen.handlers == []
+    hrefs = re.findall(r'href="([^"]*)"', text)
+    assert len(hrefs) == 3, hrefs  # the folder and its two logs, not /etc/hostname
+    for href in hrefs:
+        assert not href.startswith(("/", "..", "javascript")) and ":" not in href, href
+    assert "Content-Security-Policy" in page.read_text()
