@@ -797,3 +797,20 @@ def test_a_hostile_batch_renders_inert_in_headless_chromium(tmp_path: Path) -> N
     for href in hrefs:
         assert not href.startswith(("/", "..", "javascript")) and ":" not in href, href
     assert "Content-Security-Policy" in page.read_text()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"pid": 0}, {"pid": -1}, {"pid": 1}, {"pid": True}, {"pid": 42, "pid_start": "-1 x"}],
+    ids=["zero", "minus-one", "init", "bool", "start"],
+)
+def test_a_pid_that_would_signal_a_group_not_ours_is_refused(
+    tmp_path: Path, change: dict[str, Any]
+) -> None:
+    data = {k: v for k, v in _SUB.items() if k != "job_id"}
+    data.update({"scenario": "local_docker", "pid_start": "123", **change})
+    with pytest.raises(BuildError) as info:
+        load_submission(_submission(tmp_path / "w", json.dumps(data)))
+    assert "pid" in str(info.value) and "\n" not in str(info.value)
+    data.update(pid=4242, pid_start="123")
+    assert load_submission(_submission(tmp_path / "w", json.dumps(data))) is not None

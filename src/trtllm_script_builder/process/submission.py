@@ -91,6 +91,11 @@ class Submission(BaseModel):
             value = getattr(self, key)
             if value is not None and not pattern.fullmatch(value):
                 raise ValueError(f"{key} {values.shown(value)} is not what submit writes")
+        # a pid is signalled as a process group: 0 and -1 name groups of their own, 1 is init
+        if self.pid is not None and self.pid < 2:
+            raise ValueError(f"pid {self.pid} is not what submit writes")
+        if self.pid_start is not None and values.whole_number(self.pid_start) is None:
+            raise ValueError(f"pid_start {values.shown(self.pid_start)} is not what submit writes")
         if self.source_commit is not None and not COMMIT.fullmatch(self.source_commit):
             raise ValueError(
                 f"source_commit {values.shown(self.source_commit)} is not what submit writes"
