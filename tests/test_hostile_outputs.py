@@ -814,3 +814,9 @@ def test_a_pid_that_would_signal_a_group_not_ours_is_refused(
     assert "pid" in str(info.value) and "\n" not in str(info.value)
     data.update(pid=4242, pid_start="123")
     assert load_submission(_submission(tmp_path / "w", json.dumps(data))) is not None
+
+
+def test_printable_shows_bidirectional_and_zero_width_characters_escaped() -> None:
+    shown = printable("tests/test_a.py::test_\u202egnp.exe\u2066\u200b\ufeff")
+    assert shown == "tests/test_a.py::test_\\u202egnp.exe\\u2066\\u200b\\ufeff"
+    assert printable("é ü 中文\tok") == "é ü 中文\tok"  # text is text

@@ -72,8 +72,12 @@ def shown(value: Any, limit: int = 120) -> str:
 MAX_SHOWN_LINE = 500
 # What a terminal would act on rather than show: every control character but tab (an escape
 # sequence can move the cursor, rewrite the screen, set the window title or the clipboard),
-# the Unicode line and paragraph separators, and lone surrogates.
-_NOT_SHOWN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# the Unicode line and paragraph separators, lone surrogates, and the bidirectional and
+# zero-width format characters (they reorder or hide what a line seems to say).
+_NOT_SHOWN = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff"
+    "\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
 
 
 _WHOLE = re.compile(r"-?[0-9]{1,18}")
