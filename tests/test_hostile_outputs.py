@@ -820,3 +820,8 @@ def test_printable_shows_bidirectional_and_zero_width_characters_escaped() -> No
     shown = printable("tests/test_a.py::test_\u202egnp.exe\u2066\u200b\ufeff")
     assert shown == "tests/test_a.py::test_\\u202egnp.exe\\u2066\\u200b\\ufeff"
     assert printable("é ü 中文\tok") == "é ü 中文\tok"  # text is text
+
+
+def test_an_error_line_escapes_what_printable_escapes() -> None:
+    err = BuildError("work_dir", "/w/\u202eexe.sh\x1b[2J holds a job", "fix \u2066it")
+    assert err.line() == "error: work_dir: /w/\\u202eexe.sh\\x1b[2J holds a job; fix \\u2066it"
