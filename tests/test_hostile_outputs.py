@@ -825,3 +825,14 @@ def test_printable_shows_bidirectional_and_zero_width_characters_escaped() -> No
 def test_an_error_line_escapes_what_printable_escapes() -> None:
     err = BuildError("work_dir", "/w/\u202eexe.sh\x1b[2J holds a job", "fix \u2066it")
     assert err.line() == "error: work_dir: /w/\\u202eexe.sh\\x1b[2J holds a job; fix \\u2066it"
+
+
+def test_a_job_spec_value_over_the_argument_limit_is_refused(
+    compile_spec: Path, tmp_path: Path
+) -> None:
+    from trtllm_script_builder.process.spec_file import read_job_spec
+
+    new = _edited(compile_spec, tmp_path, lambda s: s.update(container_name="c" * 140_000))
+    with pytest.raises(BuildError) as info:
+        read_job_spec(new)
+    assert "container_name" in str(info.value) and len(str(info.value)) < 1200

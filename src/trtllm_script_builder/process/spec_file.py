@@ -62,7 +62,7 @@ def _unsafe(spec: JobSpec) -> tuple[str, str] | None:
     checks = (("container_name", values.MODEL_NAME), ("ssh_host", values.HOST))
     for key, pattern in checks:
         value = getattr(spec, key)
-        if value is not None and not pattern.fullmatch(value):
+        if value is not None and (values.text_problem(value) or not pattern.fullmatch(value)):
             return key, f"is not a {key.replace('_', ' ')} (got {values.shown(value)})"
     for key in ("log_file_pattern", "error_file_pattern", "junit_file_pattern", "log_file"):
         pattern = getattr(spec, key)
