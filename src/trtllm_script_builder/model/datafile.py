@@ -10,7 +10,6 @@ they expand to is bounded in size and depth before anything walks it. Problems a
 from __future__ import annotations
 
 import json
-import math
 from functools import lru_cache
 from typing import Any
 
@@ -34,17 +33,6 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constant(name: str) -> Any:
-    raise DataError(f"it holds {name}, which is no JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise DataError(f"it holds the number {shown(text)}, larger than any float")
-    return value
-
-
 # Digits of a whole number: far above any count, id or size the files hold, far below the
 # 4300 beyond which Python refuses to convert the text (a ValueError, not a parse error).
 MAX_DIGITS = 64
@@ -57,15 +45,14 @@ def _whole(text: str) -> int:
 
 
 def parse_json(text: str) -> Any:
-    """`text` as JSON, refusing repeated keys, nesting deeper than MAX_DEPTH, numbers JSON
-    has not (NaN, Infinity, 1e999: Python's reader takes them, every other one refuses, and
-    arithmetic on them fails) and whole numbers longer than MAX_DIGITS (decision 75)."""
+    """`text` as JSON, refusing repeated keys, nesting deeper than MAX_DEPTH and whole
+    numbers longer than MAX_DIGITS (decision 75). NaN, Infinity and 1e999 are read as Python
+    reads them, so that a request's field refuses them by name; whoever does arithmetic on a
+    number from a file checks that it is finite."""
     try:
         data = json.loads(
             text,
             object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constant,
-            parse_float=_finite,
             parse_int=_whole,
         )
     except RecursionError:

@@ -10,6 +10,7 @@ same files give the same bytes (no clock, no dict order from the disk). Decision
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -212,7 +213,7 @@ def _job(root: Path, work: Path, name: str, v: dict[str, Any], entry: str = "") 
         job_id=_text(v.get("job_id") or (f"pid {v['pid']}" if v.get("pid") else "")),
         commit=_text(v.get("source_commit")),
         exit_code=_text(v.get("exit_code")),
-        elapsed=_duration(elapsed) if isinstance(elapsed, (int, float)) else "",
+        elapsed=_duration(elapsed) if _is_num(elapsed) else "",
         reason=_text(v.get("reason")),
         evidence=[str(e) for e in v.get("evidence") or []],
     )
@@ -264,7 +265,9 @@ def _duration(seconds: float) -> str:
 
 
 def _is_num(x: Any) -> TypeGuard[float]:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """A number the page can show and chart: NaN and Infinity (a verdict.json may hold them,
+    Python's JSON reader takes them) are none (decision 75)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _num(x: float) -> str:
