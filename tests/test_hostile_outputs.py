@@ -47,8 +47,8 @@ def test_printable_escapes_what_a_terminal_would_act_on(line: str) -> None:
     shown = printable(line)
     assert not _RAW.search(shown), shown
     assert "\t" in printable("a\tb")  # a tab is shown as it is
-    # the escapes name the characters: nothing is lost from sight
-    assert shown.encode().decode("unicode_escape").replace("\\", "") != ""
+    # the escapes name the characters: unescaped again, the line is the original
+    assert shown.encode("ascii", "backslashreplace").decode("unicode_escape") == line
 
 
 def test_printable_cuts_a_long_line_and_says_how_long_it_was() -> None:
