@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.datafile import parse_json
@@ -57,6 +57,7 @@ from trtllm_script_builder.process.submission import (
     Submission,
     load_submission,
     read_record,
+    record_problem,
     save_submission,
     source_args,
     write_json,
@@ -122,6 +123,14 @@ class BatchSubmission(BaseModel):
     jobs: list[BatchJob]
     # every prerequisite submitted for the batch, once each (chain.ChainJob.to_json), in order
     prerequisites: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _values(self) -> BatchSubmission:
+        # the file may be edited: its job ids reach scancel (decision 75)
+        problem = record_problem(self.model_dump())
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 def read_index(folder: Path) -> list[Member]:

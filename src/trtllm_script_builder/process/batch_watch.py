@@ -24,6 +24,7 @@ them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -34,6 +35,7 @@ from typing import Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process import slurm
 from trtllm_script_builder.process.batch_submit import (
     BatchJob,
@@ -561,10 +563,15 @@ def merge_junit(
 
 
 def _number(text: str | None) -> float:
+    """A suite's count or time; 0 for what is no finite number (a job's report may say
+    `inf`, `nan` or 5000 digits, which int() cannot take; decision 75)."""
+    if not text or len(text) > 30:
+        return 0.0
     try:
-        return float(text or 0)
+        value = float(text)
     except ValueError:
         return 0.0
+    return value if math.isfinite(value) else 0.0
 
 
 def render_results(result: BatchResult) -> str:
@@ -585,4 +592,4 @@ def render_results(result: BatchResult) -> str:
     lines.append(f"results: {result.batch_dir}/{RESULTS_FILE}")
     if result.junit:
         lines.append(f"junit: {result.junit}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line, None) for line in lines) + "\n"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
 from trtllm_script_builder.process.ssh import SSH_FAILED, SshRunner, SshTarget
@@ -370,8 +371,8 @@ def _parse_probe(text: str) -> _Remote:
             r.head = value
         elif key == "has":
             r.has = value == "yes"
-        elif key == "changes" and value.isdigit():
-            r.changes = int(value)
+        elif key == "changes" and whole_number(value) is not None:
+            r.changes = whole_number(value) or 0
         elif key == "change":
             r.examples.append(value.strip())
         elif key == "tip" and _SHA.fullmatch(value) and value not in r.tips:

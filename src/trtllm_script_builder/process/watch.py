@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process.figures import result_lines
 from trtllm_script_builder.process.handles import (
     JobHandle,
@@ -67,7 +68,8 @@ class Console:
             return
         self.clear()
         for ln in lines:
-            self.out.write(f"{prefix}{ln.text}\n")
+            # the job's own words: shown, never acted on by the terminal (decision 75)
+            self.out.write(f"{prefix}{printable(ln.text, None)}\n")
         self.out.flush()
 
     def progress(self, text: str) -> None:
@@ -75,12 +77,12 @@ class Console:
             return
         now = time.monotonic()
         if self.tty:
-            self.err.write(f"\r\033[K{text}")
+            self.err.write(f"\r\033[K{printable(text, None)}")
             self.shown = True
         elif text.split(",")[0] != self.last_text.split(",")[0] or now - self.last_time >= (
             PROGRESS_EVERY
         ):
-            self.err.write(text + "\n")
+            self.err.write(printable(text, None) + "\n")
             self.last_time = now
         else:
             return
@@ -89,7 +91,7 @@ class Console:
 
     def say(self, text: str) -> None:
         self.clear()
-        self.err.write(text + "\n")
+        self.err.write(printable(text, None) + "\n")
         self.err.flush()
 
     def clear(self) -> None:
@@ -326,7 +328,7 @@ def render_verdict(result: WatchResult) -> str:
             f" ({t.source})"
         )
     lines += result_lines(d.results)
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line, None) for line in lines) + "\n"
 
 
 def verdict_json(result: WatchResult) -> str:
