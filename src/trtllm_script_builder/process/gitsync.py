@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtllm_script_builder.atomic import signals_as_exceptions
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
@@ -429,6 +430,7 @@ def _clone_url(local: _Local) -> str | None:
 # ---------------------------------------------------------------- the procedure
 
 
+@signals_as_exceptions()  # SIGTERM, SIGHUP: the snapshot folder and a new clone go (decision 79)
 def sync_checkout(
     target: SshTarget,
     local_repo: Path,
