@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,7 +124,7 @@ def test_two_builds_of_one_job_at_once_do_not_mix_their_files(env: Env, place: P
 
 def test_a_second_build_many_into_a_folder_being_written_is_refused(env: Env, place: Path) -> None:
     listing = env.root / "list.txt"
-    listing.write_text("accuracy/test_tiny.py::TestTiny::test_one\n" * 3)
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_one\n")
     base = env.root / "base.json"
     base.write_text(json.dumps({k: v for k, v in env.request().items() if k != "work_dir"}))
     root = place / "many"
@@ -141,7 +142,7 @@ def test_a_second_build_many_into_a_folder_being_written_is_refused(env: Env, pl
         "wait for it to end, or choose another --work-dir\n"
     )
     rows = json.loads((root / "jobs.json").read_text())
-    assert [r["status"] for r in rows] == ["built"] * 3
+    assert [r["status"] for r in rows] == ["built"]
     assert sorted(p.name for p in root.iterdir()) == sorted(
         ["jobs.json", *(Path(r["work_dir"]).name for r in rows)]
     )
@@ -216,19 +217,29 @@ def test_submit_pys_children_end_with_it(env: Env, tmp_path: Path) -> None:
     assert tree(env.repo) == before
 
 
-def test_the_commit_lock_is_not_left_held(tmp_path: Path) -> None:
-    """A folder locked by a commit is free again after it (a second commit does not wait)."""
-    from trtllm_script_builder.atomic import commit_set, temp_name
+def test_the_commit_lock_is_let_go_after_the_commit(tmp_path: Path) -> None:
+    """Another process can lock the folder once a commit is done, and cannot during one."""
+    from trtllm_script_builder.atomic import commit_set, folder_lock, temp_name
 
-    for text in ("one", "two"):
-        stage = tmp_path / temp_name("tsb-set")
-        stage.mkdir()
-        (stage / "job_spec.json").write_text(text)
-        t0 = time.monotonic()
-        commit_set(str(stage), str(tmp_path))
-        assert time.monotonic() - t0 < 5
+    probe = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError:\n"
+        "    sys.exit(1)\n"
+    )
+
+    def free() -> bool:
+        return subprocess.run([sys.executable, "-c", probe, str(tmp_path)]).returncode == 0
+
+    stage = tmp_path / temp_name("tsb-set")
+    stage.mkdir()
+    (stage / "job_spec.json").write_text("new")
+    with folder_lock(str(tmp_path)):
+        assert not free()
+        commit_set(str(stage), str(tmp_path))  # the lock is this process's already
+        assert not free()
+    assert free()
     assert [p.name for p in tmp_path.iterdir()] == ["job_spec.json"]
-    assert (tmp_path / "job_spec.json").read_text() == "two"
 
 
 PID_SUBMIT = '''\
@@ -264,3 +275,36 @@ def test_submit_py_dies_with_a_killed_builder(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_named_pipe_called_job_spec_json_does_not_hang_a_rebuild(env: Env, place: Path) -> None:
+    """It is replaced as any old file of the set (it names no scripts to remove)."""
+    work = place / "work"
+    work.mkdir()
+    os.mkfifo(work / "job_spec.json")
+    p = start(["build", request_file(env, work, NEW, "new.json")])
+    try:
+        _, err = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err
+    assert set_time(work) == NEW and not temps(tree(place))
+
+
+def test_a_perf_sanity_rebuild_into_a_repo_root_that_cannot_replace_a_file_changes_nothing(
+    env: Env, tmp_path: Path
+) -> None:
+    """submit.py's test_list.txt (part of the set) cannot replace the repo's own: the launch
+    script and job_spec.json moved before it are taken back."""
+    from .test_atomic_sets import repo_like
+
+    outside = repo_like(env, tmp_path)
+    (env.repo / "slurm_launch.sh").write_text("the repo's own\n")
+    before, out_before = tree(env.repo), tree(outside)
+    with immutable(env.repo / "test_list.txt"):
+        p = start(["build", perf_request(env)])
+        _, err = p.communicate(timeout=60)
+        after = tree(env.repo)
+    assert p.returncode == 2, err
+    assert after == before, temps(after)
+    assert tree(outside) == out_before

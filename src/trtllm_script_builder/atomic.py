@@ -245,8 +245,17 @@ def commit_set(stage: str, folder: str, stale: Callable[[str], set[str]] | None 
                 _undo(done)
                 raise
             finally:
-                _remove(backup)
-                _remove(committing)
+                for _, kept in done:  # the backup's entries, then its folders
+                    if kept is not None:
+                        with contextlib.suppress(OSError):
+                            os.unlink(kept)
+                for leftover in (backup, committing):
+                    try:
+                        os.rmdir(leftover)
+                    except FileNotFoundError:
+                        pass
+                    except OSError:  # not empty: a merged folder's backup, an undone set
+                        _remove(leftover)
             for n in sorted(drop):
                 path = os.path.join(folder, n)
                 with contextlib.suppress(OSError):

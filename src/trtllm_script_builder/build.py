@@ -98,9 +98,8 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
             "work_dir", f"{result.work_dir} exists and is not a folder", "give a folder path"
         )
     fresh = mode is None  # build-many's case: nothing to guard or to replace
-    old = {} if fresh else _old_spec(result.work_dir)
     if not force and not fresh:
-        _guard(result, old)
+        _guard(result, _old_spec(result.work_dir))
     with signals_as_exceptions():  # Ctrl-C or a kill: the finally clauses below still run
         if result.submit is None:
             try:
@@ -117,9 +116,13 @@ _SCRIPT_NAME = re.compile(r"[\w.+-]{1,250}\.(?:slurm|sh)")
 
 
 def _old_spec(work_dir: Path) -> dict[str, Any]:
-    """The folder's previous job_spec.json ({} when there is none that can be read)."""
+    """The folder's previous job_spec.json ({} when there is none that can be read, or when
+    it is no regular file: a named pipe of that name would hang the build)."""
     try:
-        with open(work_dir / "job_spec.json", "rb") as f:
+        fd = os.open(work_dir / "job_spec.json", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return {}
             old = parse_json(f.read(4 << 20).decode())
     except (OSError, ValueError):  # UnicodeDecodeError and DataError are ValueErrors
         return {}
