@@ -188,9 +188,13 @@ def folder_lock(folder: str, wait: bool = True) -> Iterator[None]:
     move their sets one after the other, never interleaved; build-many holds its folder's for
     the whole run (`wait=False`: `FolderBusy` when another process holds it). Taken again by
     the process that holds it, it is held already. A file system without flock (some network
-    ones) gives no lock, as before.
+    ones), or a folder that cannot be opened for reading, gives no lock, as before.
     """
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except PermissionError:  # a folder one may write to but not list: no lock, as before
+        yield
+        return
     try:
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
