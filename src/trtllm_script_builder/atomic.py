@@ -385,7 +385,8 @@ def checkpoint(point: str) -> None:
     are held back at the point arrive after it). Points: `staged` (a set written in its
     temporary folder, nothing moved yet), `commit` (the set renamed to `.commit` and its first
     entry moved, signals held), `written` (a single file written under its temporary name),
-    `submitted` (`submit`'s jobs accepted by sbatch, their records not written yet).
+    `submitted` (`submit`'s jobs accepted by sbatch, their records not written yet),
+    `snapshot` (`sync`'s snapshot made in its temporary folder, nothing sent yet).
     """
     if os.environ.get("TSB_TEST_PAUSE_AT") != point:
         return

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtllm_script_builder.atomic import signals_as_exceptions
+from trtllm_script_builder.atomic import checkpoint, signals_as_exceptions
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
@@ -460,6 +460,7 @@ def sync_checkout(
     tmp = Path(tempfile.mkdtemp(prefix="tsb-sync-"))
     try:
         snap = _snapshot(local, tmp)
+        checkpoint("snapshot")
         notes = list(snap.notes)
         sha = snap.commit
 
