@@ -308,3 +308,32 @@ def test_a_perf_sanity_rebuild_into_a_repo_root_that_cannot_replace_a_file_chang
     assert p.returncode == 2, err
     assert after == before, temps(after)
     assert tree(outside) == out_before
+
+
+def test_a_failed_commit_puts_back_merged_folders_too(tmp_path: Path) -> None:
+    """A set with a folder merged into the old one: its replaced and its new files are undone
+    with the rest when a later move fails; links are replaced as names, never followed."""
+    from trtllm_script_builder.atomic import commit_set, temp_name
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside")
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "sub" / "a.txt").write_text("old a")
+    (work / "b.txt").symlink_to(outside)
+    (work / "job_spec.json").write_text("old spec")
+    stage = work / temp_name("tsb-set")
+    (stage / "sub").mkdir(parents=True)
+    (stage / "sub" / "a.txt").write_text("new a")
+    (stage / "sub" / "new.txt").write_text("new")
+    (stage / "b.txt").write_text("new b")
+    (stage / "c.txt").write_text("new c")
+    (stage / "job_spec.json").write_text("new spec")
+    before = tree(tmp_path)
+    with immutable(work / "job_spec.json"):
+        with pytest.raises(PermissionError):
+            commit_set(str(stage), str(work))
+        after = tree(tmp_path)
+    # as it was, less the staged set (discarded) and with no backup or `.commit` left
+    assert after == {k: v for k, v in before.items() if not temps([k])}
+    assert outside.read_text() == "outside"
