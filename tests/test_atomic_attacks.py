@@ -1,4 +1,4 @@
-"""Nothing lost, under what a careless user or a second run does (decisions 63 and 75-79).
+"""Nothing lost, under what a careless user or a second run does (decisions 63 and 76-80).
 
 * A rebuild whose set cannot be moved whole (a file of the old set that cannot be replaced:
   immutable, or a mount point) leaves the folder exactly as it was: no new script beside the

@@ -383,7 +383,7 @@ def test_perf_sanity_interrupted_submit_py_leaves_a_repo_root_as_it_was(
         if sig == signal.SIGKILL:
             with_left = tree(env.repo)
             assert temps(with_left)
-            time.sleep(0.2)  # submit.py dies with the builder (PR_SET_PDEATHSIG, decision 78)
+            time.sleep(0.2)  # submit.py dies with the builder (PR_SET_PDEATHSIG, decision 79)
             sweep(env.repo)
         else:
             time.sleep(0.1)  # submit.py was stopped and waited for: nothing more appears

@@ -84,7 +84,7 @@ def sweep(folder: Path | str) -> list[str]:
         if m is None or m["host"] != _HOST or _alive(int(m["pid"])):
             continue
         if m["kind"] == "commit" and e.is_dir(follow_symlinks=False):
-            # The set was whole: finish moving it, as its own run would have (decision 75).
+            # The set was whole: finish moving it, as its own run would have (decision 76).
             with contextlib.suppress(OSError), folder_lock(str(folder)):
                 if os.path.isdir(e.path):  # not finished by another sweep meanwhile
                     _move_entries(e.path, str(folder), None, [])
@@ -182,7 +182,7 @@ class FolderBusy(OSError):
 
 @contextlib.contextmanager
 def folder_lock(folder: str, wait: bool = True) -> Iterator[None]:
-    """This process's exclusive lock on `folder` (flock on the folder itself, decision 76).
+    """This process's exclusive lock on `folder` (flock on the folder itself, decision 77).
 
     Every commit of a set into an existing folder holds it, so two runs writing one folder
     move their sets one after the other, never interleaved; build-many holds its folder's for
@@ -226,7 +226,7 @@ def commit_set(stage: str, folder: str, stale: Callable[[str], set[str]] | None 
     a temporary the next `sweep` removes. SIGINT, SIGTERM and SIGHUP wait until the moves are
     done, so they never split the set. A move that fails (an old file that cannot be
     replaced: immutable, a mount point) undoes the moves before it: the folder is left as it
-    was (decision 75). The folder is locked meanwhile (`folder_lock`). `stale`, called with
+    was (decision 76). The folder is locked meanwhile (`folder_lock`). `stale`, called with
     the folder under the lock before the moves, names files of the set being replaced that the
     new set does not have: those that are plain files are removed once it is in place.
     """
@@ -409,7 +409,7 @@ def open_atomically(path: Path, mode: int = 0o644, binary: bool = False) -> Iter
     """A file written under a temporary name beside `path`, renamed over it on success.
 
     SIGINT, SIGTERM and SIGHUP (`signals_as_exceptions`, whichever command writes) and any
-    failure remove the temporary and the folders made for it (decision 79); one a SIGKILL
+    failure remove the temporary and the folders made for it (decision 80); one a SIGKILL
     left is removed by the next `open_atomically` in that folder (`sweep_once`).
     """
     with signals_as_exceptions():

@@ -489,7 +489,7 @@ def build_many(
     index: IO[str] | None = None
     if not dry_run:
         try:
-            # One run at a time writes a batch folder (decision 77): a second one, even with
+            # One run at a time writes a batch folder (decision 78): a second one, even with
             # --force, would mix its jobs and its index with this one's.
             stack.enter_context(folder_lock(str(root), wait=False))
         except FolderBusy:

@@ -1,4 +1,4 @@
-"""An interrupted `submit` leaves nothing running that it has no record of (decision 80).
+"""An interrupted `submit` leaves nothing running that it has no record of (decision 81).
 
 `submit` (one job, and a build-many batch) is stopped by SIGTERM, SIGINT and SIGHUP after
 its sbatch calls succeeded and before its records were written (TSB_TEST_PAUSE_AT=submitted):

@@ -52,7 +52,7 @@ def staged_set(work_dir: Path, stale: Callable[[str], set[str]] | None = None) -
     namesakes, or puts them all back (`stale`: see there); nothing else in work_dir is
     touched. An exception, or SIGINT, SIGTERM or SIGHUP (`signals_as_exceptions`, whoever
     calls), removes the folder and the parents made here; what a SIGKILL leaves is removed by
-    the next build into or beside work_dir (decisions 63 and 75).
+    the next build into or beside work_dir (decisions 63 and 76).
     """
     with signals_as_exceptions():
         parent = os.path.dirname(os.path.abspath(work_dir))

@@ -509,7 +509,7 @@ def _submit_all(
     max_running: int | None,
     say: Say,
 ) -> BatchSubmission:
-    """Every array and job of the batch, then their records (decision 80)."""
+    """Every array and job of the batch, then their records (decision 81)."""
     from trtllm_script_builder.atomic import checkpoint, signals_held, write_file
     from trtllm_script_builder.process.submission import err_path, log_path
 

@@ -430,7 +430,7 @@ def _clone_url(local: _Local) -> str | None:
 # ---------------------------------------------------------------- the procedure
 
 
-@signals_as_exceptions()  # SIGTERM, SIGHUP: the snapshot folder and a new clone go (decision 79)
+@signals_as_exceptions()  # SIGTERM, SIGHUP: the snapshot folder and a new clone go (decision 80)
 def sync_checkout(
     target: SshTarget,
     local_repo: Path,

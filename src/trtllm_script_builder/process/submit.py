@@ -103,7 +103,7 @@ def submit(
             "drop --persistent",
         )
     # What this run started, undone when it is interrupted or fails before its record is
-    # written: a job nobody has a record of would run unwatched (decision 80).
+    # written: a job nobody has a record of would run unwatched (decision 81).
     undo: list[Callable[[], object]] = []
     with signals_as_exceptions():
         try:
@@ -290,7 +290,7 @@ def _submit_chain(
     if not spec.prerequisites:
         return []
     sbatch = sbatch_with(runner, cwd, where, extra or [])
-    # A later sbatch that fails: those submitted so far go with submit's `undo` (decision 80).
+    # A later sbatch that fails: those submitted so far go with submit's `undo` (decision 81).
     return submit_prerequisites(spec, sbatch, log_base, remote=remote)
 
 
