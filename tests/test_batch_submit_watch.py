@@ -875,6 +875,81 @@ def test_timeout_cancels_the_prerequisites_with_the_jobs(
     assert "the compile job 301" in result.jobs[0].decision.reason
 
 
+@pytest.mark.parametrize("obeyed", [True, False])
+def test_an_import_nobody_needs_any_more_is_cancelled_and_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, obeyed: bool
+) -> None:
+    """The compile failed while the image import still runs: every test job has its verdict,
+    the import is cancelled, and watch ends once it left the queue (or, when the cancel is
+    not obeyed, after CANCEL_WAIT), so a failed batch leaves nothing running."""
+    folder = chain_batch(tmp_path, COMPILE_ERROR)
+    fake = FakeSlurm(
+        {
+            "300": ["RUNNING"],
+            "301": ["RUNNING", "FAILED"],
+            "7_0": ["PENDING", "CANCELLED"],
+            "7_1": ["PENDING", "CANCELLED"],
+        },
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    if not obeyed:
+        monkeypatch.setattr(fake, "state", lambda job: fake.states[job][-1])
+    result, err = run_watch(folder, fake, monkeypatch)
+    cancels = [c for c in fake.calls if c[0] == "scancel"]
+    assert cancels == [["scancel", "300"]]
+    after = fake.calls[fake.calls.index(cancels[0]) + 1 :]
+    assert [c for c in after if c[0] == "squeue"], "watch ended without asking again"
+    data = json.loads((folder / "results.json").read_text())
+    assert [r.verdict for r in result.jobs] == [Verdict.COMPILE_FAILED] * 2
+    kinds = [(p["kind"], p["verdict"]) for p in data["prerequisites"]]
+    if obeyed:
+        assert kinds == [("import", "CANCELLED"), ("compile", "COMPILE_FAILED")]
+        assert result.elapsed < batch_watch.CANCEL_WAIT
+    else:
+        assert kinds[1] == ("compile", "COMPILE_FAILED")
+        assert result.elapsed >= batch_watch.CANCEL_WAIT
+
+
+def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over ssh a test job's logs are read once, at its end; the compile's log at every poll,
+    so that the progress line shows how far the build got."""
+    folder = chain_batch(tmp_path, "[ 10%] Building CXX object a.o\n[ 62%] Linking b\n")
+    data = json.loads((folder / BATCH_SUBMISSION).read_text())
+    data.update(scenario="remote_slurm", ssh_host="login1")
+    (folder / BATCH_SUBMISSION).write_text(json.dumps(data))
+    fake = FakeSlurm(
+        {"300": ["COMPLETED"], "301": ["RUNNING"], "7_0": ["PENDING"], "7_1": ["PENDING"]},
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    reads: list[str] = []
+
+    class Ssh:
+        def __init__(self, target: Any) -> None:
+            assert target.host == "login1"
+
+        def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+            return fake(argv, cwd)
+
+        def read_from(self, path: str, offset: int) -> bytes | None:
+            reads.append(Path(path).name)
+            return batch_watch.read_local(path, offset)
+
+    monkeypatch.setattr(batch_watch, "SshRunner", Ssh)
+    shown: list[str] = []
+    monkeypatch.setattr(
+        batch_watch, "_progress", lambda *a: shown.append(real_progress(*a)) or shown[-1]
+    )
+    run_watch(folder, fake, monkeypatch, timeout=3.0)
+    assert reads.count("cc_301.out") >= 2, reads  # every poll while it runs
+    assert not [r for r in reads if r.startswith("test_")], reads
+    assert any(line.endswith("compile job 301 RUNNING, built 62%") for line in shown), shown
+
+
+real_progress = batch_watch._progress
+
+
 def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
     from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
 

@@ -548,3 +548,28 @@ def test_a_build_wheel_that_can_prompt_is_told_not_to(cli, env: Env) -> None:
     assert (
         " --nvtx --configure_cmake --yes --job_count " in (env.work / "compile.slurm").read_text()
     )
+
+
+def test_a_compile_batch_reads_build_wheel_once_and_sees_an_edit(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from trtllm_script_builder.resolve import compile as compile_mod
+
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counting(self: Path, *a: Any, **kw: Any) -> str:
+        reads.append(self.name)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    req: Any = SimpleNamespace(repo_root=str(env.repo))
+    first = compile_mod._build_wheel_text(req)
+    assert compile_mod._build_wheel_text(req) == first
+    assert reads.count("build_wheel.py") == 1
+    path = env.repo / "scripts" / "build_wheel.py"
+    path.write_text(first + "# edited\n")
+    assert compile_mod._build_wheel_text(req).endswith("# edited\n")
+    assert reads.count("build_wheel.py") == 2

@@ -11,12 +11,14 @@ import hashlib
 import posixpath
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.stamp import file_stamp
 
 BUILD_WHEEL = "scripts/build_wheel.py"
 COMPILE_SCRIPT = "compile.slurm"
@@ -305,10 +307,15 @@ def checkout_job_name(checkout: str) -> str:
     return f"tsb_compile_{base or 'root'}_{digest}"
 
 
+@lru_cache(maxsize=8)
+def _text_at(stamp: tuple[str, int, int]) -> str:
+    return Path(stamp[0]).read_text(errors="replace")
+
+
 def _build_wheel_text(req: Request) -> str:
     path = Path(req.repo_root) / BUILD_WHEEL
     try:
-        return path.read_text(errors="replace")
+        return _text_at(file_stamp(str(path)))  # a compile batch reads it once
     except OSError:
         raise BuildError(
             "compile",

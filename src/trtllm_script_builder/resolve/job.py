@@ -49,6 +49,7 @@ from trtllm_script_builder.resolve.slurm import (
     require_slurm_fields,
     time_limit_warnings,
 )
+from trtllm_script_builder.resolve.stamp import file_stamp
 from trtllm_script_builder.resolve.workflows import (
     Sizing,
     size_bench_job,
@@ -368,15 +369,6 @@ class _Base:
 
 
 # ---------------------------------------------------------------- Steps 1 and 2
-
-
-def file_stamp(path: str) -> tuple[str, int, int]:
-    """What tells an edited input file from the one read before (a batch reads each once)."""
-    try:
-        st = os.stat(path)
-        return path, st.st_mtime_ns, st.st_size
-    except OSError:
-        return path, -1, -1
 
 
 @lru_cache(maxsize=16)
