@@ -628,7 +628,7 @@ def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
 ) -> None:
     from trtllm_script_builder.process import batch_submit
 
-    other = COMPILE_KEY + " --benchmarks"
+    other = COMPILE_KEY.replace("/wheel", "/wheel2") + " --benchmarks"
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, other, COMPILE_KEY])
     fake = FakeSbatch()
     monkeypatch.setattr(batch_submit, "run", fake)
@@ -639,8 +639,8 @@ def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
     # compile and the other job alone, each after its own compile and the import
     assert fake.sbatches() == [
         ("import.slurm", []),
-        ("compile.slurm", ["--dependency=afterok:100", dep]),
-        ("compile.slurm", ["--dependency=afterok:100", dep]),
+        ("compile.slurm", ["--dependency=afterok:100,singleton", dep]),
+        ("compile.slurm", ["--dependency=afterok:100,singleton", dep]),
         ("batch_array0.slurm", ["--dependency=afterok:100:101", dep]),
         ("x.slurm", ["--dependency=afterok:100:102", dep]),
     ]
@@ -691,6 +691,31 @@ def test_compiles_differing_only_in_their_wheel_folder_get_a_note(
         "note: 2 compile jobs differ only in their wheel folder; set wheel_dir in the base "
         "request to build once for the whole batch"
     ) in said
+
+
+def test_two_builds_into_one_wheel_folder_are_refused_before_anything_is_submitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each compile empties the folder and leaves its wheel there: the jobs of one build would
+    install the other's wheel (or find none)."""
+    from trtllm_script_builder.errors import BuildError
+    from trtllm_script_builder.process import batch_submit
+
+    b200 = COMPILE_KEY.replace("90-real", "100-real")
+    folder = chain_folder(tmp_path, [COMPILE_KEY, b200, COMPILE_KEY])
+    fake = FakeSbatch()
+    monkeypatch.setattr(batch_submit, "run", fake)
+    with pytest.raises(BuildError) as exc:
+        batch_submit.submit_batch(folder)
+    assert str(exc.value) == (
+        "error: wheel_dir: 2 different compiles of the batch build into /wheel (job0: /repo "
+        "/sqsh/img.sqsh --cuda_architectures 90-real; job1: /repo /sqsh/img.sqsh "
+        "--cuda_architectures 100-real), and each empties it for its own wheel, so a job could "
+        "install the other's; give the jobs of each build a wheel_dir of their own, or build "
+        "them alike"
+    )
+    assert fake.calls == []
+    assert not (folder / BATCH_SUBMISSION).exists()
 
 
 @pytest.mark.parametrize("fail", ["compile.slurm", "batch_array0.slurm"])
@@ -848,6 +873,81 @@ def test_timeout_cancels_the_prerequisites_with_the_jobs(
     assert [r.verdict for r in result.jobs] == [Verdict.TIMEOUT] * 2
     assert result.exit_status == Verdict.TIMEOUT.exit_code
     assert "the compile job 301" in result.jobs[0].decision.reason
+
+
+@pytest.mark.parametrize("obeyed", [True, False])
+def test_an_import_nobody_needs_any_more_is_cancelled_and_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, obeyed: bool
+) -> None:
+    """The compile failed while the image import still runs: every test job has its verdict,
+    the import is cancelled, and watch ends once it left the queue (or, when the cancel is
+    not obeyed, after CANCEL_WAIT), so a failed batch leaves nothing running."""
+    folder = chain_batch(tmp_path, COMPILE_ERROR)
+    fake = FakeSlurm(
+        {
+            "300": ["RUNNING"],
+            "301": ["RUNNING", "FAILED"],
+            "7_0": ["PENDING", "CANCELLED"],
+            "7_1": ["PENDING", "CANCELLED"],
+        },
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    if not obeyed:
+        monkeypatch.setattr(fake, "state", lambda job: fake.states[job][-1])
+    result, err = run_watch(folder, fake, monkeypatch)
+    cancels = [c for c in fake.calls if c[0] == "scancel"]
+    assert cancels == [["scancel", "300"]]
+    after = fake.calls[fake.calls.index(cancels[0]) + 1 :]
+    assert [c for c in after if c[0] == "squeue"], "watch ended without asking again"
+    data = json.loads((folder / "results.json").read_text())
+    assert [r.verdict for r in result.jobs] == [Verdict.COMPILE_FAILED] * 2
+    kinds = [(p["kind"], p["verdict"]) for p in data["prerequisites"]]
+    if obeyed:
+        assert kinds == [("import", "CANCELLED"), ("compile", "COMPILE_FAILED")]
+        assert result.elapsed < batch_watch.CANCEL_WAIT
+    else:
+        assert kinds[1] == ("compile", "COMPILE_FAILED")
+        assert result.elapsed >= batch_watch.CANCEL_WAIT
+
+
+def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over ssh a test job's logs are read once, at its end; the compile's log at every poll,
+    so that the progress line shows how far the build got."""
+    folder = chain_batch(tmp_path, "[ 10%] Building CXX object a.o\n[ 62%] Linking b\n")
+    data = json.loads((folder / BATCH_SUBMISSION).read_text())
+    data.update(scenario="remote_slurm", ssh_host="login1")
+    (folder / BATCH_SUBMISSION).write_text(json.dumps(data))
+    fake = FakeSlurm(
+        {"300": ["COMPLETED"], "301": ["RUNNING"], "7_0": ["PENDING"], "7_1": ["PENDING"]},
+        {"300": "300", "301": "301", "7_0": "7", "7_1": "7"},
+    )
+    reads: list[str] = []
+
+    class Ssh:
+        def __init__(self, target: Any) -> None:
+            assert target.host == "login1"
+
+        def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+            return fake(argv, cwd)
+
+        def read_from(self, path: str, offset: int) -> bytes | None:
+            reads.append(Path(path).name)
+            return batch_watch.read_local(path, offset)
+
+    monkeypatch.setattr(batch_watch, "SshRunner", Ssh)
+    shown: list[str] = []
+    monkeypatch.setattr(
+        batch_watch, "_progress", lambda *a: shown.append(real_progress(*a)) or shown[-1]
+    )
+    run_watch(folder, fake, monkeypatch, timeout=3.0)
+    assert reads.count("cc_301.out") >= 2, reads  # every poll while it runs
+    assert not [r for r in reads if r.startswith("test_")], reads
+    assert any(line.endswith("compile job 301 RUNNING, built 62%") for line in shown), shown
+
+
+real_progress = batch_watch._progress
 
 
 def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:

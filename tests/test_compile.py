@@ -5,6 +5,8 @@ tests/slurm/test_compile_chain.py."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,10 +39,23 @@ def _build(cli, env: Env, scenario: str = "local_slurm", **fields: Any):
     [
         ("B200", "100-real"),
         ("GB200", "100-real"),
+        # Blackwell Ultra is its own architecture (10.3): TensorRT-LLM's CI builds 103-real
+        # beside 100-real, and kernels built for 100a do not load on it (decision 82).
+        ("B300", "103-real"),
+        ("NVIDIA GB300", "103-real"),
         ("H100", "90-real"),
         ("NVIDIA H200 141GB HBM3e", "90-real"),
+        ("NVIDIA GH200 480GB", "90-real"),
+        ("H20", "90-real"),
         ("l40s", "89-real"),
+        ("NVIDIA L40", "89-real"),
+        ("NVIDIA L4", "89-real"),
         ("A100-SXM4-80GB", "80-real"),
+        ("NVIDIA A30", "80-real"),
+        ("NVIDIA A10G", "86-real"),
+        ("A40", "86-real"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "120-real"),
+        ("rtx_pro_6000", "120-real"),
     ],
 )
 def test_the_arch_comes_from_the_gpu_type(cli, env: Env, device: str, arch: str) -> None:
@@ -62,7 +77,8 @@ def test_cuda_arch_wins_and_is_quoted(cli, env: Env) -> None:
         (
             {"device_type": "T4"},
             "error: cuda_arch: is not given and device_type 'T4' is not one of B200, GB200, "
-            "B300, GB300, H100, H200, L40S, A100; pass --cuda-arch (e.g. 90-real)",
+            "B300, GB300, H100, H200, H800, H20, GH200, L40S, L40, L20, L4, A100, A800, A30, "
+            "A10, A10G, A40, RTX PRO 6000; pass --cuda-arch (e.g. 90-real)",
         ),
         (
             {},
@@ -85,6 +101,15 @@ def test_an_unknown_gpu_without_cuda_arch_is_refused(
         ("cuda_arch", "-90-real"),
         ("cuda_arch", "90-real; rm -rf /"),
         ("cuda_arch", "90-real\n"),
+        # refused by TensorRT-LLM's CMake (no PTX, no all-major, only the `a` suffix) or by
+        # build_wheel.py (Volta): refused here rather than in the queue
+        ("cuda_arch", "90-virtual"),
+        ("cuda_arch", "all-major"),
+        ("cuda_arch", "100f-real"),
+        ("cuda_arch", "70-real"),
+        ("cuda_arch", "90-real;75"),
+        # the compile job has no GPU for CMake to detect: it would build every architecture
+        ("cuda_arch", "native"),
         ("wheel_dir", "relative/wheel"),
         ("wheel_dir", "-/x"),
         ("sqsh_cache_dir", "/a,b"),
@@ -160,7 +185,7 @@ def test_the_chain_in_the_job_folder(cli, env: Env) -> None:
     spec = json.loads((env.work / "job_spec.json").read_text())
     kinds = [(p["kind"], p["script_name"]) for p in spec["prerequisites"]]
     assert kinds == [("import", "import.slurm"), ("compile", "compile.slurm")]
-    sqsh = "/lustre/sqsh/" + sqsh_name("nvcr.io/test/trtllm:x86_64-1")
+    sqsh = "/lustre/sqsh/" + sqsh_name("docker://nvcr.io#test/trtllm:x86_64-1")
     assert spec["prerequisites"][0]["output"] == sqsh
     assert spec["prerequisites"][1]["output"] == f"{env.work}/wheel"
     assert "persistent_mode" not in spec  # a held allocation cannot run a chain first
@@ -185,10 +210,79 @@ def test_without_the_fields_nothing_changes(cli, env: Env) -> None:
 
 
 def test_sqsh_names_are_readable_and_distinct() -> None:
-    a = sqsh_name("nvcr.io/nvidia/pytorch:25.05-py3")
+    a = sqsh_name("docker://nvcr.io#nvidia/pytorch:25.05-py3")
     assert a.startswith("nvcr.io_nvidia_pytorch_25.05-py3-") and a.endswith(".sqsh")
-    assert a == sqsh_name("nvcr.io/nvidia/pytorch:25.05-py3")
-    assert sqsh_name("a/b:c") != sqsh_name("a_b_c")  # same readable part, other hash
+    assert a == sqsh_name("docker://nvcr.io#nvidia/pytorch:25.05-py3")
+    assert sqsh_name("docker://a/b:c") != sqsh_name("docker://a_b:c")  # same readable part
+
+
+def _sqsh(cli, env: Env, image: str, work: str = "w", rewrite: bool = True) -> str:
+    """The cache file of `image`, from a build into its own folder `work`."""
+    if not rewrite:
+        cfg = env.root / "site.yaml"
+        cfg.write_text("enroot_uri_rewrite: false\n")
+        os.environ["TRTLLM_SCRIPT_BUILDER_CONFIG"] = str(cfg)
+    folder = env.root / work
+    try:
+        r = cli([], {**env.request(test_cmd=PYTEST_1, work_dir=str(folder)),
+                     "container_image": image, "sqsh_cache_dir": "/c"})  # fmt: skip
+    finally:
+        os.environ.pop("TRTLLM_SCRIPT_BUILDER_CONFIG", None)
+    assert r.code == 0, r.stderr
+    return json.loads((folder / "job_spec.json").read_text())["prerequisites"][0]["output"]
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        # the spelling enroot needs, given by hand: the same image, so the same file
+        ("nvcr.io/nvidia/pytorch:25.05-py3", "nvcr.io#nvidia/pytorch:25.05-py3"),
+        ("nvcr.io/nvidia/pytorch:25.05-py3", "docker://nvcr.io/nvidia/pytorch:25.05-py3"),
+        # Docker Hub's default registry, namespace and tag
+        ("ubuntu:24.04", "docker.io/library/ubuntu:24.04"),
+        ("ubuntu", "ubuntu:latest"),
+    ],
+)
+def test_one_image_in_two_spellings_is_one_cache_file(cli, env: Env, one: str, other: str) -> None:
+    assert _sqsh(cli, env, one, "a") == _sqsh(cli, env, other, "b")
+
+
+def test_the_cache_file_is_keyed_by_what_enroot_imports(cli, env: Env) -> None:
+    """With the registry rewrite turned off, enroot reads `nvcr.io/x` as a Docker Hub path:
+    another image than `nvcr.io#x`, so another file (decision 84)."""
+    rewritten = _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py3", "a")
+    as_given = _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py3", "b", rewrite=False)
+    assert rewritten != as_given
+    assert _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py4", "c") != rewritten
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvcr.io/nvidia/pytorch@sha256:" + "a" * 64,  # enroot takes tags only
+        "nvcr.io/nvidia/PyTorch:25.05",  # an image path is lower case
+    ],
+)
+def test_an_image_enroot_cannot_import_is_refused(cli, env: Env, image: str) -> None:
+    r = _build(cli, env, container_image=image, sqsh_cache_dir="/c")
+    assert r.code == 2, r.stderr
+    assert r.stderr.startswith(
+        f"error: container_image: {image!r} is not a reference enroot import takes "
+    ), r.stderr
+    assert not env.work.exists()
+
+
+def test_an_image_of_a_moving_tag_gets_a_warning(cli, env: Env) -> None:
+    for image, work, warned in (
+        ("ubuntu", "a", True),
+        ("nvcr.io/nvidia/pytorch:25.05", "b", False),
+    ):
+        _sqsh(cli, env, image, work)
+        spec = json.loads((env.root / work / "job_spec.json").read_text())
+        ours = [w for w in spec.get("warnings") or [] if w.startswith("sqsh_cache_dir:")]
+        assert len(ours) == int(warned), ours
+        if warned:
+            assert ours[0].startswith(f"sqsh_cache_dir: {image!r} names the tag latest"), ours
 
 
 # ---------------------------------------------------------------- submit
@@ -226,9 +320,11 @@ def test_prerequisites_are_chained_and_shared_by_key() -> None:
     known: dict[str, ChainJob] = {}
     spec = _spec([_entry("import", "import:/c/x.sqsh"), _entry("compile", "compile:a")])
     first = submit_prerequisites(spec, sbatch, "/w", known=known)
+    # the compile also waits for any other compile of the checkout (singleton: one job name per
+    # checkout), which builds in the same tree (decision 86)
     assert calls == [
         ("/w/import.slurm", []),
-        ("/w/compile.slurm", ["--dependency=afterok:101", "--kill-on-invalid-dep=yes"]),
+        ("/w/compile.slurm", ["--dependency=afterok:101,singleton", "--kill-on-invalid-dep=yes"]),
     ]
     assert [(j.kind, j.job_id, j.log_file) for j in first] == [
         ("import", "101", "/w/m_import_101.out"),
@@ -241,8 +337,31 @@ def test_prerequisites_are_chained_and_shared_by_key() -> None:
     assert [(j.job_id, j.shared) for j in second] == [("101", True), ("103", False)]
     assert calls[-1] == (
         "/w/compile.slurm",
-        ["--dependency=afterok:101", "--kill-on-invalid-dep=yes"],
+        ["--dependency=afterok:101,singleton", "--kill-on-invalid-dep=yes"],
     )
+    # a compile without an import waits for the other compiles of its checkout only
+    spec3 = _spec([_entry("compile", "compile:c")])
+    submit_prerequisites(spec3, sbatch, "/w", known=known)
+    assert calls[-1] == ("/w/compile.slurm", ["--dependency=singleton"])
+
+
+def test_the_compile_jobs_of_one_checkout_share_a_job_name(cli, env: Env, tmp_path: Path) -> None:
+    """Slurm's singleton dependency runs one job of a name (and user) at a time: named after
+    the checkout, two compiles of it never build in its one build tree at once (decision 86)."""
+
+    def name(work: str, **fields: Any) -> str:
+        req = env.request(test_cmd=PYTEST_1, work_dir=str(tmp_path / work), compile=True)
+        assert cli([], {**req, **fields}).code == 0
+        lines = (tmp_path / work / "compile.slurm").read_text().splitlines()
+        assert "#SBATCH --dependency=singleton" in lines
+        return next(ln for ln in lines if ln.startswith("#SBATCH --job-name="))
+
+    h100 = name("a", device_type="H100")
+    assert h100.startswith("#SBATCH --job-name=tsb_compile_repo_")
+    assert name("b", device_type="B200") == h100  # another build of the same checkout
+    other = tmp_path / "other_repo"
+    shutil.copytree(env.repo, other)
+    assert name("c", device_type="H100", repo_root=str(other)) != h100
 
 
 def test_submit_chains_the_test_job(env: Env, cli, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -381,3 +500,76 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
     assert sub.prerequisites and sub.prerequisites[0]["log_file"].startswith(
         f"{remote}/tiny_import_"
     )
+
+
+@pytest.mark.parametrize(
+    ("lines", "percent"),
+    [
+        # CMake's Makefile generator
+        ("[  9%] Building CXX object a.o\n[ 45%] Building CUDA object b.o\n", "45%"),
+        # Ninja, which TensorRT-LLM's CI builds with (build_wheel.py -G Ninja): done/total
+        ("[1/400] Building CUDA object a.o\n[100/400] Building CXX object b.o\n", "25%"),
+        ("[399/400] Linking CXX shared library libtensorrt_llm.so\n", "99%"),
+    ],
+)
+def test_the_compile_progress_is_read_from_either_generator(
+    tmp_path: Path, lines: str, percent: str
+) -> None:
+    from trtllm_script_builder.process import batch_watch
+    from trtllm_script_builder.process.chain import PrerequisiteJob
+
+    from .test_batch_submit_watch import COMPILE_KEY, FakeSlurm
+
+    log = tmp_path / "cc_301.out"
+    log.write_text(lines)
+    job = ChainJob("compile", COMPILE_KEY, "301", str(log), None)
+    handle = PrerequisiteJob(job, FakeSlurm({}, {}), batch_watch.read_local, "h", 1.0)
+    handle.logs()
+    assert handle.percent == percent
+
+
+def test_a_build_wheel_that_can_prompt_is_told_not_to(cli, env: Env) -> None:
+    """Newer build_wheel.py versions stop at an input() prompt unless --yes; a batch job has no
+    terminal, so the prompt would end the build with EOFError (decision 85)."""
+    build_wheel = env.repo / "scripts" / "build_wheel.py"
+    text = build_wheel.read_text()
+    assert '"--yes"' not in text  # the stand-in copies an older version: no option, no --yes
+    r = _build(cli, env, compile=True, device_type="H100")
+    assert r.code == 0 and "--yes" not in (env.work / "compile.slurm").read_text()
+    build_wheel.write_text(
+        text.replace(
+            '    p.add_argument("--nvtx", action="store_true")\n',
+            '    p.add_argument("--nvtx", action="store_true")\n'
+            '    p.add_argument("--yes", "-y", action="store_true")\n',
+        )
+    )
+    r = cli(["--force"], env.request(test_cmd=PYTEST_1, compile=True, device_type="H100"))
+    assert r.code == 0, r.stderr
+    assert (
+        " --nvtx --configure_cmake --yes --job_count " in (env.work / "compile.slurm").read_text()
+    )
+
+
+def test_a_compile_batch_reads_build_wheel_once_and_sees_an_edit(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from trtllm_script_builder.resolve import compile as compile_mod
+
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counting(self: Path, *a: Any, **kw: Any) -> str:
+        reads.append(self.name)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    req: Any = SimpleNamespace(repo_root=str(env.repo))
+    first = compile_mod._build_wheel_text(req)
+    assert compile_mod._build_wheel_text(req) == first
+    assert reads.count("build_wheel.py") == 1
+    path = env.repo / "scripts" / "build_wheel.py"
+    path.write_text(first + "# edited\n")
+    assert compile_mod._build_wheel_text(req).endswith("# edited\n")
+    assert reads.count("build_wheel.py") == 2

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from trtllm_script_builder.resolve.compile import checkout_job_name
 from trtllm_script_builder.resolve.job import docker_container_name as container_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,6 +140,11 @@ class Clone:
         for folder in (p for p in work.rglob("*") if p.is_dir()) if work.is_dir() else ():
             shown = str(folder).replace(str(self.tmp), "")
             text = text.replace(container_name("", str(folder)), container_name("", shown))
+        # A compile's job name carries a hash of its checkout: shown as the shown checkout's.
+        for script in self.root.glob("examples/*/scripts/build_wheel.py"):
+            checkout = str(script.parent.parent)
+            shown = checkout.replace(str(self.tmp), "")
+            text = text.replace(checkout_job_name(checkout), checkout_job_name(shown))
         return text.replace(str(self.tmp), "")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from trtllm_script_builder.resolve.compile import checkout_job_name
 from trtllm_script_builder.resolve.job import docker_container_name as container_name
 
 from .conftest import Env
@@ -83,6 +84,9 @@ def _normalise(text: str, env: Env) -> str:
     # The Docker container name carries a hash of the job folder: shown as /ROOT's.
     shown = str(env.work).replace(str(env.root), "/ROOT")
     text = text.replace(_folder_tag(str(env.work)), _folder_tag(shown))
+    # A compile's job name carries a hash of its checkout: shown as /ROOT's.
+    repo = str(env.repo).replace(str(env.root), "/ROOT")
+    text = text.replace(checkout_job_name(str(env.repo)), checkout_job_name(repo))
     return text.replace(str(env.root), "/ROOT")
 
 

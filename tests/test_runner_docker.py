@@ -167,7 +167,7 @@ def test_ssh_command_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         assert f"ControlPath={short}/%C" in argv
         assert "ControlMaster=auto" in argv and "BatchMode=yes" in argv
         assert argv[-3:-1] == ["login.example.com", "--"]
-        assert argv[-1] == "cd '/w d' && sbatch --parsable '/w d/job'\"'\"'s.slurm'"
+        assert argv[-1] == "cd -- '/w d' && sbatch --parsable '/w d/job'\"'\"'s.slurm'"
         assert short.stat().st_mode & 0o777 == 0o700
         assert remote_line(["tail", "-c", "+1", "a b"]) == "tail -c +1 'a b'"
         assert t.control_argv("exit")[-3:] == ["-O", "exit", "login.example.com"]

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -82,8 +84,10 @@ def sweep(folder: Path | str) -> list[str]:
         if m is None or m["host"] != _HOST or _alive(int(m["pid"])):
             continue
         if m["kind"] == "commit" and e.is_dir(follow_symlinks=False):
-            with contextlib.suppress(OSError):  # the set was whole: finish moving it
-                _move_entries(e.path, str(folder))
+            # The set was whole: finish moving it, as its own run would have (decision 76).
+            with contextlib.suppress(OSError), folder_lock(str(folder)):
+                if os.path.isdir(e.path):  # not finished by another sweep meanwhile
+                    _move_entries(e.path, str(folder), None, [])
         _remove(e.path)
         handled.append(e.name)
     return handled
@@ -101,11 +105,16 @@ def sweep_once(folder: Path | str) -> None:
         sweep(key)
 
 
-def _move_entries(src: str, dst: str, pause: bool = False) -> None:
+def _move_entries(
+    src: str, dst: str, backup: str | None, done: list[tuple[str, str | None]], pause: bool = False
+) -> None:
     """Every entry of src replaces its namesake in dst; job_spec.json last (it names the rest).
 
     A folder of the set is merged into the folder of its name; a folder is never replaced by
-    a file or a file by a folder (`clash` refuses that before anything is moved).
+    a file or a file by a folder (`clash` refuses that before anything is moved). With a
+    `backup` folder, the entry each move replaces is kept there first (a hard link, so the
+    name is replaced in one step; a rename when the file cannot be linked) and every move is
+    noted in `done`, so `_undo` can put the old set back.
     """
     entries = sorted(os.scandir(src), key=lambda e: (e.name == "job_spec.json", e.name))
     for i, e in enumerate(entries):
@@ -113,10 +122,35 @@ def _move_entries(src: str, dst: str, pause: bool = False) -> None:
             checkpoint("commit")
         d = os.path.join(dst, e.name)
         if e.is_dir(follow_symlinks=False) and _real_dir(d):
-            _move_entries(e.path, d)
+            _move_entries(e.path, d, backup and os.path.join(backup, e.name), done)
             os.rmdir(e.path)
-        else:
+            continue
+        if backup is None or not os.path.lexists(d):
             os.replace(e.path, d)
+            done.append((d, None))
+            continue
+        if not os.path.isdir(backup):
+            os.makedirs(backup)
+        old = os.path.join(backup, e.name)
+        try:
+            os.link(d, old, follow_symlinks=False)
+        except OSError:
+            # Not linkable (another user's file, a file system without hard links): moved
+            # aside instead. What cannot be moved (immutable, a mount point) fails here,
+            # before its name changed.
+            os.rename(d, old)
+        done.append((d, old))
+        os.replace(e.path, d)
+
+
+def _undo(done: list[tuple[str, str | None]]) -> None:
+    """Put back what `_move_entries` replaced, last move first (the new entries go)."""
+    for d, old in reversed(done):
+        with contextlib.suppress(OSError):
+            if old is None:
+                _remove(d)
+            else:
+                os.replace(old, d)
 
 
 def clash(src: str, dst: str) -> str | None:
@@ -139,25 +173,98 @@ def _real_dir(path: str) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
 
 
-def commit_set(stage: str, folder: str) -> None:
-    """Move the whole set staged in `stage` (a folder inside `folder`) into `folder`.
+_HELD: dict[tuple[int, int], int] = {}
+
+
+class FolderBusy(OSError):
+    """`folder_lock(..., wait=False)` found the folder locked by another process."""
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str, wait: bool = True) -> Iterator[None]:
+    """This process's exclusive lock on `folder` (flock on the folder itself, decision 77).
+
+    Every commit of a set into an existing folder holds it, so two runs writing one folder
+    move their sets one after the other, never interleaved; build-many holds its folder's for
+    the whole run (`wait=False`: `FolderBusy` when another process holds it). Taken again by
+    the process that holds it, it is held already. A file system without flock (some network
+    ones), or a folder that cannot be opened for reading, gives no lock, as before.
+    """
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except PermissionError:  # a folder one may write to but not list: no lock, as before
+        yield
+        return
+    try:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        if key not in _HELD:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise FolderBusy(errno.EWOULDBLOCK, f"{folder} is locked", folder) from None
+            except OSError as exc:
+                if exc.errno not in (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
+                    raise
+        _HELD[key] = _HELD.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+            if not _HELD[key]:
+                del _HELD[key]
+    finally:
+        os.close(fd)  # the lock goes with the last descriptor
+
+
+def commit_set(stage: str, folder: str, stale: Callable[[str], set[str]] | None = None) -> None:
+    """Move the whole set staged in `stage` (a folder inside `folder`) into `folder`, or put
+    the old set back and raise.
 
     The stage is first renamed to its `.commit` name, the point from which the set counts as
     written: a SIGKILL after it leaves a folder the next `sweep` finishes moving, one before it
     a temporary the next `sweep` removes. SIGINT, SIGTERM and SIGHUP wait until the moves are
-    done, so they never split the set.
+    done, so they never split the set. A move that fails (an old file that cannot be
+    replaced: immutable, a mount point) undoes the moves before it: the folder is left as it
+    was (decision 76). The folder is locked meanwhile (`folder_lock`). `stale`, called with
+    the folder under the lock before the moves, names files of the set being replaced that the
+    new set does not have: those that are plain files are removed once it is in place.
     """
     name = os.path.basename(stage)
     m = _TEMP.fullmatch(name)
     assert m is not None and m["kind"] == "tmp", name
     committing = os.path.join(folder, name[: -len(".tmp")] + ".commit")
-    found = clash(stage, folder)
-    if found:  # refused before anything moves: the folder is left as it was
-        raise FileExistsError(errno.EEXIST, f"{found} is in the way of a file or folder", found)
-    with signals_held():
-        os.rename(stage, committing)
-        _move_entries(committing, folder, pause=True)
-        os.rmdir(committing)
+    backup = os.path.join(folder, temp_name("tsb-old"))
+    with folder_lock(folder):
+        found = clash(stage, folder)
+        if found:  # refused before anything moves: the folder is left as it was
+            raise FileExistsError(errno.EEXIST, f"{found} is in the way of a file or folder", found)
+        drop = (stale(folder) if stale else set()) - set(os.listdir(stage))
+        with signals_held():
+            os.rename(stage, committing)
+            done: list[tuple[str, str | None]] = []
+            try:
+                _move_entries(committing, folder, backup, done, pause=True)
+            except BaseException:
+                _undo(done)
+                raise
+            finally:
+                for _, kept in done:  # the backup's entries, then its folders
+                    if kept is not None:
+                        with contextlib.suppress(OSError):
+                            os.unlink(kept)
+                for leftover in (backup, committing):
+                    try:
+                        os.rmdir(leftover)
+                    except FileNotFoundError:
+                        pass
+                    except OSError:  # not empty: a merged folder's backup, an undone set
+                        _remove(leftover)
+            for n in sorted(drop):
+                path = os.path.join(folder, n)
+                with contextlib.suppress(OSError):
+                    if stat.S_ISREG(os.lstat(path).st_mode):
+                        os.unlink(path)
 
 
 # ---------------------------------------------------------------- signals
@@ -277,7 +384,9 @@ def checkpoint(point: str) -> None:
     `tsb-pause <point>` on stderr and sleeps TSB_TEST_PAUSE_SECONDS (default 2; signals that
     are held back at the point arrive after it). Points: `staged` (a set written in its
     temporary folder, nothing moved yet), `commit` (the set renamed to `.commit` and its first
-    entry moved, signals held).
+    entry moved, signals held), `written` (a single file written under its temporary name),
+    `submitted` (`submit`'s jobs accepted by sbatch, their records not written yet),
+    `snapshot` (`sync`'s snapshot made in its temporary folder, nothing sent yet).
     """
     if os.environ.get("TSB_TEST_PAUSE_AT") != point:
         return
@@ -299,19 +408,52 @@ def write_file(path: Path, data: str | bytes, mode: int = 0o644) -> None:
 def open_atomically(path: Path, mode: int = 0o644, binary: bool = False) -> Iterator[IO[Any]]:
     """A file written under a temporary name beside `path`, renamed over it on success.
 
-    Under `signals_as_exceptions`, SIGINT, SIGTERM and SIGHUP remove the temporary too; one a
-    SIGKILL left is removed by the next `open_atomically` in that folder (`sweep_once`).
+    SIGINT, SIGTERM and SIGHUP (`signals_as_exceptions`, whichever command writes) and any
+    failure remove the temporary and the folders made for it (decision 80); one a SIGKILL
+    left is removed by the next `open_atomically` in that folder (`sweep_once`).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sweep_once(path.parent)
-    tmp = f"{path.parent}/{temp_name(path.name)}"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)  # left by a dead process that had this pid
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
-        with os.fdopen(fd, "wb" if binary else "w") as fh:
-            yield fh
-        os.replace(tmp, path)
-    except BaseException:
-        cleanly(lambda: _remove(tmp))
-        raise
+    with signals_as_exceptions():
+        made: list[str] = []
+        tmp = f"{path.parent}/{temp_name(path.name)}"
+        try:
+            make_folders(str(path.parent), made)
+            sweep_once(path.parent)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)  # left by a dead process that had this pid
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+            with os.fdopen(fd, "wb" if binary else "w") as fh:
+                yield fh
+            checkpoint("written")
+            os.replace(tmp, path)
+        except BaseException:
+
+            def discard() -> None:
+                _remove(tmp)
+                remove_made(made)
+
+            cleanly(discard)
+            raise
+
+
+def make_folders(folder: str, made: list[str]) -> None:
+    """`mkdir -p folder`, noting in `made` each folder this call made (outermost first)."""
+    missing: list[str] = []
+    d = os.path.abspath(folder)
+    while not os.path.lexists(d):
+        missing.append(d)
+        d = os.path.dirname(d)
+    for m in reversed(missing):
+        try:
+            os.mkdir(m)
+        except FileExistsError:  # made by another run meanwhile: not ours to remove
+            continue
+        made.append(m)
+    if not os.path.isdir(folder):
+        os.mkdir(folder)  # what is in the way (a file, a dangling link) says so
+
+
+def remove_made(made: list[str]) -> None:
+    """Remove the folders `make_folders` made, innermost first, those still empty."""
+    for m in reversed(made):
+        with contextlib.suppress(OSError):
+            os.rmdir(m)

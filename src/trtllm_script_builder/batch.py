@@ -487,12 +487,28 @@ def build_many(
         shared = {"wheel_dir": str(root / "wheel")}
         base_req = base_req.model_copy(update=shared)
         flags = {**flags, **shared}
-    from trtllm_script_builder.atomic import open_atomically
+    from trtllm_script_builder.atomic import FolderBusy, folder_lock, open_atomically
 
     # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
     stack = contextlib.ExitStack()
     index: IO[str] | None = None
     if not dry_run:
+        try:
+            # One run at a time writes a batch folder (decision 78): a second one, even with
+            # --force, would mix its jobs and its index with this one's.
+            stack.enter_context(folder_lock(str(root), wait=False))
+        except FolderBusy:
+            raise BuildError(
+                "work_dir",
+                f"{root} is being written by another build-many",
+                "wait for it to end, or choose another --work-dir",
+            ) from None
+        except OSError as exc:
+            raise BuildError(
+                "work_dir",
+                f"cannot write in {root} ({exc.strerror})",
+                "give a folder you can write to",
+            ) from None
         try:
             index = stack.enter_context(open_atomically(root / "jobs.json"))
         except OSError as exc:

@@ -26,12 +26,12 @@ from trtllm_script_builder.render.spec import BuildResult, SubmitStep
 from trtllm_script_builder.resolve.job import (
     PATTERNS,
     check_request,
-    file_stamp,
     refuse_ask,
     resolve,
 )
 from trtllm_script_builder.resolve.mounts import Ask
 from trtllm_script_builder.resolve.resolved import Cluster
+from trtllm_script_builder.resolve.stamp import file_stamp
 
 __all__ = ["PATTERNS", "BuildResult", "SubmitStep", "build", "finish", "refuse_ask"]
 
@@ -123,20 +123,15 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
             "work_dir", f"{result.work_dir} exists and is not a folder", "give a folder path"
         )
     fresh = mode is None  # build-many's case: nothing to guard or to replace
-    old = {} if fresh else _old_spec(result.work_dir)
     if not force and not fresh:
-        _guard(result, old)
-    before = _old_scripts(old)
+        _guard(result, _old_spec(result.work_dir))
     with signals_as_exceptions():  # Ctrl-C or a kill: the finally clauses below still run
         if result.submit is None:
             try:
-                written = write_atomically(result.work_dir, result.files)
+                return write_atomically(result.work_dir, result.files, _stale)
             except OSError as exc:
                 raise unwritable(exc) from None
-        else:
-            written = _run_submit_step(result, unwritable)
-        _drop_stale(result.work_dir, before - {p.name for p in written})
-        return written
+        return _run_submit_step(result, unwritable)
 
 
 # What Path.exists() takes for "not there"; any other error (a name too long) is the user's.
@@ -146,9 +141,13 @@ _SCRIPT_NAME = re.compile(r"[\w.+-]{1,250}\.(?:slurm|sh)")
 
 
 def _old_spec(work_dir: Path) -> dict[str, Any]:
-    """The folder's previous job_spec.json ({} when there is none that can be read)."""
+    """The folder's previous job_spec.json ({} when there is none that can be read, or when
+    it is no regular file: a named pipe of that name would hang the build)."""
     try:
-        with open(work_dir / "job_spec.json", "rb") as f:
+        fd = os.open(work_dir / "job_spec.json", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return {}
             old = parse_json(f.read(4 << 20).decode())
     except (OSError, ValueError):  # UnicodeDecodeError and DataError are ValueErrors
         return {}
@@ -165,17 +164,12 @@ def _old_scripts(old: dict[str, Any]) -> set[str]:
     return {n for n in names if isinstance(n, str) and _SCRIPT_NAME.fullmatch(n)}
 
 
-def _drop_stale(work_dir: Path, names: set[str]) -> None:
-    """Remove the previous build's scripts the new set does not have (a rebuild with --force
-    over another job, or without the compile it had), once the new job_spec.json no longer
-    names them; only regular files, never a link or a folder of that name (decision 63)."""
-    for name in sorted(names):
-        path = work_dir / name
-        try:
-            if stat.S_ISREG(os.lstat(path).st_mode):
-                os.unlink(path)
-        except OSError:
-            pass
+def _stale(work_dir: str) -> set[str]:
+    """The scripts the job_spec.json being replaced names: those the new set does not have go
+    once it is in place (a rebuild with --force over another job, or without the compile it
+    had); only regular files, never a link or a folder of that name (decision 63). Read while
+    the folder is locked for the commit, so a build that committed meanwhile counts."""
+    return _old_scripts(_old_spec(Path(work_dir)))
 
 
 # submit.py's flags whose value is a path in work_dir: given in the private folder instead.
@@ -203,7 +197,7 @@ def _run_submit_step(
     work_dir = Path(os.path.abspath(result.work_dir))
     launch_name = step.launch_sh.name
     try:
-        with staged_set(work_dir) as stage:
+        with staged_set(work_dir, _stale) as stage:
             write_files(stage, step.before)
             # Paths the build writes, as the same paths in the private folder.
             ours: dict[str, Path] = {}

@@ -111,14 +111,26 @@ def sacct(*args: str) -> list[list[str]]:
     return [ln.split("|") for ln in out.splitlines() if ln.strip()]
 
 
-def squeue(ids: list[str]) -> list[str]:
+def squeue(ids: list[str], states: bool = False) -> list[str]:
     out = subprocess.run(
-        ["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i"],
+        ["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i:%T" if states else "%i"],
         capture_output=True,
         text=True,
         check=False,
     ).stdout
     return out.split()
+
+
+def still_queued(ids: list[str]) -> list[str]:
+    """The jobs squeue still lists, with their states. A job that ended stays listed as
+    COMPLETING while Slurm cleans up after it (a second or two): that is not running."""
+    deadline = time.monotonic() + 15
+    while (left := squeue(ids, states=True)) and time.monotonic() < deadline:
+        if all(s.endswith(":COMPLETING") for s in left):
+            time.sleep(0.5)
+            continue
+        break
+    return [s for s in left if not s.endswith(":COMPLETING")]
 
 
 def test_a_batch_of_three_compiles_and_imports_once(
@@ -155,7 +167,7 @@ def test_a_batch_of_three_compiles_and_imports_once(
     assert len(site.builds()) == builds + 1
     assert len(site.imports()) == imports + 1
     names = [r[0] for r in sacct("-X", "-j", ",".join(ids_of(folder)), "-o", "JobName")]
-    assert sum(n.endswith("_compile") for n in names) == 1
+    assert sum(n.startswith("tsb_compile_") for n in names) == 1  # named after the checkout
     assert sum(n.endswith("_import") for n in names) == 1
     # every job installed the one wheel, after the compile ended
     (wheel,) = site.wheel_dir.glob("tensorrt_llm-*.whl")
@@ -215,7 +227,7 @@ def test_a_failed_compile_fails_every_job_of_the_batch(
         spec = json.loads((work / "job_spec.json").read_text())
         assert not list(work.glob(spec["log_file_pattern"].replace("%j", "*")))
         assert json.loads((work / "verdict.json").read_text())["verdict"] == "COMPILE_FAILED"
-    assert squeue(ids) == []
+    assert still_queued(ids) == []
 
 
 def test_watch_timeout_cancels_the_compile_with_the_batch(
@@ -243,7 +255,7 @@ def test_watch_timeout_cancels_the_compile_with_the_batch(
         r["reason"].startswith(f"the {first['kind']} job {first['job_id']}: ")
         for r in results["jobs"]
     )
-    assert squeue(ids) == []
+    assert still_queued(ids) == []
 
 
 def test_watch_timeout_of_one_job_leaves_the_batchs_compile(
@@ -335,7 +347,7 @@ def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa:
             ][0]
         ).read_text()
     )
-    assert squeue(ids_of(folder)) == []
+    assert still_queued(ids_of(folder)) == []
 
 
 def tsb_cli(*args: str) -> subprocess.CompletedProcess[str]:

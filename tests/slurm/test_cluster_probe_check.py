@@ -205,8 +205,8 @@ def test_check_also_checks_the_compile_and_import_jobs(
     bad.write_text(good.read_text().replace("--partition=gpu", "--partition=nope"))
     spec = json.loads((work / "job_spec.json").read_text())
     spec["prerequisites"] = [
-        {"kind": "import", "script_name": bad.name, "script_path": str(bad)},
-        {"kind": "compile", "script_name": good.name, "script_path": str(good)},
+        {"kind": "import", "key": "import:i", "script_name": bad.name, "script_path": str(bad)},
+        {"kind": "compile", "key": "compile:c", "script_name": good.name, "script_path": str(good)},
     ]
     (work / "job_spec.json").write_text(json.dumps(spec))
     problems, rc = check(work)

@@ -74,7 +74,12 @@ def test_build_wheel_builds_a_wheel_or_fails_like_a_compile(tmp_path: Path) -> N
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert wheel.name.startswith(f"tensorrt_llm-0.0.0.dev0-{tag}-{tag}-linux_")
     assert "tensorrt_llm/__init__.py" in zipfile.ZipFile(wheel).namelist()
-    (repo / "cpp").mkdir()
+    assert '"-DCMAKE_CUDA_ARCHITECTURES=90-real"' in ok.stdout  # a new tree: configured
+    # the tree is configured now: another architecture is not configured unless asked
+    again = _run([*argv[:3], "100-real", *argv[4:]], repo, STANDIN_BUILD_WHEEL_STEP="0")
+    assert again.returncode == 0 and "CMake Configure command" not in again.stdout
+    asked = _run([*argv[:3], "100-real", *argv[4:], "--configure_cmake"], repo)
+    assert '"-DCMAKE_CUDA_ARCHITECTURES=100-real"' in asked.stdout
     (repo / "cpp" / "STANDIN_COMPILE_ERROR").write_text("expected a ';'\n")
     bad = _run(argv, repo, STANDIN_BUILD_WHEEL_STEP="0")
     assert bad.returncode == 1

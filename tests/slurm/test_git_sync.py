@@ -13,7 +13,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -470,3 +472,35 @@ def test_sync_command_reads_the_job_spec(world: World, tmp_path: Path) -> None:
         "error: remote_repo_path: job_spec.json has no remote_repo_path; build the job for "
         "remote_slurm (remote_repo_path names the cluster's clone)"
     )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_sync_leaves_no_temporary_folder(world: World, sig: int) -> None:
+    """SIGTERM and SIGHUP run the sync's cleanups too (decision 80): its snapshot folder in
+    TMPDIR goes, the checkout and the cluster side are as they were."""
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from trtllm_script_builder.process.gitsync import sync_checkout\n"
+        "from trtllm_script_builder.process.ssh import SshTarget\n"
+        "sync_checkout(SshTarget(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])\n"
+    )
+    env = {
+        **os.environ,
+        "TMPDIR": str(world.tmp),
+        "TSB_TEST_PAUSE_AT": "snapshot",
+        "TSB_TEST_PAUSE_SECONDS": "5",
+    }
+    with untouched(world):
+        p = subprocess.Popen(
+            [sys.executable, "-c", code, HOST, str(world.work), str(world.remote)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert p.stderr is not None
+        assert p.stderr.readline().strip() == "tsb-pause snapshot"
+        assert [t.name[:9] for t in world.tmp.iterdir()] == ["tsb-sync-"]
+        p.send_signal(sig)
+        p.communicate(timeout=60)
+        assert p.returncode == -sig
+    assert not world.remote.exists()

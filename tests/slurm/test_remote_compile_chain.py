@@ -77,11 +77,14 @@ def working_tree(repo: Path) -> dict[str, str]:
 
 
 def files_of(checkout: Path) -> dict[str, str]:
-    """The files of a clone but for .git and the job folders (work_dirs/)."""
+    """The files of a clone but for .git, the job folders (work_dirs/) and the build tree a
+    compile leaves (cpp/build, which .gitignore names, as TensorRT-LLM's does)."""
     return {
         str(p.relative_to(checkout)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(checkout.rglob("*"))
-        if p.is_file() and p.relative_to(checkout).parts[0] not in (".git", "work_dirs")
+        if p.is_file()
+        and p.relative_to(checkout).parts[0] not in (".git", "work_dirs")
+        and p.relative_to(checkout).parts[:2] != ("cpp", "build")
     }
 
 
@@ -131,7 +134,7 @@ class Remote:
 def _user_checkout(root: Path) -> tuple[Path, Path]:
     """A TensorRT-LLM-like clone of a bare origin, with work of every kind not yet pushed."""
     upstream = make_repo(root / "upstream")
-    (upstream / ".gitignore").write_text("*.log\n")
+    (upstream / ".gitignore").write_text("*.log\ncpp/build*\n")  # as TensorRT-LLM's
     (upstream / "tensorrt_llm").mkdir()
     (upstream / "tensorrt_llm" / "version.py").write_text('__version__ = "1.2.0rc1"\n')
     git(upstream, "init", "-q", "-b", "main")

@@ -9,7 +9,15 @@ runs the real script of a real checkout.
 import sys
 from argparse import ArgumentParser
 
-OPTIONS = ("--cuda_architectures", "--dist_dir", "--use_ccache", "--benchmarks", "--nvtx")
+OPTIONS = (
+    "--cuda_architectures",
+    "--dist_dir",
+    "--use_ccache",
+    "--benchmarks",
+    "--nvtx",
+    "--configure_cmake",
+    "--job_count",
+)
 
 if __name__ == "__main__":
     parser = ArgumentParser()

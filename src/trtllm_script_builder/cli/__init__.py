@@ -25,8 +25,11 @@ def warn(warnings: list[str]) -> None:
 
 
 def say(text: str) -> None:
-    """A progress line, on stderr so stdout stays the command's answer."""
-    click.echo(text, err=True)
+    """A progress line, on stderr so stdout stays the command's answer; what it quotes of
+    other programs and files is shown escaped, never obeyed by the terminal (decision 75)."""
+    from trtllm_script_builder.model.values import printable
+
+    click.echo(printable(text, None), err=True)
 
 
 # Commands that live in their own packages, imported only when asked for: `build` must not pay

@@ -96,6 +96,8 @@ def command(
 def _probe_remote(
     host: str, names: list[str] | None, remote_cwd: str | None
 ) -> tuple[dict[str, Any], int]:
+    from trtllm_script_builder.model import values
+    from trtllm_script_builder.process.probe.collect import NOT_A_NAME
     from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 
     runner = SshRunner(SshTarget(host))
@@ -103,13 +105,26 @@ def _probe_remote(
     words = hello.out.splitlines()
     if hello.rc != 0 or len(words) < 3:
         why = (hello.err or hello.out).strip().splitlines()
-        click.echo(f"error: ssh {host}: {why[-1] if why else f'exit status {hello.rc}'}", err=True)
+        said = values.printable(why[-1]) if why else f"exit status {hello.rc}"
+        click.echo(f"error: ssh {host}: {said}", err=True)
         raise SystemExit(3)
     login_dir, home, user = words[0], words[1], words[2]
+    if not values.SLURM_NAME.fullmatch(user):
+        # the user goes to sacctmgr as an argument of its own (decision 75)
+        click.echo(
+            f"error: ssh {host}: id -un answered {values.shown(user)}, which {NOT_A_NAME}", err=True
+        )
+        raise SystemExit(3)
     env, rc = probe(names, runner=runner, user=user)
     env["ssh_host"] = host
-    env["remote_cwd"] = remote_cwd or login_dir
-    env["remote_home"] = home
+    # the login shell's answers are kept only as the cluster file is read back (decision 75)
+    for key, value in (("remote_cwd", remote_cwd or login_dir), ("remote_home", home)):
+        if values.is_absolute_path(value) and values.text_problem(value) is None:
+            env[key] = value
+        else:
+            env["errors"].append(f"{key} {values.shown(value)} left out: not an absolute path")
+            env[key] = None
+            rc = rc or 2
     return env, rc
 
 

@@ -89,7 +89,7 @@ def command(
         click.echo(json.dumps(data, indent=2))
     else:
         for note in result.notes:
-            click.echo(f"note: {note}", err=True)
+            say(f"note: {note}")
         click.echo(result.commit)
 
 

@@ -33,10 +33,28 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# Digits of a whole number: far above any count, id or size the files hold, far below the
+# 4300 beyond which Python refuses to convert the text (a ValueError, not a parse error).
+MAX_DIGITS = 64
+
+
+def _whole(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise DataError(f"it holds a whole number of {len(text)} digits, more than {MAX_DIGITS}")
+    return int(text)
+
+
 def parse_json(text: str) -> Any:
-    """`text` as JSON, refusing repeated keys and nesting deeper than MAX_DEPTH."""
+    """`text` as JSON, refusing repeated keys, nesting deeper than MAX_DEPTH and whole
+    numbers longer than MAX_DIGITS (decision 75). NaN, Infinity and 1e999 are read as Python
+    reads them, so that a request's field refuses them by name; whoever does arithmetic on a
+    number from a file checks that it is finite."""
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        data = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_int=_whole,
+        )
     except RecursionError:
         raise DataError(f"it nests deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:

@@ -82,15 +82,21 @@ def check_model_name(v: str | None) -> str | None:
     return v
 
 
-# build_wheel.py --cuda_architectures: CMake's list, `;`-separated (e.g. 90-real;100-real).
-_CUDA_ARCH = r"(native|all|all-major|\d+[a-z]?(-real|-virtual)?(;\d+[a-z]?(-real|-virtual)?)*)"
+# build_wheel.py --cuda_architectures: CMake's list, `;`-separated (e.g. 90-real;100-real), as
+# TensorRT-LLM's CMake takes it: compute capability 8.0 or newer (build_wheel.py refuses Volta),
+# an optional `a`, an optional `-real`; no `-virtual` (it builds no PTX), no `all-major`
+# (decision 82); no `native`: the compile job has no GPU to detect, and CMake would fall back
+# to every architecture.
+_ARCH_ONE = r"([89]\d|[1-9]\d\d)a?(-real)?"
+_CUDA_ARCH = rf"(all|{_ARCH_ONE}(;{_ARCH_ONE})*)"
 _PLAIN_PATH = r"/[A-Za-z0-9._+/@=-]*"
 
 
 def check_cuda_arch(v: str | None) -> str | None:
     if v is not None and not re.fullmatch(_CUDA_ARCH, v):
         raise ValueError(
-            "is not a CUDA architecture list (e.g. 90-real, 100-real or 90-real;100-real)"
+            "is not a CUDA architecture list TensorRT-LLM builds for (e.g. 90-real, 100-real "
+            "or 90-real;100-real)"
         )
     return v
 
@@ -378,8 +384,9 @@ class Request:
         after=(check_cuda_arch,),
         default=None,
         description="compile: CUDA architectures for build_wheel.py --cuda_architectures, e.g. "
-        "90-real or 90-real;100-real; default: from device_type (B200, GB200, B300, GB300 "
-        "100-real; H100, H200 90-real; L40S 89-real; A100 80-real).",
+        "90-real or 90-real;100-real; default: from device_type (B200, GB200 100-real; B300, "
+        "GB300 103-real; H100, H200, H800, H20, GH200 90-real; L40S, L40, L20, L4 89-real; "
+        "A100, A800, A30 80-real; A10, A10G, A40 86-real; RTX PRO 6000 120-real).",
     )
     use_ccache: bool = _field(
         default=False,

@@ -67,6 +67,44 @@ def shown(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+# A line of another program's output as the tool shows it (evidence, a terminal line, an
+# error's quoted reason): longer is cut, whatever the program printed.
+MAX_SHOWN_LINE = 500
+# What a terminal would act on rather than show: every control character but tab (an escape
+# sequence can move the cursor, rewrite the screen, set the window title or the clipboard),
+# the Unicode line and paragraph separators, lone surrogates, and the bidirectional and
+# zero-width format characters (they reorder or hide what a line seems to say).
+_NOT_SHOWN = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff"
+    "\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
+
+
+_WHOLE = re.compile(r"-?[0-9]{1,18}")
+
+
+def whole_number(text: str | None, *, negative: bool = False) -> int | None:
+    """`text` as a whole number when the whole of it is 1 to 18 ASCII digits (after a `-`
+    where `negative`), else None: `str.isdigit` takes `²` and `٣`, which int() refuses or
+    reads as 3, and int() refuses more than 4300 digits with a ValueError (decision 75)."""
+    if text is None or _WHOLE.fullmatch(text) is None:
+        return None
+    if text.startswith("-") and not negative:
+        return None
+    return int(text)
+
+
+def printable(text: str, limit: int | None = MAX_SHOWN_LINE) -> str:
+    """`text` (a log line, a test id, a remote tool's answer) safe to print on one terminal
+    line and to keep as evidence: control characters are shown escaped (`\\x1b`, `\\n`), and
+    text beyond `limit` characters is cut with a note of its length (decision 75)."""
+    cut = text if limit is None else text[:limit]
+    shown_text = _NOT_SHOWN.sub(lambda m: ascii(m.group(0))[1:-1], cut)
+    if limit is not None and (len(shown_text) > limit or len(cut) < len(text)):
+        shown_text = f"{shown_text[:limit]}... ({len(text)} characters)"
+    return shown_text
+
+
 def refuse(field: str, what: str, value: Any, fix: str) -> BuildError:
     """The refusal line: `error: <field>: <what> (got <value>); <fix>`."""
     return BuildError(field, f"{what} (got {shown(value)})", fix)

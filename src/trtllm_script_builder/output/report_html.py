@@ -10,6 +10,7 @@ same files give the same bytes (no clock, no dict order from the disk). Decision
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -183,9 +184,13 @@ def _batch_job(root: Path, row: dict[str, Any]) -> Job:
 
 
 def _href(root: Path, path: Path, folder: bool = False) -> str | None:
+    """A link relative to the report; None for a file that is not here or lies outside the
+    report's folder (a path in jobs.json or verdict.json may name any file; decision 75)."""
     if not path.exists():
         return None
-    rel = os.path.relpath(path, root)
+    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+    if rel == ".." or rel.startswith(("../", "/")):
+        return None
     if folder:
         rel = "." if rel == "." else rel + "/"
     return quote(rel)
@@ -208,7 +213,7 @@ def _job(root: Path, work: Path, name: str, v: dict[str, Any], entry: str = "") 
         job_id=_text(v.get("job_id") or (f"pid {v['pid']}" if v.get("pid") else "")),
         commit=_text(v.get("source_commit")),
         exit_code=_text(v.get("exit_code")),
-        elapsed=_duration(elapsed) if isinstance(elapsed, (int, float)) else "",
+        elapsed=_duration(elapsed) if _is_num(elapsed) else "",
         reason=_text(v.get("reason")),
         evidence=[str(e) for e in v.get("evidence") or []],
     )
@@ -260,7 +265,9 @@ def _duration(seconds: float) -> str:
 
 
 def _is_num(x: Any) -> TypeGuard[float]:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """A number the page can show and chart: NaN and Infinity (a verdict.json may hold them,
+    Python's JSON reader takes them) are none (decision 75)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _num(x: float) -> str:

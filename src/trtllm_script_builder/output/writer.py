@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trtllm_script_builder.atomic import (
@@ -13,7 +13,10 @@ from trtllm_script_builder.atomic import (
     checkpoint,
     cleanly,
     commit_set,
+    make_folders,
     open_atomically,
+    remove_made,
+    signals_as_exceptions,
     sweep_once,
     temp_name,
     write_file,
@@ -23,9 +26,11 @@ from trtllm_script_builder.model.jobspec import OutFile
 __all__ = ["open_atomically", "staged_set", "write_atomically", "write_file", "write_files"]
 
 
-def write_atomically(work_dir: Path, files: list[OutFile]) -> list[Path]:
+def write_atomically(
+    work_dir: Path, files: list[OutFile], stale: Callable[[str], set[str]] | None = None
+) -> list[Path]:
     """Land every file in work_dir, or none of them (see `staged_set`)."""
-    with staged_set(work_dir) as stage:
+    with staged_set(work_dir, stale) as stage:
         write_files(stage, files)
     return [work_dir / f.name for f in files]
 
@@ -38,53 +43,48 @@ def write_files(folder: Path, files: list[OutFile]) -> None:
 
 
 @contextlib.contextmanager
-def staged_set(work_dir: Path) -> Iterator[Path]:
+def staged_set(work_dir: Path, stale: Callable[[str], set[str]] | None = None) -> Iterator[Path]:
     """A private folder to write work_dir's new files in; they replace the old ones as a set.
 
     A new work_dir is the staged folder itself, made beside it and renamed into place: it
     appears whole (one rename: build-many makes thousands). An existing work_dir gets the
     folder inside it (same file system), and `commit_set` moves its entries over their
-    namesakes; nothing else in work_dir is touched. An exception, or SIGINT, SIGTERM or
-    SIGHUP under `signals_as_exceptions`, removes the folder and the parents made here; what
-    a SIGKILL leaves is removed by the next build into or beside work_dir (decision 63).
+    namesakes, or puts them all back (`stale`: see there); nothing else in work_dir is
+    touched. An exception, or SIGINT, SIGTERM or SIGHUP (`signals_as_exceptions`, whoever
+    calls), removes the folder and the parents made here; what a SIGKILL leaves is removed by
+    the next build into or beside work_dir (decisions 63 and 76).
     """
-    parent = os.path.dirname(os.path.abspath(work_dir))
-    made: list[str] = []
-    d = parent
-    while not os.path.exists(d):
-        made.append(d)
-        d = os.path.dirname(d)
-    fresh = not os.path.lexists(work_dir)
-    if fresh:
-        stage = f"{parent}/{temp_name(work_dir.name)}"
-    else:
-        stage = f"{os.path.abspath(work_dir)}/{temp_name(SET_NAME)}"
-    try:
-        for m in reversed(made):
-            os.mkdir(m)
-        if not made:
-            sweep_once(parent)
-        if not fresh:
-            sweep_once(work_dir)
-        if os.path.lexists(stage):  # left by a dead process that had this pid
-            shutil.rmtree(stage)
-        os.mkdir(stage)
-        yield Path(stage)
-        checkpoint("staged")
+    with signals_as_exceptions():
+        parent = os.path.dirname(os.path.abspath(work_dir))
+        made: list[str] = []
+        fresh = not os.path.lexists(work_dir)
         if fresh:
-            os.rename(stage, work_dir)
+            stage = f"{parent}/{temp_name(work_dir.name)}"
         else:
-            commit_set(stage, str(work_dir))
-    except BaseException:
+            stage = f"{os.path.abspath(work_dir)}/{temp_name(SET_NAME)}"
+        try:
+            make_folders(parent, made)
+            if not made:
+                sweep_once(parent)
+            if not fresh:
+                sweep_once(work_dir)
+            if os.path.lexists(stage):  # left by a dead process that had this pid
+                shutil.rmtree(stage)
+            os.mkdir(stage)
+            yield Path(stage)
+            checkpoint("staged")
+            if fresh:
+                os.rename(stage, work_dir)
+            else:
+                commit_set(stage, str(work_dir), stale)
+        except BaseException:
 
-        def discard() -> None:
-            shutil.rmtree(stage, ignore_errors=True)
-            for leftover in made:
-                with contextlib.suppress(OSError):
-                    os.rmdir(leftover)
+            def discard() -> None:
+                shutil.rmtree(stage, ignore_errors=True)
+                remove_made(made)
 
-        cleanly(discard)
-        raise
+            cleanly(discard)
+            raise
 
 
 def _write_new(path: str, data: bytes, mode: int) -> None:

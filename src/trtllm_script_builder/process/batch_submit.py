@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.datafile import parse_json
@@ -57,6 +57,7 @@ from trtllm_script_builder.process.submission import (
     Submission,
     load_submission,
     read_record,
+    record_problem,
     save_submission,
     source_args,
     write_json,
@@ -122,6 +123,14 @@ class BatchSubmission(BaseModel):
     jobs: list[BatchJob]
     # every prerequisite submitted for the batch, once each (chain.ChainJob.to_json), in order
     prerequisites: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _values(self) -> BatchSubmission:
+        # the file may be edited: its job ids reach scancel (decision 75)
+        problem = record_problem(self.model_dump())
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 def read_index(folder: Path) -> list[Member]:
@@ -332,9 +341,10 @@ class _Target:
         res = self.runner(["sbatch", "--parsable", *extra, script], Path(cwd))
         job = submitted_id(res) if res.rc == 0 else None
         if job is None:
+            undone = f"; cancelled the {len(started)} already submitted" if started else ""
             if started:  # nothing half-submitted: the arrays and jobs already in go again
                 self.runner(["scancel", *started])
-            undone = f"; cancelled the {len(started)} already submitted" if started else ""
+                started.clear()
             where = f"on {self.ssh_host}: " if self.ssh_host else ""
             raise ToolFailed(
                 "sbatch",
@@ -456,8 +466,7 @@ def submit_batch(
 ) -> BatchSubmission:
     """Submit every built job of the build-many folder `folder`; refuses a folder (or a job of
     it) already submitted unless `force`."""
-    from trtllm_script_builder.atomic import write_file
-    from trtllm_script_builder.process.submission import err_path, log_path
+    from trtllm_script_builder.atomic import cleanly, signals_as_exceptions
     from trtllm_script_builder.resolve.job import check_sbatch_value
 
     folder = folder.resolve()
@@ -474,6 +483,7 @@ def submit_batch(
             "work_dir", f"{folder / BATCH_INDEX} lists no built job", "run build-many again"
         )
     jobs = _load(members, force)
+    _refuse_shared_wheel_dirs(jobs)
     scenario = jobs[0].spec.execution_scenario
     remote = scenario == "remote_slurm"
     if ssh_host and not remote:
@@ -486,6 +496,37 @@ def submit_batch(
     check_sbatch_value(driver_dir, "remote_work_dir" if remote else "work_dir")
     target = _remote_target(jobs, ssh_host, say) if remote else _Target(run, socket.gethostname())
     started: list[str] = []
+    with signals_as_exceptions():
+        try:
+            return _submit_all(folder, jobs, target, started, driver_dir, max_running, say)
+        except BaseException:  # interrupted, or failed: nothing of this run is left running
+            if started:
+                cleanly(lambda: _cancel(target, started))
+            raise
+
+
+def _cancel(target: _Target, started: list[str]) -> None:
+    target.runner(["scancel", *started])
+    started.clear()
+
+
+def _submit_all(
+    folder: Path,
+    jobs: list[_Job],
+    target: _Target,
+    started: list[str],
+    driver_dir: str,
+    max_running: int | None,
+    say: Say,
+) -> BatchSubmission:
+    """Every array and job of the batch, then their records (decision 81)."""
+    from trtllm_script_builder.atomic import checkpoint, signals_held, write_file
+    from trtllm_script_builder.process.submission import err_path, log_path
+
+    scenario = jobs[0].spec.execution_scenario
+    remote = scenario == "remote_slurm"
+    keys = [[p["key"] for p in j.spec.prerequisites or []] for j in jobs]
+    groups = group_by_shape([shape(scenario, j.lines, k) for j, k in zip(jobs, keys, strict=True)])
     arrays: list[BatchArray] = []
     rows: list[BatchJob | None] = [None] * len(jobs)
     subs: list[Submission | None] = [None] * len(jobs)
@@ -575,7 +616,7 @@ def submit_batch(
             copied = target.ssh.copy([driver], driver_dir)
             if copied.rc != 0:
                 if started:
-                    target.runner(["scancel", *started])
+                    _cancel(target, started)
                 raise ToolFailed(
                     "remote_work_dir",
                     f"copying to {target.host}:{driver_dir} failed: {first_line(copied)}",
@@ -589,9 +630,7 @@ def submit_batch(
         throttle = f", at most {max_running} at once" if max_running else ""
         waits = _after_text(chains[g[0]])
         say(f"submitted array {array}: {len(g)} jobs of one shape{throttle}{waits} ({driver.name})")
-    for j, sub in zip(jobs, subs, strict=True):
-        assert sub is not None
-        save_submission(j.member.work_dir, sub)
+    checkpoint("submitted")
     batch = BatchSubmission(
         batch_dir=str(folder),
         scenario=scenario,
@@ -604,7 +643,12 @@ def submit_batch(
         jobs=[r for r in rows if r is not None],
         prerequisites=[c.to_json() for c in known.values()] or None,
     )
-    write_json(folder / BATCH_SUBMISSION, batch.model_dump(exclude_none=True))
+    with signals_held():  # the records whole, and then nothing of the batch is undone
+        for j, sub in zip(jobs, subs, strict=True):
+            assert sub is not None
+            save_submission(j.member.work_dir, sub)
+        write_json(folder / BATCH_SUBMISSION, batch.model_dump(exclude_none=True))
+        started.clear()
     return batch
 
 
@@ -615,6 +659,31 @@ def _after_text(chain: list[ChainJob]) -> str:
 
 
 _DIST_DIR = re.compile(r" --dist_dir \S+")
+
+
+def _refuse_shared_wheel_dirs(jobs: list[_Job]) -> None:
+    """Two different compiles writing into one wheel folder: each empties it for its own
+    wheel, so a test job could install the other build's wheel (decision 83)."""
+    builds: dict[str, dict[str, str]] = {}  # wheel folder -> compile key -> first job's name
+    for j in jobs:
+        for p in j.spec.prerequisites or []:
+            m = _DIST_DIR.search(p["key"]) if p["kind"] == "compile" else None
+            if m is not None:
+                builds.setdefault(m.group(0).split()[-1], {}).setdefault(
+                    p["key"], j.member.work_dir.name
+                )
+    for folder, keys in builds.items():
+        if len(keys) > 1:
+            shown = "; ".join(
+                f"{name}: {_DIST_DIR.sub('', key).removeprefix('compile:')}"
+                for key, name in keys.items()
+            )
+            raise BuildError(
+                "wheel_dir",
+                f"{len(keys)} different compiles of the batch build into {folder} ({shown}), "
+                "and each empties it for its own wheel, so a job could install the other's",
+                "give the jobs of each build a wheel_dir of their own, or build them alike",
+            )
 
 
 def _hint_wheel_dirs(known: dict[str, ChainJob], say: Say) -> None:

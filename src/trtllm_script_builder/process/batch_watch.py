@@ -6,14 +6,15 @@ of single-job watch (handles.SlurmJob.decide) and its `verdict.json`; `hang dete
 running job's log cancels that job. At the end the batch folder gets `results.json` (counts
 per verdict, one row per job) and `junit.xml` (every pytest job's report, merged). On
 remote_slurm the same calls go through one ssh connection, and a job's logs are read when it
-ends, not at every poll.
+ends, not at every poll (the compile's log excepted: its progress is read as it grows).
 
 The batch's prerequisites (the import and compile jobs `submit` started once for all,
 decisions 65, 71) are followed in the same loop and the same query: the progress line shows the
 compile's `built NN%`. A test job gets no verdict of its own before its prerequisites have
 theirs; when one of them did not succeed, every job waiting for it gets that prerequisite's
 verdict (a failed compile: COMPILE_FAILED with the first compiler error) instead of the
-CANCELLED Slurm gives it, and whatever no open job needs any more is cancelled.
+CANCELLED Slurm gives it, and whatever no open job needs any more is cancelled (and waited for,
+as a cancelled single job is: watch ends when nothing the batch started still runs).
 
 `--timeout` cancels every job still queued or running (one scancel for all, prerequisites
 included) unless `keep_running`; an interrupt (Ctrl-C) asks `on_interrupt` whether to cancel
@@ -23,6 +24,7 @@ them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -33,6 +35,7 @@ from typing import Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process import slurm
 from trtllm_script_builder.process.batch_submit import (
     BatchJob,
@@ -45,6 +48,7 @@ from trtllm_script_builder.process.handles import (
     LogNames,
     Reader,
     SlurmJob,
+    final_decision,
     junit_path,
     read_local,
 )
@@ -302,7 +306,7 @@ def watch_batch(
     start = clock()
     deadline = start + timeout if timeout else None
     cancelled: str | None = None
-    cancel_deadline = 0.0
+    cancel_deadline = chain_deadline = 0.0
     timed_out = False
 
     def finish(t: Tracked, timed: bool) -> None:
@@ -310,9 +314,7 @@ def watch_batch(
         new = t.handle.logs(final=True)
         for got, _ in new:
             t.lines.extend(got)
-        if timed and not keep_running and t.handle.ended_on_its_own():
-            timed = False  # it ended on its own before the cancel landed
-        decision = t.handle.decide(t.lines, t.spec, timed)
+        decision, timed = final_decision(t.handle, t.lines, t.spec, timed, keep_running)
         t.result = WatchResult(
             decision,
             batch.scenario,
@@ -338,9 +340,7 @@ def watch_batch(
         it. Returns the ids to cancel: those jobs, and prerequisites no open job needs."""
         for got, _ in p.handle.logs(final=True):
             p.lines.extend(got)
-        if timed and not keep_running and p.handle.ended_on_its_own():
-            timed = False
-        d = p.handle.decide(p.lines, p.users[0].spec, timed)
+        d, timed = final_decision(p.handle, p.lines, p.users[0].spec, timed, keep_running)
         p.decision = d
         console.say(f"[watch] {p.handle.what} {d.verdict.value} ({d.reason})")
         if d.verdict is Verdict.PASSED:
@@ -397,10 +397,14 @@ def watch_batch(
 
     while True:
         try:
-            if all(t.done for t in tracked) and not any(
-                not p.done and p.cancelled in ("timeout", "interrupt") for p in prereqs
-            ):
-                break  # (a prerequisite watch cancelled gets its own verdict first)
+            if all(t.done for t in tracked):
+                # a prerequisite watch cancelled is waited for, so that nothing the batch
+                # started still runs when watch ends (bounded: see the deadlines)
+                waiting = [p for p in prereqs if not p.done and p.cancelled is not None]
+                if not waiting or (
+                    all(p.cancelled == "chain" for p in waiting) and clock() >= chain_deadline
+                ):
+                    break
             open_jobs = [t for t in tracked if not t.done and not t.parked]
             open_prereqs = [p for p in prereqs if not p.done]
             ids = [p.job.job_id for p in open_prereqs] + [t.handle.job_id for t in open_jobs]
@@ -409,7 +413,7 @@ def watch_batch(
             for p in open_prereqs:
                 if p.handle.update(statuses[p.job.job_id], settle=False):
                     ended_prereqs.append(p)
-                elif not remote:  # for the compile's progress
+                elif not remote or p.job.kind == "compile":  # for the compile's progress
                     for got, _ in p.handle.logs():
                         p.lines.extend(got)
             ended = []
@@ -439,6 +443,7 @@ def watch_batch(
                         finish(t, timed_out)
                 if stop:
                     runner(["scancel", *stop])
+                    chain_deadline = clock() + CANCEL_WAIT
                 continue  # ask again at once: the next ended job need not wait a poll
             now = clock()
             if deadline is not None and now >= deadline and not timed_out and cancelled is None:
@@ -558,10 +563,15 @@ def merge_junit(
 
 
 def _number(text: str | None) -> float:
+    """A suite's count or time; 0 for what is no finite number (a job's report may say
+    `inf`, `nan` or 5000 digits, which int() cannot take; decision 75)."""
+    if not text or len(text) > 30:
+        return 0.0
     try:
-        return float(text or 0)
+        value = float(text)
     except ValueError:
         return 0.0
+    return value if math.isfinite(value) else 0.0
 
 
 def render_results(result: BatchResult) -> str:
@@ -582,4 +592,4 @@ def render_results(result: BatchResult) -> str:
     lines.append(f"results: {result.batch_dir}/{RESULTS_FILE}")
     if result.junit:
         lines.append(f"junit: {result.junit}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line, None) for line in lines) + "\n"

@@ -32,7 +32,10 @@ from trtllm_script_builder.process.verdict import (
 
 # (script path, extra sbatch arguments) -> job id; raises ToolFailed when sbatch fails.
 Sbatch = Callable[[str, list[str]], str]
+# A build step's line: `[ 45%] Building ...` (CMake's Makefiles) or `[180/400] Building ...`
+# (Ninja, which TensorRT-LLM's CI builds with).
 _PERCENT = re.compile(r"^\[\s*(\d{1,3})%\]")
+_STEPS = re.compile(r"^\[(\d{1,7})/(\d{1,7})\] ")
 
 
 @dataclass
@@ -55,13 +58,16 @@ class ChainJob:
         return cls(**{k: v for k, v in data.items() if k in _CHAIN_KEYS})
 
 
-def dependency_args(jobs: list[ChainJob]) -> list[str]:
+def dependency_args(jobs: list[ChainJob], *, singleton: bool = False) -> list[str]:
     """sbatch options that start a job only after every job in `jobs` succeeded, and cancel it
-    when one of them fails (instead of leaving it pending for ever)."""
+    when one of them fails (instead of leaving it pending for ever). `singleton`: also after
+    every other job of its name (a compile: the other compiles of its checkout, decision 86);
+    given here because a --dependency on the command line replaces the script's."""
     if not jobs:
-        return []
+        return ["--dependency=singleton"] if singleton else []
     ids = ":".join(j.job_id for j in jobs)
-    return [f"--dependency=afterok:{ids}", "--kill-on-invalid-dep=yes"]
+    also = ",singleton" if singleton else ""
+    return [f"--dependency=afterok:{ids}{also}", "--kill-on-invalid-dep=yes"]
 
 
 def submit_prerequisites(
@@ -88,7 +94,7 @@ def submit_prerequisites(
                 continue
             script = entry.get("remote_script_path") if remote else entry["script_path"]
             assert script, "remote job_spec without remote_script_path"
-            job_id = sbatch(script, dependency_args(done))
+            job_id = sbatch(script, dependency_args(done, singleton=entry["kind"] == "compile"))
             job = ChainJob(
                 entry["kind"],
                 key,
@@ -168,8 +174,11 @@ class PrerequisiteJob(SlurmJob):
         got = super().logs(final)
         for lines, _ in got:
             for ln in lines:
-                if m := _PERCENT.match(ln.text.lstrip()):
+                text = ln.text.lstrip()
+                if m := _PERCENT.match(text):
                     self.percent = f"{int(m.group(1))}%"
+                elif (m := _STEPS.match(text)) and 0 < int(m.group(1)) <= int(m.group(2)):
+                    self.percent = f"{int(m.group(1)) * 100 // int(m.group(2))}%"
         return [(lines, f"[{self.kind}] {prefix}") for lines, prefix in got]
 
     def progress(self, elapsed: float, log_lines: int) -> str:

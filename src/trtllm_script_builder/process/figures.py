@@ -12,11 +12,13 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
+# At most 30 digits a side: a longer run is no figure (it would be infinity in a float, which
+# JSON cannot carry; decision 75).
+_NUM = r"(-?\d{1,30}(?:\.\d{1,30})?)(?!\d)"
 # trtllm-eval: `lm-eval gsm8k average accuracy: 75.00`
 _LM_EVAL = re.compile(rf"\blm-eval (\S+) average accuracy: {_NUM}")
 # trtllm-eval: `MMLU weighted average accuracy: 75.00 (14042)`
-_MMLU = re.compile(rf"\bMMLU weighted average accuracy: {_NUM}(?: \((\d+)\))?")
+_MMLU = re.compile(rf"\bMMLU weighted average accuracy: {_NUM}(?: \((\d{{1,18}})\))?")
 # trtllm-eval cnn_dailymail: `Beam 0 rouge scores:` then `\trouge1: 75.000` lines
 _ROUGE_HEAD = re.compile(r"\bBeam (\d+) rouge scores:")
 _ROUGE = re.compile(rf"(?:^|\s)(rouge\w*): {_NUM}\s*$")

@@ -25,7 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtllm_script_builder.atomic import checkpoint, signals_as_exceptions
 from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
 from trtllm_script_builder.process.ssh import SSH_FAILED, SshRunner, SshTarget
@@ -370,8 +372,8 @@ def _parse_probe(text: str) -> _Remote:
             r.head = value
         elif key == "has":
             r.has = value == "yes"
-        elif key == "changes" and value.isdigit():
-            r.changes = int(value)
+        elif key == "changes" and whole_number(value) is not None:
+            r.changes = whole_number(value) or 0
         elif key == "change":
             r.examples.append(value.strip())
         elif key == "tip" and _SHA.fullmatch(value) and value not in r.tips:
@@ -429,6 +431,7 @@ def _clone_url(local: _Local) -> str | None:
 # ---------------------------------------------------------------- the procedure
 
 
+@signals_as_exceptions()  # SIGTERM, SIGHUP: the snapshot folder and a new clone go (decision 80)
 def sync_checkout(
     target: SshTarget,
     local_repo: Path,
@@ -458,6 +461,7 @@ def sync_checkout(
     tmp = Path(tempfile.mkdtemp(prefix="tsb-sync-"))
     try:
         snap = _snapshot(local, tmp)
+        checkpoint("snapshot")
         notes = list(snap.notes)
         sha = snap.commit
 
@@ -657,9 +661,8 @@ def _send_bundle(
     local.must("update-ref", [*git_dir, "update-ref", ref, sha])
     bundle = store.parent / "sync.bundle"
     local.must("bundle", [*git_dir, "bundle", "create", "-q", str(bundle), ref, *(f"^{h}" for h in have)])  # fmt: skip
-    data = bundle.read_bytes()
-    say(f"sending a {len(data) / 1e6:.1f} MB bundle to {where}")
-    res = ssh.shell(_line(_FETCH_BUNDLE, path, ref), input=data)
+    say(f"sending a {bundle.stat().st_size / 1e6:.1f} MB bundle to {where}")
+    res = ssh.shell(_line(_FETCH_BUNDLE, path, ref), input=bundle)  # streamed from the file
     if res.rc == SSH_FAILED:
         raise ssh_failed(res, ssh.target.host)
     if res.rc != 0:

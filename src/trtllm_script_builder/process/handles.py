@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process import slurm
 from trtllm_script_builder.process.junit import JUnitError, TestReport, parse_junit
 from trtllm_script_builder.process.proc import Runner, alive, kill_group, reap, run
@@ -29,6 +30,9 @@ from trtllm_script_builder.process.verdict import (
 )
 
 MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
+# A log line longer than this is taken as several (a job that prints megabytes without a
+# newline would otherwise sit in memory whole; decision 75).
+MAX_LINE = 1024 * 1024
 UNKNOWN_GRACE = 30.0  # seconds a just-submitted job may be unknown to Slurm
 
 Reader = Callable[[str, int], "bytes | None"]
@@ -113,7 +117,11 @@ class Follower:
         self.offset += len(data)
         self.buf += data
         *complete, self.buf = self.buf.split(b"\n")
-        return [self._line(raw) for raw in complete]
+        out = [self._line(piece) for raw in complete for piece in _pieces(raw)]
+        while len(self.buf) > MAX_LINE:
+            out.append(self._line(self.buf[:MAX_LINE]))
+            self.buf = self.buf[MAX_LINE:]
+        return out
 
     def flush(self) -> list[LogLine]:
         rest = self.poll()
@@ -126,6 +134,11 @@ class Follower:
         self.lineno += 1
         text = raw.decode(errors="replace").rstrip("\r")
         return LogLine(text, os.path.basename(self.path), self.lineno)
+
+
+def _pieces(raw: bytes) -> list[bytes]:
+    """One line of a log, in pieces of at most MAX_LINE bytes."""
+    return [raw[i : i + MAX_LINE] for i in range(0, len(raw), MAX_LINE)] or [raw]
 
 
 class JobHandle(Protocol):
@@ -157,6 +170,16 @@ class JobHandle(Protocol):
     def result_fields(self) -> dict[str, Any]:
         """job_id, pid, host, signal and log_files for the WatchResult."""
         ...
+
+
+def final_decision(
+    handle: JobHandle, lines: list[LogLine], spec: JobSpec, timed_out: bool, keep_running: bool
+) -> tuple[Decision, bool]:
+    """The verdict of a job that was followed to its end, and whether it timed out: a job
+    that ended on its own before watch's timeout cancel landed is judged by its own end."""
+    if timed_out and not keep_running and handle.ended_on_its_own():
+        timed_out = False
+    return handle.decide(lines, spec, timed_out), timed_out
 
 
 @dataclass(frozen=True)
@@ -310,7 +333,7 @@ def read_rc(path: str | None) -> int | None:
     except OSError:
         return None
     text = text.strip()
-    return int(text) if text.lstrip("-").isdigit() else None
+    return whole_number(text, negative=True)
 
 
 # Exit statuses of a process ended by SIGINT, SIGKILL or SIGTERM: what a stop leaves.

@@ -2,22 +2,28 @@
 job died before pytest wrote the file. Pure: bytes and lines in, a `TestReport` out.
 
 The XML comes from a job, so it is read as untrusted: a document with a DTD (the door to entity
-expansion and external entities) is refused before the parser sees it, and Python's expat
-parser then refuses any entity it does not know.
+expansion and external entities) is refused before the tree is built, found by expat itself in
+whatever encoding the document declares (UTF-16 and UTF-32 hide a `<!DOCTYPE` from a byte
+search), and Python's expat parser then refuses any entity it does not know. Test ids and
+messages are kept with their control characters escaped (decision 75).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import xml.etree.ElementTree as ET
+import xml.parsers.expat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trtllm_script_builder.model.values import printable
+
 MAX_IDS = 50  # failing or skipped tests named in a verdict; the counts stay exact
 MAX_MESSAGE = 300  # characters of one test's message
 
-_DTD = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.I)
+_DTD_REFUSED = "the file declares a DTD or entities; refused"
 
 
 class JUnitError(ValueError):
@@ -74,8 +80,7 @@ def parse_junit(data: bytes, source: str = "") -> TestReport:
 def junit_root(data: bytes) -> ET.Element:
     """The root element of a JUnit XML report; JUnitError when it declares a DTD or entities,
     is not well-formed, or is no <testsuites>/<testsuite>."""
-    if _DTD.search(data):
-        raise JUnitError("the file declares a DTD or entities; refused")
+    _refuse_dtd(data)
     try:
         root = ET.fromstring(data)
     except ET.ParseError as e:
@@ -83,6 +88,20 @@ def junit_root(data: bytes) -> ET.Element:
     if root.tag not in ("testsuites", "testsuite"):
         raise JUnitError(f"root element <{root.tag}> is not <testsuites> or <testsuite>")
     return root
+
+
+def _refuse_dtd(data: bytes) -> None:
+    """JUnitError when expat meets a document type declaration or an entity declaration;
+    a document that is not well-formed is left to the tree builder's own message."""
+
+    def refuse(*_: Any) -> None:
+        raise JUnitError(_DTD_REFUSED)
+
+    parser = xml.parsers.expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    with contextlib.suppress(xml.parsers.expat.ExpatError):
+        parser.Parse(data, True)
 
 
 def report_of(root: ET.Element, source: str = "") -> TestReport:
@@ -121,7 +140,7 @@ def node_id(classname: str, name: str) -> str:
 
 def _add(out: list[TestOutcome], tid: str, el: ET.Element) -> None:
     if len(out) < MAX_IDS:
-        out.append(TestOutcome(tid, message(el)))
+        out.append(TestOutcome(printable(tid), message(el)))
 
 
 def message(el: ET.Element | None) -> str:
@@ -130,7 +149,8 @@ def message(el: ET.Element | None) -> str:
         return ""
     text = el.get("message") or (el.text or "")
     text = " ".join(text.split())
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+    text = text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+    return printable(text)
 
 
 # ---------------------------------------------------------------- pytest's summary line
@@ -140,7 +160,8 @@ _SUMMARY = re.compile(
     r"^=*\s*((?:no tests ran|\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|"
     r"warnings?|rerun))(?:, \d+ \w+)*) in [\d.]+s\b.*?=*$"
 )
-_COUNT = re.compile(r"(\d+) (\w+)")
+# At most 18 digits: a longer count is no count (Python refuses to convert 4300 digits).
+_COUNT = re.compile(r"(?<!\d)(\d{1,18}) (\w+)")
 
 
 def summary_report(lines: Iterable[str]) -> tuple[TestReport, int] | None:

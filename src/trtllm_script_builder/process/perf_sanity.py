@@ -58,7 +58,7 @@ METRICS: dict[str, str] = {
     "Median E2EL (ms)": "median_e2el",
     "P99 E2EL (ms)": "p99_e2el",
 }
-_LINE = re.compile(r"(.+?):\s+(-?\d+(?:\.\d+)?)")
+_LINE = re.compile(r"(.+?):\s+(-?\d{1,30}(?:\.\d{1,30})?)")  # no float infinity (decision 75)
 _LABEL = re.compile(r"test_e2e\[(.+)\]")
 
 

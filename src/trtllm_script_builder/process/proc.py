@@ -8,10 +8,11 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 NOT_FOUND = 127
 TIMED_OUT = 124
@@ -64,36 +65,85 @@ def run(
     argv: Sequence[str],
     cwd: Path | str | None = None,
     *,
-    input: bytes | None = None,
+    input: bytes | Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
+    own_group: bool = False,
 ) -> CmdResult:
     """Run argv without a shell, to its end or `timeout` (default `tool_timeout()`); never
-    raises for a missing tool, a failure or a timeout."""
+    raises for a missing tool, a failure or a timeout. `input` is given on stdin: bytes, or a
+    file's contents read by the program itself (a git bundle can be gigabytes).
+
+    `own_group`: the tool runs in a process group of its own, and whatever is left of that
+    group when it ends, fails, times out or this process is interrupted is killed (a program
+    writing into a folder the caller removes after it, decision 79).
+    """
     limit = tool_timeout() if timeout is None else timeout
     if shutil.which(argv[0]) is None:
         return CmdResult(NOT_FOUND, "", f"{argv[0]}: command not found")
-    try:
-        proc = subprocess.run(
-            list(argv),
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            capture_output=True,
-            timeout=limit,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        # what it printed before it was stopped often says why it hung
-        said = _decode(exc.stderr)
-        note = f"{argv[0]}: no answer after {limit:g}s"
-        return CmdResult(
-            TIMED_OUT, _decode(exc.output), f"{said.rstrip()}\n{note}" if said else note, b"", True
-        )
-    except OSError as exc:
-        return CmdResult(NOT_FOUND, "", f"{argv[0]}: {exc.strerror}")
-    return CmdResult(proc.returncode, _decode(proc.stdout), _decode(proc.stderr), proc.stdout)
+    with contextlib.ExitStack() as files:
+        stdin: Any = subprocess.DEVNULL
+        data = input if isinstance(input, bytes) else None
+        try:
+            if isinstance(input, Path):
+                stdin = files.enter_context(input.open("rb"))
+            elif input is not None:
+                stdin = subprocess.PIPE
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                start_new_session=own_group,
+                preexec_fn=_die_with(os.getpid()) if own_group else None,
+            )
+        except OSError as exc:
+            return CmdResult(NOT_FOUND, "", f"{argv[0]}: {exc.strerror}")
+        with proc:  # as subprocess.run, and the group killed on every way out
+            try:
+                out, err = proc.communicate(data, timeout=limit)
+            except subprocess.TimeoutExpired as exc:
+                _end(proc, own_group)
+                proc.wait()
+                # what it printed before it was stopped often says why it hung
+                said = _decode(exc.stderr)
+                note = f"{argv[0]}: no answer after {limit:g}s"
+                return CmdResult(
+                    TIMED_OUT, _decode(exc.output), f"{said.rstrip()}\n{note}" if said else note,
+                    b"", True,
+                )  # fmt: skip
+            except BaseException:  # an interrupt: the tool goes with it
+                _end(proc, own_group)
+                raise
+            finally:
+                if own_group:
+                    kill_group(proc.pid, signal.SIGKILL)
+    return CmdResult(proc.returncode, _decode(out), _decode(err), out)
+
+
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """In the child: be killed when this process dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG), since its own group no longer goes with this one's."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def arm() -> None:
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # it died before the line above
+            os._exit(1)
+
+    return arm
+
+
+def _end(proc: subprocess.Popen[bytes], own_group: bool) -> None:
+    if own_group:
+        kill_group(proc.pid, signal.SIGKILL)
+    proc.kill()
 
 
 # ---------------------------------------------------------------- background processes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.proc import CmdResult, Runner
 from trtllm_script_builder.slurm_time import seconds_to_time, time_to_seconds
 
@@ -95,7 +96,7 @@ def status_from_scontrol(job_id: str, text: str) -> JobStatus:
 def _started_id(state: str | None, raw: str | None) -> str | None:
     """A pending array task is shown from its array's record (whose JobId is the array's);
     a started one has its own record and id."""
-    if not raw or not raw.isdigit() or (state or "").split()[0] == "PENDING":
+    if whole_number(raw) is None or (state or "").split()[0] == "PENDING":
         return None
     return raw
 
@@ -114,7 +115,8 @@ _ARRAY_ROW = re.compile(r"(\d+)(?:_\[([\d,-]+)(?:%\d+)?\])?")
 def _in_ranges(task: int, ranges: str) -> bool:
     for part in ranges.split(","):
         lo, _, hi = part.partition("-")
-        if lo.isdigit() and int(lo) <= task <= int(hi or lo):
+        low, high = whole_number(lo), whole_number(hi or lo)
+        if low is not None and high is not None and low <= task <= high:
             return True
     return False
 
@@ -276,4 +278,4 @@ def submitted_id(result: CmdResult) -> str | None:
     """`sbatch --parsable` prints `jobid[;cluster]`."""
     first = result.out.strip().splitlines()[0] if result.out.strip() else ""
     job = first.split(";")[0].strip()
-    return job if job.isdigit() else None
+    return job if whole_number(job) is not None else None

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
+from trtllm_script_builder.model.datafile import DataError, parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
 
 JOB_SPEC = "job_spec.json"
@@ -30,7 +31,13 @@ def read_job_spec(work_dir: Path) -> JobSpec:
             "work_dir", f"{path} cannot be read ({exc.strerror})", "check its permissions"
         ) from None
     try:
-        spec = JobSpec.model_validate_json(text)
+        # the one JSON reader (decision 74): a repeated key or deep nesting is refused
+        spec = JobSpec.model_validate(parse_json(text))
+    except DataError as exc:
+        key = "(whole file)"
+        raise BuildError(
+            "work_dir", f"{path}: {key}: {exc}", "rebuild the job with this version"
+        ) from None
     except ValidationError as exc:
         err = exc.errors()[0]
         # only the first problem: the fix (a rebuild) is the same for all of them
@@ -55,6 +62,37 @@ def _unsafe(spec: JobSpec) -> tuple[str, str] | None:
     checks = (("container_name", values.MODEL_NAME), ("ssh_host", values.HOST))
     for key, pattern in checks:
         value = getattr(spec, key)
-        if value is not None and not pattern.fullmatch(value):
+        if value is not None and (values.text_problem(value) or not pattern.fullmatch(value)):
             return key, f"is not a {key.replace('_', ' ')} (got {values.shown(value)})"
+    for key in ("log_file_pattern", "error_file_pattern", "junit_file_pattern", "log_file"):
+        pattern = getattr(spec, key)
+        bad = values.text_problem(pattern) if pattern is not None else None
+        if bad is not None:
+            return key, f"{bad} (got {values.shown(pattern)})"
+    for i, entry in enumerate(spec.prerequisites or []):
+        found = _prerequisite_problem(entry)
+        if found is not None:
+            return f"prerequisites[{i}].{found[0]}", found[1]
+    return None
+
+
+# What render/spec.py writes for each job of the chain; submit passes the script to sbatch as
+# an argument of its own and reads the logs the patterns name (decision 75).
+PREREQUISITE_KINDS = ("compile", "import")
+
+
+def _prerequisite_problem(entry: dict[str, str]) -> tuple[str, str] | None:
+    for key in ("kind", "key", "script_path"):
+        if key not in entry:
+            return key, "is missing"
+    if entry["kind"] not in PREREQUISITE_KINDS:
+        return "kind", f"is not compile or import (got {values.shown(entry['kind'])})"
+    for key, value in entry.items():
+        problem = values.text_problem(value)
+        if problem is not None:
+            return key, f"{problem} (got {values.shown(value)})"
+    for key in ("script_path", "remote_script_path"):
+        path = entry.get(key)
+        if path is not None and not values.is_absolute_path(path):
+            return key, f"is not an absolute path (got {values.shown(path)})"
     return None

@@ -26,6 +26,7 @@ from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
 
 SSH_FAILED = 255  # ssh's own exit status when the connection fails
 CONTROL_PERSIST = "15m"
+READ_LIMIT = 8 * 1024 * 1024  # bytes of a remote file per read (handles.MAX_READ locally)
 
 
 # A socket path must fit in sockaddr_un (104 bytes on some systems); ssh adds `/%C` (40 hex
@@ -88,7 +89,7 @@ class SshTarget:
 
 def remote_line(remote_argv: Sequence[str], cwd: str | None = None) -> str:
     line = shlex.join(remote_argv)
-    return f"cd {shlex.quote(cwd)} && {line}" if cwd else line
+    return f"cd -- {shlex.quote(cwd)} && {line}" if cwd else line
 
 
 class SshRunner:
@@ -105,7 +106,7 @@ class SshRunner:
     def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
         return run(self.target.argv(argv, str(cwd) if cwd else None), timeout=self.timeout)
 
-    def shell(self, line: str, input: bytes | None = None) -> CmdResult:
+    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult:
         """Run one shell line remotely (the caller quotes every value)."""
         return run(self.target.line_argv(line), input=input, timeout=self.timeout)
 
@@ -121,13 +122,17 @@ class SshRunner:
             for f in files:
                 tar.add(str(f), arcname=f.name, recursive=False)
         q = shlex.quote(remote_dir)
-        line = f"mkdir -p {q} && tar -x -m --no-same-owner -f - -C {q}"
+        line = f"mkdir -p -- {q} && tar -x -m --no-same-owner -f - -C {q}"
         return self.shell(line, input=buf.getvalue())
 
     def read_from(self, path: str, offset: int) -> bytes | None:
-        """The bytes of a remote file from `offset` on (None when it does not exist yet)."""
+        """The bytes of a remote file from `offset` on, at most `limit` of them (as a local
+        read takes them), None when it does not exist yet. The path comes from files others
+        may edit: `--` keeps a leading `-` from being an option (decision 75)."""
         q = shlex.quote(path)
-        res = self.shell(f"test -f {q} || exit 3; tail -c +{offset + 1} {q}")
+        res = self.shell(
+            f"test -f {q} || exit 3; tail -c +{offset + 1} -- {q} | head -c {READ_LIMIT}"
+        )
         if res.rc != 0:
             return None
         return res.raw

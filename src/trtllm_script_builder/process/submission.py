@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
+from trtllm_script_builder.model.datafile import parse_json
 
 SUBMISSION = "submission.json"
 RC_FILE = ".run.exit_code"
@@ -80,23 +81,73 @@ class Submission(BaseModel):
 
     @model_validator(mode="after")
     def _values(self) -> Submission:
-        found = values.tree_problem(self.model_dump())
-        if found is not None:
-            raise ValueError(f"{found[0]} {found[1]}")
+        problem = record_problem(self.model_dump())
+        if problem is not None:
+            raise ValueError(problem)
         for key, pattern in (
-            ("job_id", values.JOB_ID),
-            ("alloc_job_id", values.JOB_ID),
             ("container_name", values.MODEL_NAME),
             ("ssh_host", values.HOST),
         ):
             value = getattr(self, key)
             if value is not None and not pattern.fullmatch(value):
                 raise ValueError(f"{key} {values.shown(value)} is not what submit writes")
+        # a pid is signalled as a process group: 0 and -1 name groups of their own, 1 is init
+        if self.pid is not None and self.pid < 2:
+            raise ValueError(f"pid {self.pid} is not what submit writes")
+        if self.pid_start is not None and values.whole_number(self.pid_start) is None:
+            raise ValueError(f"pid_start {values.shown(self.pid_start)} is not what submit writes")
         if self.source_commit is not None and not COMMIT.fullmatch(self.source_commit):
             raise ValueError(
                 f"source_commit {values.shown(self.source_commit)} is not what submit writes"
             )
         return self
+
+
+# The kinds of job a chain submits before the test job (process/chain.py).
+CHAIN_KINDS = ("compile", "import")
+
+
+def record_problem(data: dict[str, Any]) -> str | None:
+    """What makes a record `submit` wrote (submission.json, batch_submission.json) one it did
+    not write, or None: a string no line can carry, a job id (any `*job_id` key, and the
+    ids a batch job waits for) that is not a Slurm job id (it goes to scancel and sacct as an
+    argument of its own: `--user=me` would cancel every job of the user), a prerequisite
+    without its kind, key and job id (decisions 69, 75)."""
+    found = values.tree_problem(data)
+    if found is not None:
+        return f"{found[0]} {found[1]}"
+    return _ids_problem(data, "")
+
+
+def _ids_problem(data: Any, where: str) -> str | None:
+    if isinstance(data, list):
+        for i, item in enumerate(data):
+            problem = _ids_problem(item, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+    if not isinstance(data, dict):
+        return None
+    for key, value in data.items():
+        name = f"{where}.{key}" if where else key
+        if key.endswith("job_id") and value is not None:
+            if not isinstance(value, str) or not values.JOB_ID.fullmatch(value):
+                return f"{name} {values.shown(value)} is not what submit writes"
+        elif key == "prerequisites" and isinstance(value, list):
+            for i, item in enumerate(value):
+                item_name = f"{name}[{i}]"
+                if isinstance(item, str) and not values.JOB_ID.fullmatch(item):
+                    return f"{item_name} {values.shown(item)} is not what submit writes"
+                if isinstance(item, dict) and (
+                    item.get("kind") not in CHAIN_KINDS
+                    or not isinstance(item.get("key"), str)
+                    or not isinstance(item.get("job_id"), str)
+                ):
+                    return f"{item_name} is not a prerequisite submit writes"
+        problem = _ids_problem(value, name)
+        if problem:
+            return problem
+    return None
 
 
 def load_submission(work_dir: Path) -> Submission | None:
@@ -112,7 +163,8 @@ def read_record(path: Path, model: type[_Record]) -> _Record | None:
     if not path.exists():
         return None
     try:
-        return model.model_validate_json(path.read_text())
+        # the one JSON reader (decision 74): a repeated key, deep nesting refused
+        return model.model_validate(parse_json(path.read_text()))
     except OSError as exc:
         raise BuildError(
             "work_dir", f"{path} cannot be read ({exc.strerror})", "submit again"

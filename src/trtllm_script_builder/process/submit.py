@@ -5,22 +5,29 @@ from __future__ import annotations
 
 import shlex
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from trtllm_script_builder.atomic import checkpoint, cleanly, signals_as_exceptions, signals_held
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.chain import (
     ChainJob,
-    cancel_own,
     dependency_args,
     has_compile,
     sbatch_with,
     submit_prerequisites,
 )
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import Runner, run, spawn_detached, start_time
+from trtllm_script_builder.process.proc import (
+    CmdResult,
+    Runner,
+    kill_group,
+    run,
+    spawn_detached,
+    start_time,
+)
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
@@ -107,18 +114,55 @@ def submit(
             "this job waits for a compile or image import job, which a held allocation cannot run first",
             "drop --persistent",
         )
-    if scenario == "local_docker":
-        sub = _submit_docker(spec, work_dir)
-    elif scenario == "remote_slurm":
-        sub = _submit_remote(spec, work_dir, ssh_host, say)
-    elif persistent:
-        from trtllm_script_builder.process.persistent import submit_persistent
+    # What this run started, undone when it is interrupted or fails before its record is
+    # written: a job nobody has a record of would run unwatched (decision 81).
+    undo: list[Callable[[], object]] = []
+    with signals_as_exceptions():
+        try:
+            if scenario == "local_docker":
+                sub = _submit_docker(spec, work_dir, undo)
+            elif scenario == "remote_slurm":
+                sub = _submit_remote(spec, work_dir, ssh_host, say, undo)
+            elif persistent:
+                from trtllm_script_builder.process.persistent import submit_persistent
 
-        sub = submit_persistent(spec, work_dir, alloc_time, say)
-    else:
-        sub = _submit_local(spec, work_dir)
-    save_submission(work_dir, sub)
+                sub = submit_persistent(spec, work_dir, alloc_time, say)
+            else:
+                sub = _submit_local(spec, work_dir, undo)
+            checkpoint("submitted")
+            with signals_held():  # recorded, and then nothing of it is undone
+                save_submission(work_dir, sub)
+                undo.clear()
+        except BaseException:
+
+            def undo_all() -> None:
+                while undo:
+                    undo.pop()()
+
+            cleanly(undo_all)
+            raise
     return sub
+
+
+class _Noted:
+    """A runner that notes each job its `sbatch` submitted; `undo` gets their one scancel."""
+
+    def __init__(self, runner: Runner, undo: list[Callable[[], object]]) -> None:
+        self.runner = runner
+        self.jobs: list[str] = []
+        undo.append(self.cancel)
+
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+        res = self.runner(argv, cwd)
+        job = submitted_id(res) if argv[0] == "sbatch" and res.rc == 0 else None
+        if job is not None:
+            self.jobs.append(job)
+        return res
+
+    def cancel(self) -> None:
+        if self.jobs:
+            self.runner(["scancel", *self.jobs])
+            self.jobs.clear()
 
 
 def _script(spec: JobSpec) -> Path:
@@ -130,15 +174,15 @@ def _script(spec: JobSpec) -> Path:
     return script
 
 
-def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
+def _submit_local(spec: JobSpec, work_dir: Path, undo: list[Callable[[], object]]) -> Submission:
     script = _script(spec)
     # Where the script's #SBATCH lines write: the folder the build wrote them for.
     base = spec.work_dir or str(work_dir)
-    chain = _submit_chain(spec, run, work_dir, base, remote=False)
-    res = run(["sbatch", "--parsable", *dependency_args(chain), str(script)], cwd=work_dir)
+    runner = _Noted(run, undo)
+    chain = _submit_chain(spec, runner, work_dir, base, remote=False)
+    res = runner(["sbatch", "--parsable", *dependency_args(chain), str(script)], cwd=work_dir)
     job = submitted_id(res) if res.rc == 0 else None
-    if job is None:
-        cancel_own(run, chain)
+    if job is None:  # its prerequisites go again with the rest of `undo`
         raise ToolFailed(
             "sbatch",
             f"{first_line(res)}",
@@ -158,7 +202,13 @@ def _submit_local(spec: JobSpec, work_dir: Path) -> Submission:
     )
 
 
-def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say) -> Submission:
+def _submit_remote(
+    spec: JobSpec,
+    work_dir: Path,
+    override: str | None,
+    say: Say,
+    undo: list[Callable[[], object]],
+) -> Submission:
     host = resolve_ssh_host(spec, override)
     script = _script(spec)
     compiles = has_compile(spec)
@@ -207,16 +257,16 @@ def _submit_remote(spec: JobSpec, work_dir: Path, override: str | None, say: Say
         )
     say(f"copied {len(files)} file(s) to {host}:{remote_dir}")
     pin = source_args(commit)
+    noted = _Noted(runner, undo)
     chain = _submit_chain(
-        spec, runner, Path(remote_dir), remote_dir, remote=True, where=f"on {host}: ", extra=pin
+        spec, noted, Path(remote_dir), remote_dir, remote=True, where=f"on {host}: ", extra=pin
     )
-    res = runner(
+    res = noted(
         ["sbatch", "--parsable", *pin, *dependency_args(chain), remote_script],
         cwd=Path(remote_dir),
     )
     job = submitted_id(res) if res.rc == 0 else None
-    if job is None:
-        cancel_own(runner, chain)
+    if job is None:  # its prerequisites go again with the rest of `undo`
         raise ToolFailed(
             "sbatch", f"on {host}: {first_line(res)}", "check the job against that cluster"
         )
@@ -252,11 +302,8 @@ def _submit_chain(
     if not spec.prerequisites:
         return []
     sbatch = sbatch_with(runner, cwd, where, extra or [])
-
-    def cancel(jobs: list[ChainJob]) -> None:  # a later sbatch failed: these run for nothing
-        cancel_own(runner, jobs)
-
-    return submit_prerequisites(spec, sbatch, log_base, remote=remote, cancel=cancel)
+    # A later sbatch that fails: those submitted so far go with submit's `undo` (decision 81).
+    return submit_prerequisites(spec, sbatch, log_base, remote=remote)
 
 
 def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshTarget], str | None]:
@@ -287,11 +334,12 @@ def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshT
     return sync
 
 
-def _submit_docker(spec: JobSpec, work_dir: Path) -> Submission:
+def _submit_docker(spec: JobSpec, work_dir: Path, undo: list[Callable[[], object]]) -> Submission:
     script = _script(spec)
     log = Path(spec.log_file or work_dir / f"{spec.model_name}_local.log")
     rc_file = work_dir / RC_FILE
     pid = spawn_detached(script, log, rc_file, cwd=work_dir)
+    undo.append(lambda: kill_group(pid))
     return Submission(
         scenario="local_docker",
         work_dir=str(work_dir),

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process.figures import figures
 from trtllm_script_builder.process.junit import TestReport, summary_report
 
@@ -96,8 +97,9 @@ class LogLine:
     lineno: int = 0
 
     def show(self) -> str:
+        """The line as evidence: control characters escaped, cut short (decision 75)."""
         where = f"{self.source}:{self.lineno}: " if self.source else ""
-        return f"{where}{self.text}"
+        return printable(f"{where}{self.text}")
 
 
 # ---------------------------------------------------------------- classifying lines

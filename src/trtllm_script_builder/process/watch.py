@@ -19,12 +19,14 @@ from typing import Any, TextIO
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process.figures import result_lines
 from trtllm_script_builder.process.handles import (
     JobHandle,
     LocalProcess,
     LogNames,
     SlurmJob,
+    final_decision,
     read_local,
 )
 from trtllm_script_builder.process.perf_sanity import add_perf_sanity
@@ -67,7 +69,8 @@ class Console:
             return
         self.clear()
         for ln in lines:
-            self.out.write(f"{prefix}{ln.text}\n")
+            # the job's own words: shown, never acted on by the terminal (decision 75)
+            self.out.write(f"{prefix}{printable(ln.text, None)}\n")
         self.out.flush()
 
     def progress(self, text: str) -> None:
@@ -75,12 +78,12 @@ class Console:
             return
         now = time.monotonic()
         if self.tty:
-            self.err.write(f"\r\033[K{text}")
+            self.err.write(f"\r\033[K{printable(text, None)}")
             self.shown = True
         elif text.split(",")[0] != self.last_text.split(",")[0] or now - self.last_time >= (
             PROGRESS_EVERY
         ):
-            self.err.write(text + "\n")
+            self.err.write(printable(text, None) + "\n")
             self.last_time = now
         else:
             return
@@ -89,7 +92,7 @@ class Console:
 
     def say(self, text: str) -> None:
         self.clear()
-        self.err.write(text + "\n")
+        self.err.write(printable(text, None) + "\n")
         self.err.flush()
 
     def clear(self) -> None:
@@ -220,9 +223,7 @@ def watch_job(
         sleep(poll if cancelled is None else min(poll, handle.cancel_poll))
     follow(final=True)
     console.clear()
-    if timed_out and not keep_running and handle.ended_on_its_own():
-        timed_out = False  # it ended on its own before the cancel landed: its own end decides
-    decision = handle.decide(lines, spec, timed_out)
+    decision, timed_out = final_decision(handle, lines, spec, timed_out, keep_running)
     return Followed(decision, cancelled, timed_out, clock() - start)
 
 
@@ -329,7 +330,7 @@ def render_verdict(result: WatchResult) -> str:
             f" ({t.source})"
         )
     lines += result_lines(d.results)
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line, None) for line in lines) + "\n"
 
 
 def verdict_json(result: WatchResult) -> str:

@@ -28,6 +28,7 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
             "partition": test_ctx["partition"],
             "account": test_ctx["account"],
             "exclusive": False,
+            "singleton": False,
         }
 
     imp = job.chain.image_import
@@ -39,12 +40,16 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
         ctx = {
             **header(comp.name, "Compile job (the wheel of the checkout)"),
             "exclusive": True,  # every CPU of the node for the parallel build (decision 65)
+            # one compile of the checkout at a time: one job name per checkout (decision 86)
+            "job_name": comp.job_name or comp.name,
+            "singleton": True,
             "image": comp.image,
             "mounts": comp.mounts_text,
             "project": job.paths.project,
             "wheel_dir": comp.wheel_dir,
             "build_wheel": BUILD_WHEEL,
             "args": list(comp.args),
+            "job_count": comp.job_count,
         }
         files.append(OutFile(comp.script, render("compile.slurm.j2", s=ctx), executable=True))
     return files

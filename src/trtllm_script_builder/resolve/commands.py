@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.values import whole_number
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -43,11 +44,12 @@ def int_option(ws: list[str], names: tuple[str, ...], default: int, field: str) 
     v = option(ws, names)
     if v is None:
         return default
-    if not v.isdigit() or int(v) < 1:
+    n = whole_number(v)
+    if n is None or n < 1:
         raise BuildError(
             field, f"{names[0]} {v!r} is not a positive whole number", f"fix {names[0]} in {field}"
         )
-    return int(v)
+    return n
 
 
 def split_and(cmd: str) -> list[str]:
@@ -225,7 +227,7 @@ def parse_bench(bench_cmd: str) -> BenchCmd:
     tp = int_option(last, ("--tp",), 1, "bench_cmd")
     pp = int_option(last, ("--pp",), 1, "bench_cmd")
     ep_text = option(last, ("--ep",))
-    ep = int(ep_text) if ep_text and ep_text.isdigit() else 0
+    ep = whole_number(ep_text) or 0
     model = option(last, ("--model", "-m")) or option(last, ("--model_path",))
     files = [(n, v) for n in BENCH_FILE_OPTIONS if (v := option(ws, (n,))) and v.startswith("/")]
     return BenchCmd(prep, run, tp, pp, ep, model, files)

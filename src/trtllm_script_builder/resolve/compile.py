@@ -11,27 +11,43 @@ import hashlib
 import posixpath
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.stamp import file_stamp
 
 BUILD_WHEEL = "scripts/build_wheel.py"
 COMPILE_SCRIPT = "compile.slurm"
 IMPORT_SCRIPT = "import.slurm"
-# GPU type -> build_wheel.py --cuda_architectures, as the TensorRT-LLM agent skills map them
-# (exec-local-docker, exec-remote-slurm): decision 64.
+# GPU type -> build_wheel.py --cuda_architectures (decisions 64 and 82): the GPU's compute
+# capability, as TensorRT-LLM's CMake takes it. B300/GB300 are 10.3, built apart from 10.0 by
+# TensorRT-LLM's CI (kernels built for 100a do not load on 10.3). A key of several words is
+# matched against the first words of the name.
 CUDA_ARCH = {
     "B200": "100-real",
     "GB200": "100-real",
-    "B300": "100-real",
-    "GB300": "100-real",
+    "B300": "103-real",
+    "GB300": "103-real",
     "H100": "90-real",
     "H200": "90-real",
+    "H800": "90-real",
+    "H20": "90-real",
+    "GH200": "90-real",
     "L40S": "89-real",
+    "L40": "89-real",
+    "L20": "89-real",
+    "L4": "89-real",
     "A100": "80-real",
+    "A800": "80-real",
+    "A30": "80-real",
+    "A10": "86-real",
+    "A10G": "86-real",
+    "A40": "86-real",
+    "RTX PRO 6000": "120-real",
 }
 # The options a compile request turns on; the checkout's build_wheel.py must know each.
 _FLAG_FIELDS = (("use_ccache", "--use_ccache"), ("benchmarks", "--benchmarks"), ("nvtx", "--nvtx"))
@@ -45,13 +61,18 @@ class CompileStep:
 
     script = COMPILE_SCRIPT
     kind = "compile"
-    name: str  # job name and log file stem
+    name: str  # log file stem
     args: tuple[str, ...]  # after `python3 scripts/build_wheel.py`
     cuda_arch: str
     wheel_dir: str  # as the jobs see it (host path, mounted at the same path)
     image: str  # the image the compile runs in (the imported .sqsh when there is one)
     mounts_text: str
     key: str  # same key, same build: a batch submits it once
+    # The Slurm job name: one per checkout, so that `--dependency=singleton` runs its compiles
+    # one at a time in its one build tree (decision 86).
+    job_name: str = ""
+    # build_wheel.py has --job_count: the job passes the count it works out (decision 88).
+    job_count: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,6 +85,7 @@ class ImportStep:
     uri: str  # docker://host#path:tag
     sqsh: str
     key: str
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,8 +108,7 @@ def cuda_arch_for(req: Request) -> str:
             "is not given and there is no device_type to derive it from",
             "pass --cuda-arch (e.g. 90-real) or --device-type (e.g. H100)",
         )
-    gpu = _gpu_name(req.device_type)
-    arch = CUDA_ARCH.get(gpu)
+    arch = CUDA_ARCH.get(_gpu_name(req.device_type))
     if arch is None:
         raise BuildError(
             "cuda_arch",
@@ -99,17 +120,52 @@ def cuda_arch_for(req: Request) -> str:
 
 
 def _gpu_name(device_type: str) -> str:
-    """`NVIDIA H100 80GB HBM3` or `h100-sxm` -> `H100`."""
-    text = device_type.strip().upper().removeprefix("NVIDIA ").strip()
-    m = re.match(r"[A-Z0-9]+", text)
-    return m.group(0) if m else text
+    """`NVIDIA H100 80GB HBM3` or `h100-sxm` -> `H100`; `NVIDIA RTX PRO 6000 Blackwell` or
+    `rtx_pro_6000` -> `RTX PRO 6000` (the key whose words begin the name)."""
+    words = re.findall(r"[A-Z0-9]+", device_type.upper())
+    if words[:1] == ["NVIDIA"]:
+        words = words[1:]
+    for key in sorted(CUDA_ARCH, key=lambda k: -len(k.split())):
+        if words[: len(key.split())] == key.split():
+            return key
+    return words[0] if words else ""
 
 
-def sqsh_name(image: str) -> str:
-    """The cache file of an image: its reference made a file name, plus 8 hex digits of the
-    reference itself so that two references never share a file (decision 66)."""
-    digest = hashlib.sha256(image.encode()).hexdigest()[:8]
-    return f"{_SQSH_NAME.sub('_', image).strip('_.')}-{digest}.sqsh"
+# `enroot import`'s grammar of an image (enroot src/docker.sh): docker://[USER@][REGISTRY#]IMAGE[:TAG],
+# the image path in lower case, a tag and no digest.
+_ENROOT_URI = re.compile(
+    r"docker://(?:[A-Za-z0-9_.!~*'()%;:&=+$,-]+@)?(?:(?P<registry>[^#]+)#)?"
+    r"(?P<image>[a-z0-9/._-]+)(?::(?P<tag>[A-Za-z0-9._:-]+))?"
+)
+# Docker Hub, which enroot uses when the reference names no registry.
+_HUB = ("registry-1.docker.io", "docker.io", "index.docker.io")
+
+
+def image_key(uri: str) -> str | None:
+    """What `enroot import` fetches for `uri`, spelled one way (decision 84): the registry
+    (Docker Hub's names made one), the image path (`library/` for a Hub image of one part) and
+    the tag (`latest` when none is given); the user part, which only authenticates, is left
+    out. None when enroot would refuse the reference."""
+    m = _ENROOT_URI.fullmatch(uri)
+    if m is None:
+        return None
+    registry, image = m.group("registry") or _HUB[0], m.group("image")
+    if registry in _HUB:
+        registry = _HUB[1]
+        image = image if "/" in image else f"library/{image}"
+    return f"{registry}#{image}:{m.group('tag') or 'latest'}"
+
+
+def sqsh_name(uri: str) -> str:
+    """The cache file of an image: what enroot imports for it made a file name, plus 8 hex
+    digits of it, so that two images never share a file and one image spelled two ways has
+    one (decisions 66 and 84). `uri` is the import's URI, or an image reference in the
+    spelling a build writes by default (the registry rewrite of `enroot_uri`)."""
+    if not uri.startswith("docker://"):
+        uri = "docker://" + img.enroot_uri(uri)
+    key = image_key(uri) or uri
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return f"{_SQSH_NAME.sub('_', key).strip('_.')}-{digest}.sqsh"
 
 
 def plan_chain(
@@ -165,10 +221,25 @@ def _import_step(req: Request, image: str, script_image: str, model_name: str) -
             f"container_image {image!r} is a squashfs file already, so there is nothing to import",
             "drop sqsh_cache_dir, or give a registry image",
         )
-    folder = req.sqsh_cache_dir.rstrip("/") or "/"
-    sqsh = posixpath.join(folder, sqsh_name(image))
     uri = script_image if script_image.startswith("docker://") else f"docker://{script_image}"
-    return ImportStep(f"{model_name}_import", uri, sqsh, key=f"import:{sqsh}")
+    key = image_key(uri)
+    if key is None:
+        raise BuildError(
+            "container_image",
+            f"{image!r} is not a reference enroot import takes ({uri}: "
+            "[REGISTRY#]IMAGE[:TAG], the image path in lower case, a tag and no digest)",
+            "give the image by a tag, or drop sqsh_cache_dir",
+        )
+    folder = req.sqsh_cache_dir.rstrip("/") or "/"
+    sqsh = posixpath.join(folder, sqsh_name(uri))
+    warnings: tuple[str, ...] = ()
+    if key.endswith(":latest"):
+        warnings = (
+            f"sqsh_cache_dir: {image!r} names the tag latest, which moves; the cache keeps "
+            f"the image as first imported ({sqsh}): delete that file to import it again, or "
+            "name a fixed tag",
+        )
+    return ImportStep(f"{model_name}_import", uri, sqsh, key=f"import:{sqsh}", warnings=warnings)
 
 
 def _compile_step(
@@ -203,19 +274,48 @@ def _compile_step(
                 f"drop {name} (newer checkouts dropped it), or build an older checkout",
             )
         args.append(option)
+    if '"--configure_cmake"' in text:
+        # CMake is configured (the architectures and options take effect) only in a new build
+        # tree unless asked: a tree built before for another GPU would build that GPU again
+        # (decision 87).
+        args.append("--configure_cmake")
+    if '"--yes"' in text:
+        # A batch job has no terminal: a prompt would end the build (decision 85).
+        args.append("--yes")
     wheel = mnt.Mount(wheel_dir, wheel_dir, "wheel_dir")
     mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, [], [wheel]))
     # What makes two compiles the same build: the checkout, the image and the options.
     key = "compile:" + " ".join([project.host, run_image, *args])
     return CompileStep(
-        f"{model_name}_compile", tuple(args), arch, wheel_dir, run_image, mounts_text, key
+        f"{model_name}_compile",
+        tuple(args),
+        arch,
+        wheel_dir,
+        run_image,
+        mounts_text,
+        key,
+        job_name=checkout_job_name(project.host),
+        job_count='"--job_count"' in text,
     )
+
+
+def checkout_job_name(checkout: str) -> str:
+    """`tsb_compile_<folder name>_<8 hex digits of the path>`: the same for every compile of
+    one checkout (as the jobs see it), another for any other checkout (decision 86)."""
+    base = _SQSH_NAME.sub("_", posixpath.basename(checkout.rstrip("/"))).strip("_.")[:40]
+    digest = hashlib.sha256(checkout.encode()).hexdigest()[:8]
+    return f"tsb_compile_{base or 'root'}_{digest}"
+
+
+@lru_cache(maxsize=8)
+def _text_at(stamp: tuple[str, int, int]) -> str:
+    return Path(stamp[0]).read_text(errors="replace")
 
 
 def _build_wheel_text(req: Request) -> str:
     path = Path(req.repo_root) / BUILD_WHEEL
     try:
-        return path.read_text(errors="replace")
+        return _text_at(file_stamp(str(path)))  # a compile batch reads it once
     except OSError:
         raise BuildError(
             "compile",

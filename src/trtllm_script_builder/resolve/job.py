@@ -50,6 +50,7 @@ from trtllm_script_builder.resolve.slurm import (
     require_slurm_fields,
     time_limit_warnings,
 )
+from trtllm_script_builder.resolve.stamp import file_stamp
 from trtllm_script_builder.resolve.workflows import (
     Sizing,
     size_bench_job,
@@ -457,15 +458,6 @@ class _Base:
 # ---------------------------------------------------------------- Steps 1 and 2
 
 
-def file_stamp(path: str) -> tuple[str, int, int]:
-    """What tells an edited input file from the one read before (a batch reads each once)."""
-    try:
-        st = os.stat(path)
-        return path, st.st_mtime_ns, st.st_size
-    except OSError:
-        return path, -1, -1
-
-
 @lru_cache(maxsize=16)
 def _properties_at(repo_root: str, stamp: tuple[str, int, int]) -> tuple[str, str]:
     return img.read_properties(repo_root)
@@ -631,6 +623,8 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     if chain is not None:
         # Sent with a remote job, submitted before it (decision 65).
         extra_files += [str(Path(req.work_dir) / s.script) for s in chain.steps()]
+        if chain.image_import is not None:
+            warnings += chain.image_import.warnings
     if chain is not None and chain.compile is not None:
         # The test job installs what the compile job built (decision 65).
         folder = chain.compile.wheel_dir

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.resolve.commands import model_from_path, parse_bench, parse_eval
 from trtllm_script_builder.resolve.pytest_sizing import size_pytest
 from trtllm_script_builder.slurm_time import parse_time_minutes
@@ -99,8 +100,8 @@ def _timeout_warning(req: Request) -> list[str]:
     m = _PYTEST_TIMEOUT.search(req.test_cmd or "")
     if not m or not req.is_slurm:
         return []
-    limit = parse_time_minutes(req.time_limit)
-    if limit is None or int(m.group(1)) < limit * 60:
+    limit, seconds = parse_time_minutes(req.time_limit), whole_number(m.group(1))
+    if limit is None or (seconds is not None and seconds < limit * 60):
         return []
     return [
         f"pytest --timeout={m.group(1)} (seconds, per test) is not below the Slurm time limit "

@@ -10,6 +10,11 @@ stored at b35ac1b, Oct 2025; `add_arguments` there lists the options):
     `--build_type` takes Release, RelWithDebInfo or Debug only; a `--cuda_architectures` list
     holding 70-real is refused ("Volta architecture is deprecated support."), as the real one
     raises;
+  * the CMake configure (where the architectures, --nvtx and --use_ccache take effect) runs
+    only on a first build (no `<build_dir>/CMakeFiles`), with --clean or with
+    --configure_cmake; otherwise the build tree's cached configuration is built again, so
+    another --cuda_architectures is silently not built (`main`: `if clean or first_build or
+    configure_cmake or configure_only`);
   * the build's output as CMake's Makefile generator prints it (`[ NN%] Building CXX object
     ...`, `[ NN%] Linking CXX shared library ...`), which the real script streams unchanged;
   * the wheel: `tensorrt_llm-<version>-cp<XY>-cp<XY>-linux_<machine>.whl` (the name `python -m
@@ -133,14 +138,20 @@ def main() -> int:
     build_dir = args.build_dir or PROJECT / "cpp" / "build"
     archs = args.cuda_architectures or "all"
     print(f"-- Using environment {sys.prefix} as is. (stand-in build_wheel.py)", flush=True)
-    print("CMake Configure command: ", flush=True)
-    print(
-        f'cmake -DCMAKE_BUILD_TYPE="{args.build_type}" -DNVTX_DISABLE="{"OFF" if args.nvtx else "ON"}" '
-        f'-DBUILD_BENCHMARKS={"ON" if args.benchmarks else "OFF"} "-DCMAKE_CUDA_ARCHITECTURES={archs}"'
-        f'{" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache" if args.use_ccache else ""} -S "{PROJECT / "cpp"}"',
-        flush=True,
-    )
-    print(f"-- Build files have been written to: {build_dir}", flush=True)
+    first_build = not (build_dir / "CMakeFiles").exists()
+    if args.clean or first_build or args.configure_cmake:
+        print("CMake Configure command: ", flush=True)
+        print(
+            f'cmake -DCMAKE_BUILD_TYPE="{args.build_type}" -DNVTX_DISABLE="{"OFF" if args.nvtx else "ON"}" '
+            f'-DBUILD_BENCHMARKS={"ON" if args.benchmarks else "OFF"} "-DCMAKE_CUDA_ARCHITECTURES={archs}"'
+            f'{" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache" if args.use_ccache else ""} -S "{PROJECT / "cpp"}"',
+            flush=True,
+        )
+        (build_dir / "CMakeFiles").mkdir(parents=True, exist_ok=True)
+        (build_dir / "CMakeCache.txt").write_text(f"CMAKE_CUDA_ARCHITECTURES:STRING={archs}\n")
+        print(f"-- Build files have been written to: {build_dir}", flush=True)
+    print("CMake Build command: ", flush=True)
+    print("cmake --build . --config Release --parallel 8 --target build_wheel_targets", flush=True)
     broken = failure()
     for i, obj in enumerate(OBJECTS):
         pct = (i + 1) * 100 // (len(OBJECTS) + 1)

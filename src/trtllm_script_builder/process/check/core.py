@@ -8,6 +8,7 @@ from typing import Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import SlurmParams
+from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import current_user, first_line
 from trtllm_script_builder.process.proc import CmdResult, Runner, run
@@ -27,6 +28,13 @@ class Checked:
     cluster: str | None = None
     host: str | None = None
     docker: bool = False
+
+    def __post_init__(self) -> None:
+        # the cluster's own words (sbatch's reasons, partition and cluster names of a remote
+        # cluster) are printed: shown escaped and cut short, never obeyed (decision 75)
+        object.__setattr__(self, "problems", [printable(p) for p in self.problems])
+        if self.cluster is not None:
+            object.__setattr__(self, "cluster", printable(self.cluster))
 
     @property
     def where(self) -> str:

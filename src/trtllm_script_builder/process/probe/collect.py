@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import getpass
+import re
 from typing import Any
 
+from trtllm_script_builder.model import values
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.proc import CmdResult, Runner, run
 
 NO_SLURM_TOOLS = "SLURM client tools not found"  # same text as slurm_env.NO_SLURM_TOOLS
 EXIT_CLEAN, EXIT_NO_TOOLS, EXIT_PARTIAL = 0, 1, 2
 FALLBACK_ERROR = "partition access verification failed; falling back to first available partition"
+NOT_A_NAME = "is not a Slurm name (letters, digits and . _ + -, not starting with -)"
+_ARCH = re.compile(r"[A-Za-z0-9_.-]+")  # x86_64, aarch64: `uname -m` words
 
 
 def current_user() -> str:
@@ -33,10 +37,11 @@ def empty_env(user: str | None) -> dict[str, Any]:
 
 
 def first_line(result: CmdResult) -> str:
-    """The tool's own complaint, for an error message."""
+    """The tool's own complaint, for an error message, a note or a warning: shown escaped
+    and cut short (a remote host's git, ssh or Slurm may print escape sequences; decision 75)."""
     for line in (result.err or result.out).splitlines():
         if line.strip():
-            return line.strip()
+            return values.printable(line.strip())
     return f"exit status {result.rc}"
 
 
@@ -65,13 +70,16 @@ def probe(
         errors.append(f"sacctmgr failed: {first_line(assoc)}")
     else:
         default, assocs = parse.parse_user_assocs(assoc.out)
+        assocs = [a for a in assocs if _name_ok(a.account, "account", errors)]
+        if default is not None and not _name_ok(default, "default account", errors):
+            default = None
         env["accounts"] = parse.unique_accounts(assocs)
         env["default_account"] = default or (env["accounts"][0] if env["accounts"] else None)
     if not env["accounts"]:
         errors.append(f"no SLURM account associations for user {user}")
 
     # partitions
-    rows = parse.parse_sinfo(sinfo.out) if sinfo.rc == 0 else []
+    rows = _valid_rows(parse.parse_sinfo(sinfo.out), errors) if sinfo.rc == 0 else []
     if sinfo.rc != 0:
         errors.append(f"sinfo failed: {first_line(sinfo)}")
     by_name: dict[str, list[parse.SinfoRow]] = {}
@@ -124,7 +132,9 @@ def probe(
             arches = [
                 n["Arch"]
                 for n in nodes
-                if name in parse.node_partitions(n) and n.get("Arch") not in (None, "", "(null)")
+                if name in parse.node_partitions(n)
+                and n.get("Arch") not in (None, "", "(null)")
+                and _ARCH.fullmatch(n["Arch"])
             ]
             part["arch"] = arches[0] if arches else None
             if not arches:
@@ -137,6 +147,7 @@ def probe(
         errors.append("srun not found; cannot list MPI plugins")
     else:
         available = parse.pmix_plugins(parse.parse_mpi_list(mpi.text))
+        available = [a for a in available if _name_ok(a, "MPI plugin", errors)]
         env["pmix"] = {"available": available, "preferred": parse.preferred_pmix(available)}
         if mpi.rc != 0 and not available:
             errors.append(f"srun --mpi=list failed: {first_line(mpi)}")
@@ -151,6 +162,8 @@ def probe(
 
     if partitions is None and not up and by_name:
         errors.append("no partition is up")
+    # the tools' own words (a remote host's stderr among them) are kept escaped, one line each
+    env["errors"] = [values.printable(e) for e in errors]
     _validate(env)
     return env, EXIT_PARTIAL if errors else EXIT_CLEAN
 
@@ -183,6 +196,34 @@ def choose_default(
         accessible,
         key=lambda n: (parse.partition_score(n), not rows[n][0].default, order[n]),
     )
+
+
+def _name_ok(name: str, what: str, errors: list[str]) -> bool:
+    """A name the cluster listed that the cluster file can carry (the file is read back
+    through the validation layer, decision 75); else an error line and False."""
+    if values.SLURM_NAME.fullmatch(name) and values.text_problem(name) is None:
+        return True
+    errors.append(f"{what} {values.shown(name)} left out: it {NOT_A_NAME}")
+    return False
+
+
+def _valid_rows(rows: list[parse.SinfoRow], errors: list[str]) -> list[parse.SinfoRow]:
+    """sinfo's rows whose partition name and fields a script can carry; the others are left
+    out with an error line each, so a hostile cluster cannot write a file the build refuses,
+    nor escape sequences into the table probe prints."""
+    kept = []
+    for row in rows:
+        if not _name_ok(row.partition, "partition", errors):
+            continue
+        bad = next(
+            (v for v in (row.avail, row.time_limit, row.gres) if values.text_problem(v)), None
+        )
+        if bad is not None:
+            problem = values.text_problem(bad)
+            errors.append(f"partition {row.partition} left out: {values.shown(bad)} {problem}")
+            continue
+        kept.append(row)
+    return kept
 
 
 def _validate(env: dict[str, Any]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from trtllm_script_builder.model.values import whole_number
+
 NULL_GRES = "(null)"
 
 
@@ -88,7 +90,7 @@ def parse_sinfo(text: str) -> list[SinfoRow]:
                 default=is_default,
                 avail=avail.lower(),
                 time_limit=limit,
-                nodes=int(count) if count.isdigit() else None,
+                nodes=whole_number(count),
                 gres=gres or NULL_GRES,
             )
         )
@@ -183,8 +185,8 @@ def parse_gres(text: str | None) -> list[Gres]:
             continue
         name, rest = parts[0], parts[1:]
         count: int | None = None
-        if rest and rest[-1].isdigit():
-            count = int(rest.pop())
+        if rest and whole_number(rest[-1]) is not None:
+            count = whole_number(rest.pop())
         elif not rest:
             count = 1  # a bare name counts one
         rest = [r for r in rest if r != "no_consume"]

@@ -1,0 +1,339 @@
+"""Nothing lost, under what a careless user or a second run does (decisions 63 and 76-80).
+
+* A rebuild whose set cannot be moved whole (a file of the old set that cannot be replaced:
+  immutable, or a mount point) leaves the folder exactly as it was: no new script beside the
+  old job_spec.json, no `.commit` folder.
+* Two builds into one folder at once: one whole set wins, with no script of the other left.
+* Two build-many runs into one folder: the second is refused while the first writes.
+* A SIGTERM or SIGHUP while a single file is written (`report`'s report.html, `watch`'s
+  verdicts, `submit`'s records) leaves no temporary and no folder made for it.
+* submit.py's own children are stopped with it: nothing appears after the build ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import Env
+from .test_atomic_sets import (
+    CMD,
+    NEW,
+    OLD,
+    perf_request,
+    request_file,
+    run,
+    set_time,
+    start,
+    temps,
+    tree,
+)
+
+
+@pytest.fixture()
+def place(tmp_path: Path) -> Path:
+    p = tmp_path / "place"
+    p.mkdir()
+    (p / "neighbour.txt").write_text("not ours\n")
+    return p
+
+
+@contextlib.contextmanager
+def immutable(path: Path) -> Iterator[None]:
+    """chattr +i for the block (skips where the file system or the user cannot)."""
+    if shutil.which("chattr") is None:
+        pytest.skip("no chattr")
+    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"chattr +i not possible here: {done.stderr.decode().strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@pytest.mark.parametrize("which", ["job_spec.json", "script"])
+def test_a_rebuild_that_cannot_replace_one_file_changes_nothing(
+    env: Env, place: Path, which: str
+) -> None:
+    work = place / "work"
+    run(["build", request_file(env, work, OLD, "old.json")])
+    new = request_file(env, work, NEW, "new.json")
+    target = work / "job_spec.json"
+    if which == "script":
+        target = Path(json.loads(target.read_text())["script_path"])
+    before = tree(place)
+    with immutable(target):
+        p = start(["build", new])
+        _, err = p.communicate(timeout=60)
+        after = tree(place)
+    assert p.returncode == 2, err
+    assert "cannot write into" in err and "Operation not permitted" in err
+    assert after == before, temps(after)
+    assert set_time(work) == OLD
+
+
+def request_named(env: Env, work: Path, name: str, model: str) -> str:
+    path = env.root / name
+    req = env.request(test_cmd=CMD, work_dir=str(work), time_limit=OLD, model_name=model)
+    path.write_text(json.dumps(req))
+    return str(path)
+
+
+def test_two_builds_into_one_folder_at_once_leave_one_whole_set(env: Env, place: Path) -> None:
+    """The first is held inside its moves (TSB_TEST_PAUSE_AT=commit) while the second runs."""
+    work = place / "work"
+    run(["build", request_named(env, work, "x.json", "modelx")])
+    first = start(["build", "--force", request_named(env, work, "y.json", "modely")], "commit")
+    assert first.stderr is not None
+    assert first.stderr.readline().strip() == "tsb-pause commit"
+    second = start(["build", "--force", request_named(env, work, "z.json", "modelz")])
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    spec = json.loads((work / "job_spec.json").read_text())
+    names = sorted(p.name for p in work.iterdir())
+    # The one that moved last is the set there; no script of another job beside it.
+    assert names == sorted(["job_spec.json", spec["script_name"]]), names
+    assert set_time(work) == OLD and not temps(tree(place))
+
+
+def test_two_builds_of_one_job_at_once_do_not_mix_their_files(env: Env, place: Path) -> None:
+    work = place / "work"
+    run(["build", request_file(env, work, OLD, "old.json")])
+    first = start(["build", request_file(env, work, NEW, "new.json")], "commit")
+    assert first.stderr is not None
+    assert first.stderr.readline().strip() == "tsb-pause commit"
+    run(["build", request_file(env, work, OLD, "old2.json")])
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    set_time(work)  # job_spec.json and its script agree
+    assert not temps(tree(place))
+
+
+def test_a_second_build_many_into_a_folder_being_written_is_refused(env: Env, place: Path) -> None:
+    listing = env.root / "list.txt"
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_one\n")
+    base = env.root / "base.json"
+    base.write_text(json.dumps({k: v for k, v in env.request().items() if k != "work_dir"}))
+    root = place / "many"
+    args = ["build-many", str(listing), "--base", str(base), "--work-dir", str(root)]
+    first = start(args, "staged")
+    assert first.stderr is not None
+    assert first.stderr.readline().strip() == "tsb-pause staged"
+    second = start([*args, "--force"])
+    _, err = second.communicate(timeout=60)
+    _, err1 = first.communicate(timeout=60)
+    assert first.returncode == 0, err1
+    assert second.returncode == 2
+    assert err == (
+        f"error: work_dir: {root} is being written by another build-many; "
+        "wait for it to end, or choose another --work-dir\n"
+    )
+    rows = json.loads((root / "jobs.json").read_text())
+    assert [r["status"] for r in rows] == ["built"]
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        ["jobs.json", *(Path(r["work_dir"]).name for r in rows)]
+    )
+
+
+# ---------------------------------------------------------------- single files
+
+
+def verdict_folder(tmp_path: Path) -> Path:
+    from .test_report_html import _verdict
+
+    work = tmp_path / "job"
+    work.mkdir()
+    (work / "verdict.json").write_text(json.dumps(_verdict(work, "PASSED")))
+    return work
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_while_report_writes_leaves_no_temporary(tmp_path: Path, sig: int) -> None:
+    work = verdict_folder(tmp_path)
+    before = tree(tmp_path)
+    p = start(["report", str(work)], "written")
+    assert p.stderr is not None
+    assert p.stderr.readline().strip() == "tsb-pause written"
+    p.send_signal(sig)
+    p.communicate(timeout=60)
+    assert p.returncode == (130 if sig == signal.SIGINT else -sig)
+    assert tree(tmp_path) == before
+
+
+def test_schema_into_a_new_folder_interrupted_leaves_nothing(tmp_path: Path) -> None:
+    before = tree(tmp_path)
+    out = tmp_path / "new" / "deep" / "request.schema.json"
+    p = start(["schema", "request", "-o", str(out)], "staged")
+    assert p.stderr is not None
+    assert p.stderr.readline().strip() == "tsb-pause staged"
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGTERM
+    assert tree(tmp_path) == before
+
+
+# ---------------------------------------------------------------- submit.py's children
+
+FORKING_SUBMIT = '''\
+"""A submit.py whose child writes into --work-dir after submit.py itself has failed."""
+import os, subprocess, sys, time
+from pathlib import Path
+
+args = sys.argv[1:]
+work = Path(args[args.index("--work-dir") + 1])
+subprocess.Popen(
+    [sys.executable, "-c",
+     "import os, sys, time; time.sleep(0.6); os.makedirs(sys.argv[1], exist_ok=True); "
+     "open(os.path.join(sys.argv[1], 'late.txt'), 'w').write('late')",
+     str(work)],
+    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False,
+)
+sys.exit(1)
+'''
+
+
+def test_submit_pys_children_end_with_it(env: Env, tmp_path: Path) -> None:
+    """Its child would otherwise write into the private folder once it was removed, and
+    leave it (a folder of a temporary name) behind."""
+    (env.repo / "jenkins/scripts/perf/local/submit.py").write_text(FORKING_SUBMIT)
+    before = tree(env.repo)
+    p = start(["build", perf_request(env)])
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 3, err
+    time.sleep(1.0)  # the child's moment to write has passed
+    assert tree(env.repo) == before
+
+
+def test_the_commit_lock_is_let_go_after_the_commit(tmp_path: Path) -> None:
+    """Another process can lock the folder once a commit is done, and cannot during one."""
+    from trtllm_script_builder.atomic import commit_set, folder_lock, temp_name
+
+    probe = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept OSError:\n"
+        "    sys.exit(1)\n"
+    )
+
+    def free() -> bool:
+        return subprocess.run([sys.executable, "-c", probe, str(tmp_path)]).returncode == 0
+
+    stage = tmp_path / temp_name("tsb-set")
+    stage.mkdir()
+    (stage / "job_spec.json").write_text("new")
+    with folder_lock(str(tmp_path)):
+        assert not free()
+        commit_set(str(stage), str(tmp_path))  # the lock is this process's already
+        assert not free()
+    assert free()
+    assert [p.name for p in tmp_path.iterdir()] == ["job_spec.json"]
+
+
+PID_SUBMIT = '''\
+"""A submit.py that says its pid and then takes its time."""
+import os, sys, time
+from pathlib import Path
+
+Path(os.environ["SLOW_SUBMIT_MARK"]).write_text(str(os.getpid()))
+time.sleep(30)
+'''
+
+
+def test_submit_py_dies_with_a_killed_builder(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL cannot be caught, but submit.py (in a group of its own) is not left running
+    into a private folder nobody will move."""
+    (env.repo / "jenkins/scripts/perf/local/submit.py").write_text(PID_SUBMIT)
+    mark = tmp_path / "mark"
+    monkeypatch.setenv("SLOW_SUBMIT_MARK", str(mark))
+    p = start(["build", perf_request(env)])
+    deadline = time.monotonic() + 30
+    while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int(mark.read_text())
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert not Path(f"/proc/{pid}").exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_named_pipe_called_job_spec_json_does_not_hang_a_rebuild(env: Env, place: Path) -> None:
+    """It is replaced as any old file of the set (it names no scripts to remove)."""
+    work = place / "work"
+    work.mkdir()
+    os.mkfifo(work / "job_spec.json")
+    p = start(["build", request_file(env, work, NEW, "new.json")])
+    try:
+        _, err = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err
+    assert set_time(work) == NEW and not temps(tree(place))
+
+
+def test_a_perf_sanity_rebuild_into_a_repo_root_that_cannot_replace_a_file_changes_nothing(
+    env: Env, tmp_path: Path
+) -> None:
+    """submit.py's test_list.txt (part of the set) cannot replace the repo's own: the launch
+    script and job_spec.json moved before it are taken back."""
+    from .test_atomic_sets import repo_like
+
+    outside = repo_like(env, tmp_path)
+    (env.repo / "slurm_launch.sh").write_text("the repo's own\n")
+    before, out_before = tree(env.repo), tree(outside)
+    with immutable(env.repo / "test_list.txt"):
+        p = start(["build", perf_request(env)])
+        _, err = p.communicate(timeout=60)
+        after = tree(env.repo)
+    assert p.returncode == 2, err
+    assert after == before, temps(after)
+    assert tree(outside) == out_before
+
+
+def test_a_failed_commit_puts_back_merged_folders_too(tmp_path: Path) -> None:
+    """A set with a folder merged into the old one: its replaced and its new files are undone
+    with the rest when a later move fails; links are replaced as names, never followed."""
+    from trtllm_script_builder.atomic import commit_set, temp_name
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside")
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "sub" / "a.txt").write_text("old a")
+    (work / "b.txt").symlink_to(outside)
+    (work / "job_spec.json").write_text("old spec")
+    stage = work / temp_name("tsb-set")
+    (stage / "sub").mkdir(parents=True)
+    (stage / "sub" / "a.txt").write_text("new a")
+    (stage / "sub" / "new.txt").write_text("new")
+    (stage / "b.txt").write_text("new b")
+    (stage / "c.txt").write_text("new c")
+    (stage / "job_spec.json").write_text("new spec")
+    before = tree(tmp_path)
+    with immutable(work / "job_spec.json"):
+        with pytest.raises(PermissionError):
+            commit_set(str(stage), str(work))
+        after = tree(tmp_path)
+    # as it was, less the staged set (discarded) and with no backup or `.commit` left
+    assert after == {k: v for k, v in before.items() if not temps([k])}
+    assert outside.read_text() == "outside"

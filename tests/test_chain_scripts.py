@@ -1,0 +1,248 @@
+"""What the generated compile and test scripts of a chain do with the wheel folder, run here
+with bash: `srun` is a stand-in that runs its command on this machine (in the
+`--container-workdir` it is given, without a container), `pip` one that records its arguments.
+The live runs on the test cluster are in tests/slurm/test_compile_chain.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .conftest import Env
+
+PYTEST_1 = "pytest accuracy/test_tiny.py::TestTiny::test_one"
+
+# Runs the install step's command; the run step (any other command) only says it was reached.
+SRUN = """#!/bin/bash
+dir=
+while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do
+  case "$1" in --container-workdir=*) dir="${1#*=}" ;; esac
+  shift
+done
+case "$*" in
+  *"installing TensorRT-LLM"*|*build_wheel.py*) cd "${dir:-.}" && exec "$@" ;;
+  *) echo "run step reached" ;;
+esac
+"""
+PIP = """#!/bin/bash
+echo "$*" >> "$PIP_RECORD"
+"""
+
+
+def _build(cli, env: Env, wheel_dir: Path, **fields: Any) -> None:
+    req = env.request(test_cmd=PYTEST_1, compile=True, device_type="H100", **fields)
+    r = cli([], {**req, "wheel_dir": str(wheel_dir)})
+    assert r.code == 0, r.stderr
+
+
+def _script_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a script run here: srun and pip stand-ins first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, text in (("srun", SRUN), ("pip", PIP)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    record = tmp_path / "pip.txt"
+    record.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "TSB_SOURCE_COMMIT"}
+    env.update(PATH=f"{bin_dir}:/usr/bin:/bin", PIP_RECORD=str(record), SLURM_JOB_ID="5")
+    return env
+
+
+def _run(script: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    env = _script_env(tmp_path)
+    done = subprocess.run(
+        ["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    return done, Path(env["PIP_RECORD"]).read_text().splitlines()
+
+
+def test_the_test_job_installs_the_one_wheel_forced_and_without_deps(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheel"
+    _build(cli, env, wheels)
+    wheels.mkdir()
+    (wheels / "tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl").write_text("")
+    done, pip = _run(env.work / "tiny_auto_test.slurm", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert pip[0] == (
+        "install --retries 10 --timeout 60 --no-deps --force-reinstall "
+        f"{wheels}/tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl"
+    )
+    assert "run step reached" in done.stdout
+
+
+def test_the_test_job_refuses_a_folder_of_two_wheels(cli, env: Env, tmp_path: Path) -> None:
+    """Which one the compile built cannot be told: installing the first by name would test
+    another build (an older version, another compile writing into the same folder)."""
+    wheels = tmp_path / "wheel"
+    _build(cli, env, wheels)
+    wheels.mkdir()
+    for version in ("1.2.0", "1.3.0rc1"):
+        (wheels / f"tensorrt_llm-{version}-cp312-cp312-linux_x86_64.whl").write_text("")
+    done, pip = _run(env.work / "tiny_auto_test.slurm", tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert pip == []
+    assert "run step reached" not in done.stdout
+    errors = [ln for ln in done.stdout.splitlines() if ln.startswith("error:")]
+    assert errors == [
+        f"error: more than one tensorrt_llm-*.whl in {wheels}, not the one wheel of the compile job "
+        f"({wheels}/tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl "
+        f"{wheels}/tensorrt_llm-1.3.0rc1-cp312-cp312-linux_x86_64.whl): another build writes "
+        "into the same wheel_dir; give each build its own"
+    ]
+
+
+def test_the_compile_job_fails_when_the_folder_holds_two_wheels(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheel"
+    _build(cli, env, wheels)
+    build_wheel = env.repo / "scripts" / "build_wheel.py"
+    text = build_wheel.read_text()
+    # a second wheel lands in the folder while the build runs (another compile into it)
+    build_wheel.write_text(
+        text.replace(
+            '    wheel = write_wheel(args.dist_dir or PROJECT / "build")\n',
+            '    wheel = write_wheel(args.dist_dir or PROJECT / "build")\n'
+            "    (wheel.parent / 'tensorrt_llm-0.1-py3-none-any.whl').write_text('')\n",
+        )
+    )
+    assert "0.1-py3" in build_wheel.read_text()
+    done, _ = _run(env.work / "compile.slurm", tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [ln for ln in done.stdout.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: build_wheel.py left more than one tensorrt_llm-*.whl in {wheels} ("
+    ), errors
+    # one wheel: the job succeeds and names it
+    build_wheel.write_text(text)
+    done, _ = _run(env.work / "compile.slurm", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [ln for ln in done.stdout.splitlines() if ln.startswith("Built wheel ")] == [
+        f"Built wheel {next(wheels.glob('tensorrt_llm-*.whl'))}"
+    ]
+
+
+# ---------------------------------------------------------------- the image import
+
+ENROOT = Path(__file__).resolve().parent / "slurm" / "standins" / "enroot"
+NO_FLOCK = """#!/bin/bash
+echo "flock: $1: Function not implemented" >&2
+exit 1
+"""
+SLEEP = """#!/bin/bash
+echo "$*" >> "$SLEEP_RECORD"
+"""
+
+
+def _import(
+    cli, env: Env, tmp_path: Path, *, flock: bool = True, failures: int = 0
+) -> tuple[subprocess.CompletedProcess[str], Path, list[str]]:
+    """Build a job with an image cache in tmp_path/sqsh and run its import.slurm with the
+    enroot stand-in; `sleep` records its delays instead of waiting."""
+    req = env.request(test_cmd=PYTEST_1, sqsh_cache_dir=str(tmp_path / "sqsh"))
+    if not (env.work / "import.slurm").exists():
+        assert cli([], req).code == 0
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "enroot").write_text(ENROOT.read_text())
+    (bin_dir / "sleep").write_text(SLEEP)
+    if not flock:
+        (bin_dir / "flock").write_text(NO_FLOCK)
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    slept = tmp_path / "slept.txt"
+    slept.write_text("")
+    env_vars = dict(os.environ)
+    env_vars.update(
+        PATH=f"{bin_dir}:/usr/bin:/bin",
+        SLURM_JOB_ID="7",
+        SLEEP_RECORD=str(slept),
+        STANDIN_ENROOT_RECORD=str(tmp_path / "enroot.jsonl"),
+        STANDIN_ENROOT_FAIL=str(failures),
+    )
+    done = subprocess.run(
+        ["bash", str(env.work / "import.slurm")],
+        env=env_vars,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    sqsh = Path(json.loads((env.work / "job_spec.json").read_text())["prerequisites"][0]["output"])
+    return done, sqsh, slept.read_text().splitlines()
+
+
+def test_an_import_without_flock_still_imports_whole(cli, env: Env, tmp_path: Path) -> None:
+    """A file system without flock (Lustre mounted without it) must not fail the import: the
+    temporary name and the rename keep the file whole without the lock (decision 84)."""
+    done, sqsh, _ = _import(cli, env, tmp_path, flock=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sqsh.read_bytes().startswith(b"hsqs")
+    assert f"warning: no lock on {sqsh}.lock" in done.stdout
+    assert not list(sqsh.parent.glob("*.partial.*"))
+
+
+def test_an_import_retries_three_times_then_fails(cli, env: Env, tmp_path: Path) -> None:
+    done, sqsh, slept = _import(cli, env, tmp_path, failures=5)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.count("Importing ") == 3 and slept == ["60", "60"]
+    assert not sqsh.exists() and not list(sqsh.parent.glob("*.partial.*"))
+    # a registry that fails once: the second attempt imports it
+    (tmp_path / "enroot.jsonl.failures").unlink()
+    done, sqsh, slept = _import(cli, env, tmp_path, failures=1)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("Importing ") == 2 and slept == ["60"]
+    assert sqsh.read_bytes().startswith(b"hsqs")
+    # and the next job of that image finds the file
+    done, _, _ = _import(cli, env, tmp_path)
+    assert done.returncode == 0 and f"Image already imported: {sqsh}" in done.stdout
+
+
+def test_a_second_compile_for_another_gpu_builds_for_that_gpu(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    """build_wheel.py configures CMake (where --cuda_architectures, --nvtx and --use_ccache
+    take effect) only in a new build tree unless told --configure_cmake: a checkout built once
+    for H100 would otherwise build H100 kernels again for a B200 job (decision 87)."""
+    first, second = tmp_path / "w1", tmp_path / "w2"
+    for work, gpu in ((first, "H100"), (second, "B200")):
+        req = env.request(test_cmd=PYTEST_1, work_dir=str(work), compile=True, device_type=gpu)
+        assert cli([], {**req, "wheel_dir": str(work / "wheel")}).code == 0
+    logs = []
+    for work in (first, second):
+        done, _ = _run(work / "compile.slurm", tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        logs.append(done.stdout)
+    assert '"-DCMAKE_CUDA_ARCHITECTURES=90-real"' in logs[0]
+    assert '"-DCMAKE_CUDA_ARCHITECTURES=100-real"' in logs[1], logs[1]
+
+
+def test_the_build_runs_as_many_compilers_as_the_memory_holds(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    """build_wheel.py runs one compiler per CPU by default; on a whole node of many CPUs that is
+    more nvcc processes than its memory holds (TensorRT-LLM's CI gives each 6-12 GiB). The job
+    passes --job_count: its CPUs, at most one per 8 GiB of the job's memory (decision 88)."""
+    record = tmp_path / "build_wheel.jsonl"
+    _build(cli, env, tmp_path / "wheel")
+    counts = []
+    for mem_mb in ("8192", "1000", "100000000"):
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        done = subprocess.run(
+            ["bash", str(env.work / "compile.slurm")],
+            env={**_script_env(tmp_path), "SLURM_MEM_PER_NODE": mem_mb,
+                 "STANDIN_BUILD_WHEEL_RECORD": str(record), "STANDIN_BUILD_WHEEL_STEP": "0"},
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        argv = json.loads(record.read_text().splitlines()[-1])["argv"]
+        counts.append(argv[argv.index("--job_count") + 1])
+    cpus = str(len(os.sched_getaffinity(0)))
+    assert counts == ["1", "1", cpus]
