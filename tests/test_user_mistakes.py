@@ -174,7 +174,8 @@ def test_a_field_the_scenario_never_reads_is_warned(
 def test_a_work_dir_whose_parent_is_missing_is_refused(
     env: Env, cli, tmp_path, command: str
 ) -> None:
-    """Decision 95: a typo in work_dir's path makes no new tree."""
+    """Decision 95: a typo in work_dir's path is said: the folders above it are made (as the
+    job folder always was), with a warning naming the first one that did not exist."""
     work = tmp_path / "wrok" / "job"
     if command == "build":
         r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(work)))
@@ -186,10 +187,12 @@ def test_a_work_dir_whose_parent_is_missing_is_refused(
         base = tmp_path / "base.json"
         base.write_text(json.dumps(env.request()))
         r = cli(["build-many", str(listing), "--base", str(base), "--work-dir", str(work)])
-    assert r.code == 2, (r.stdout, r.stderr)
-    assert r.stderr.startswith(f"error: work_dir: {tmp_path / 'wrok'}, the folder job is made in")
-    assert "mkdir -p" in r.stderr
-    assert not (tmp_path / "wrok").exists()
+    assert r.code == 0, (r.stdout, r.stderr)
+    warning = f"warning: work_dir: '{tmp_path / 'wrok'}' did not exist and is made with job; "
+    assert r.stderr.startswith(warning), r.stderr
+    assert (work / "job_spec.json").is_file() or (work / "jobs.json").is_file()
+    again = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(tmp_path / "wrok" / "two")))
+    assert again.code == 0 and "did not exist" not in again.stderr  # the folder is there now
 
 
 def test_the_checkouts_work_dirs_folder_is_made(env: Env, cli) -> None:

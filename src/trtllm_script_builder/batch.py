@@ -365,7 +365,7 @@ def _time_for(entry: Entry, base_limit: str) -> str | None:
 
 def _root(
     base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bool, make: bool = True
-) -> Path:
+) -> tuple[Path, list[str]]:
     # A flag's relative path is taken from the current folder, the base file's from its folder.
     if flags.get("work_dir"):
         root = Path(os.path.normpath(os.path.join(Path.cwd(), flags["work_dir"])))
@@ -377,11 +377,11 @@ def _root(
             "is required: it is the folder under which each job gets its own",
             "pass --work-dir",
         )
-    from trtllm_script_builder.build import require_work_dir_parent
+    from trtllm_script_builder.build import work_dir_parent_warnings
 
     repo = flags.get("repo_root") or base.get("repo_root")
     at = Path.cwd() if flags.get("repo_root") else base_dir
-    require_work_dir_parent(root, os.path.join(at, repo) if isinstance(repo, str) else None)
+    made = work_dir_parent_warnings(root, os.path.join(at, repo) if isinstance(repo, str) else None)
     try:
         sweep(root)  # what a killed run left (decision 63) does not make the folder "not empty"
         if not force and root.is_dir() and any(root.iterdir()):
@@ -397,7 +397,7 @@ def _root(
         raise BuildError(
             "work_dir", f"cannot make {root} ({exc.strerror})", "give a folder you can write to"
         ) from None
-    return root
+    return root, made
 
 
 def _job_dir(e: Entry, root: Path, used: dict[str, int], names: Names) -> str:
@@ -465,11 +465,10 @@ def build_many(
         raise BuildError(
             "LIST", "--group-by devices takes a test list, not requests", "drop --group-by"
         )
-    root_flags = {
-        **flags,
-        "work_dir": str(_root(base, base_dir, flags, force, make=not dry_run)),
-    }
-    root = Path(root_flags["work_dir"])
+    root, made = _root(base, base_dir, flags, force, make=not dry_run)
+    for note in made:
+        err.write(f"warning: {note}\n")
+    root_flags = {**flags, "work_dir": str(root)}
     if group_by == "devices":
         repo = load_request(base, base_dir, {**root_flags, "test_cmd": "pytest"}).repo_root
         entries = group_by_devices(entries, repo)

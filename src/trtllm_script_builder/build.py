@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import shlex
 import stat
 from collections.abc import Callable
 from functools import lru_cache
@@ -55,16 +54,17 @@ def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) 
     return render_job(job)
 
 
-def require_work_dir_parent(work_dir: str | Path, repo_root: str | None = None) -> None:
-    """The folder work_dir is made in must exist (decision 95): a typo in a path
-    (`/home/me/wrok/job`) would otherwise make a new tree nobody looks in. The checkout's
-    `work_dirs/`, the tool's own folder for jobs, is made when it is missing."""
+def work_dir_parent_warnings(work_dir: str | Path, repo_root: str | None = None) -> list[str]:
+    """work_dir is made with the folders above it, as a missing work_dir always was; that
+    those folders did not exist is said (decision 95), since a typo in a path
+    (`/home/me/wrok/job`) makes a new tree nobody looks in. The checkout's `work_dirs/`, the
+    tool's own folder for jobs, is made without a word. A file in the way is refused."""
     parent = os.path.dirname(os.path.abspath(work_dir))
     if os.path.isdir(parent):
-        return
+        return []
     own = repo_root and os.path.join(os.path.abspath(repo_root), "work_dirs")
     if parent == own and os.path.isdir(repo_root or ""):
-        return
+        return []
     name = os.path.basename(os.path.abspath(work_dir))
     if os.path.lexists(parent):
         raise BuildError(
@@ -72,11 +72,10 @@ def require_work_dir_parent(work_dir: str | Path, repo_root: str | None = None) 
             f"{parent}, the folder {name} is made in, is not a folder",
             "correct the path (a file is in the way)",
         )
-    raise BuildError(
-        "work_dir",
-        f"{parent}, the folder {name} is made in, does not exist",
-        f"correct the path, or make the folder first (mkdir -p {shlex.quote(parent)})",
-    )
+    return [
+        f"work_dir: {values.shown(parent)} did not exist and is made with {name}; "
+        "check the path if you meant an existing folder"
+    ]
 
 
 def _guard(result: BuildResult, old: dict[str, Any]) -> None:

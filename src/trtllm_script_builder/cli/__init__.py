@@ -196,21 +196,21 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
       echo '{"execution_scenario": "local_docker", ...}' | trtllm-script-builder build -
     """
     from trtllm_script_builder.build import build as run_build
-    from trtllm_script_builder.build import finish, require_work_dir_parent
+    from trtllm_script_builder.build import finish, work_dir_parent_warnings
     from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
 
     try:
         req = request_from_cli(request, fields)
-        require_work_dir_parent(req.work_dir, req.repo_root)
+        made = work_dir_parent_warnings(req.work_dir, req.repo_root)
         prompter = prompter_for(request)
         result = run_build(req, load_site_config(), prompter)
         written = [] if dry_run else finish(result, force)
     except BuildError as err:
         fail(err)
         return
-    warn(result.spec.warnings)
+    warn([*made, *result.spec.warnings])
     if as_json:
         click.echo(result.spec.to_json(), nl=False)
     elif dry_run:

@@ -334,7 +334,7 @@ def run(
     """
 
     from trtllm_script_builder.build import build as run_build
-    from trtllm_script_builder.build import finish, require_work_dir_parent
+    from trtllm_script_builder.build import finish, work_dir_parent_warnings
     from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
@@ -343,7 +343,7 @@ def run(
 
     try:
         req = request_from_cli(request, fields)
-        require_work_dir_parent(req.work_dir, req.repo_root)
+        made = work_dir_parent_warnings(req.work_dir, req.repo_root)
         work_dir = Path(req.work_dir)
         if (work_dir / SUBMISSION).exists() and not force:
             raise BuildError(
@@ -354,7 +354,7 @@ def run(
         prompter = prompter_for(request)
         result = run_build(req, load_site_config(), prompter)
         finish(result, force)  # --force builds over another job's folder, as build's does
-        warn(result.spec.warnings)
+        warn([*made, *result.spec.warnings])
         say(f"built {result.spec.script_path}")
         offer_to_save(prompter)
         sub = do_submit(
