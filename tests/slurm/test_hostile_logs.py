@@ -55,7 +55,7 @@ def test_a_work_dir_with_pipes_equals_and_dollars_is_watched_at_its_log(
     `$(...)` and a backquote: the job runs there, and watch reads its real log."""
     repo = make_repo(tmp_path / "repo")
     env = probed_env(tmp_path)
-    name = "a|b=c$(touch${IFS}x)`id`;x&"
+    name = "a|b=c$(>x)`id`;x&"  # $(>x) would make a file x if a shell ever ran it
     req = write_request(tmp_path, name, repo, env, custom_cmd="echo hello from the job")
     res = cli("run", str(req), "--poll", POLL, "--json")
     assert res.code == 0, res.stderr

@@ -749,12 +749,25 @@ def _unexpanded(key: str, value: str) -> None:
     here = key in PATH_FIELDS
     if value.startswith("~"):
         meant = os.path.expanduser(value) if here else value
-        fix = f"write the full path, e.g. {meant}" if meant != value else "write the full path"
-        raise BuildError(key, f"starts with ~, which is not expanded (got {value!r})", fix)
+        fix = (
+            f"write the full path, e.g. {values.shown(meant)[1:-1]}"
+            if meant != value
+            else "write the full path"
+        )
+        raise BuildError(
+            key, f"starts with ~, which is not expanded (got {values.shown(value)})", fix
+        )
     if m := _ENV_REF.search(value):
         meant = os.path.expandvars(value) if here else value
-        fix = f"write the full path, e.g. {meant}" if "$" not in meant else "write the full path"
-        raise BuildError(key, f"holds ${m.group(1)}, which is not expanded (got {value!r})", fix)
+        fix = (
+            f"write the full path, e.g. {values.shown(meant)[1:-1]}"
+            if "$" not in meant
+            else "write the full path"
+        )
+        name = m.group(1)[:60]  # an identifier, but of any length
+        raise BuildError(
+            key, f"holds ${name}, which is not expanded (got {values.shown(value)})", fix
+        )
 
 
 def absolutise(data: dict[str, Any], base: Path) -> None:
