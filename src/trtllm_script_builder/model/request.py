@@ -750,7 +750,7 @@ def _unexpanded(key: str, value: str) -> None:
     if value.startswith("~"):
         meant = os.path.expanduser(value) if here else value
         fix = (
-            f"write the full path, e.g. {values.shown(meant)[1:-1]}"
+            f"write the full path, e.g. {meant if len(meant) <= 200 else values.shown(meant)}"
             if meant != value
             else "write the full path"
         )
@@ -760,7 +760,7 @@ def _unexpanded(key: str, value: str) -> None:
     if m := _ENV_REF.search(value):
         meant = os.path.expandvars(value) if here else value
         fix = (
-            f"write the full path, e.g. {values.shown(meant)[1:-1]}"
+            f"write the full path, e.g. {meant if len(meant) <= 200 else values.shown(meant)}"
             if "$" not in meant
             else "write the full path"
         )
