@@ -496,6 +496,7 @@ def build_many(
             # One run at a time writes a batch folder (decision 78): a second one, even with
             # --force, would mix its jobs and its index with this one's.
             stack.enter_context(folder_lock(str(root), wait=False))
+            index = stack.enter_context(open_atomically(root / "jobs.json"))
         except FolderBusy:
             raise BuildError(
                 "work_dir",
@@ -503,14 +504,7 @@ def build_many(
                 "wait for it to end, or choose another --work-dir",
             ) from None
         except OSError as exc:
-            raise BuildError(
-                "work_dir",
-                f"cannot write in {root} ({exc.strerror})",
-                "give a folder you can write to",
-            ) from None
-        try:
-            index = stack.enter_context(open_atomically(root / "jobs.json"))
-        except OSError as exc:
+            stack.close()  # the lock, when the index could not be opened
             raise BuildError(
                 "work_dir",
                 f"cannot write in {root} ({exc.strerror})",
