@@ -573,3 +573,35 @@ def test_a_compile_batch_reads_build_wheel_once_and_sees_an_edit(
     path.write_text(first + "# edited\n")
     assert compile_mod._build_wheel_text(req).endswith("# edited\n")
     assert reads.count("build_wheel.py") == 2
+
+
+def test_a_request_list_of_two_builds_gets_a_wheel_folder_per_build(env: Env, cli) -> None:
+    """build-many shares one <work_dir>/wheel between the jobs of one build (decision 71); an
+    entry that builds for another architecture gets its own folder, so submit, which refuses
+    two builds in one wheel folder (decision 83), takes the batch."""
+    from trtllm_script_builder.process.batch_submit import (
+        _load,
+        _refuse_shared_wheel_dirs,
+        read_index,
+    )
+
+    base = env.request(compile=True, device_type="H100", test_cmd=None, work_dir=None)
+    base_file = env.work.parent / "base.json"
+    base_file.write_text(json.dumps(base))
+    listing = env.work.parent / "list.yaml"
+    listing.write_text(
+        f"- {{test_cmd: '{PYTEST_1} -k a'}}\n"
+        f"- {{test_cmd: '{PYTEST_1} -k b', cuda_arch: 100-real}}\n"
+        f"- {{test_cmd: '{PYTEST_1} -k c'}}\n"
+    )
+    root = env.work.parent / "many"
+    r = cli(["build-many", str(listing), "--base", str(base_file), "--work-dir", str(root)])
+    assert r.code == 0, r.stderr
+    rows = json.loads((root / "jobs.json").read_text())
+    dist = []
+    for row in rows:
+        text = (Path(row["work_dir"]) / "compile.slurm").read_text()
+        dist.append(text.split("--dist_dir ", 1)[1].split()[0].strip("'\""))
+    assert dist[0] == dist[2] == str(root / "wheel") != dist[1]
+    assert dist[1].startswith(str(root / "wheel-"))
+    _refuse_shared_wheel_dirs(_load(read_index(root), False))  # nothing to refuse

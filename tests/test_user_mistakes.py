@@ -364,3 +364,55 @@ def test_a_path_with_a_shell_expansion_is_refused(
         assert line.endswith("; write the full path, e.g. /home/me/TensorRT-LLM")
     if field == "llm_models_root":  # a path in the container: no home of this machine
         assert line.endswith("; write the full path")
+
+
+def test_a_parameter_id_pytest_makes_from_an_expression_is_not_refused(env: Env, cli) -> None:
+    """Decision 96 refuses an id only when every id is known: an `ids` element that is an
+    expression, or `pytest.param(..., id=None)` (pytest's own id), must not make a real id
+    look impossible."""
+    defs = env.repo / "tests" / "integration" / "defs" / "accuracy"
+    (defs / "test_ids.py").write_text(
+        "import pytest\n"
+        "SUFFIX = 'fp8'\n\n"
+        "@pytest.mark.parametrize('tp', [1, 2], ids=['tp1', 'tp2_' + SUFFIX])\n"
+        "def test_expr(tp):\n    pass\n\n"
+        "@pytest.mark.parametrize('n', [pytest.param(1, id=None), pytest.param(2, id='two')])\n"
+        "def test_none(n):\n    pass\n"
+    )
+    for i, tid in enumerate(("test_expr[tp2_fp8]", "test_none[1]", "test_none[two]")):
+        work = str(env.work.parent / f"ids{i}")
+        r = cli([], env.request(test_cmd=f"pytest accuracy/test_ids.py::{tid}", work_dir=work))
+        assert r.code == 0, (tid, r.stderr)
+    refused(
+        cli,
+        env,
+        env.request(test_cmd="pytest accuracy/test_ids.py::test_none[three]"),
+        "test_cmd",
+        contains="has no parameter id [three] (its ids: 1, two)",
+    )
+
+
+def test_build_many_refuses_a_tilde_work_dir_before_making_anything(
+    env: Env, cli, tmp_path
+) -> None:
+    import json
+
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({**env.request(), "work_dir": "~/tsb-jobs"}))
+    listing = tmp_path / "list.txt"
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_one\n")
+    r = cli(["build-many", str(listing), "--base", str(base)])
+    assert r.code == 2 and r.stderr.startswith("error: work_dir: starts with ~"), r.stderr
+    assert not (tmp_path / "~").exists()
+
+
+def test_a_forwarded_job_spec_adds_no_remote_field_to_a_local_job(env: Env, cli, tmp_path) -> None:
+    """Decision 94 warns of fields a scenario never reads; the forwarding of an earlier
+    job_spec.json must not put them there itself."""
+    import json
+
+    spec = tmp_path / "job_spec.json"
+    spec.write_text(json.dumps({"remote_repo_path": "/lustre/me/TRT", "remote_work_dir": "/x"}))
+    r = cli([], env.request(test_cmd=PYTEST_4, job_spec_file=str(spec)))
+    assert r.code == 0, r.stderr
+    assert "remote_repo_path" not in r.stderr and "remote_work_dir" not in r.stderr, r.stderr

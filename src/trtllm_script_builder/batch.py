@@ -363,9 +363,23 @@ def _time_for(entry: Entry, base_limit: str) -> str | None:
     return None if need <= limit * 60 else seconds_to_time(need)
 
 
+def _build_tag(req: Any) -> str:
+    """What makes two compiles of a batch one build: the checkout, the image, the options."""
+    import hashlib
+
+    what = (req.repo_root, req.container_image, req.device_type, req.cuda_arch, req.use_ccache,
+            req.benchmarks, req.nvtx, req.execution_scenario)  # fmt: skip
+    return hashlib.sha256(repr(what).encode()).hexdigest()[:8]
+
+
 def _root(
     base: dict[str, Any], base_dir: Path, flags: dict[str, Any], force: bool, make: bool = True
 ) -> tuple[Path, list[str]]:
+    from trtllm_script_builder.model.request import refuse_unexpanded
+
+    for given in (flags.get("work_dir"), base.get("work_dir")):
+        if isinstance(given, str):
+            refuse_unexpanded("work_dir", given)  # `~/jobs` is no folder named `~` (as build)
     # A flag's relative path is taken from the current folder, the base file's from its folder.
     if flags.get("work_dir"):
         root = Path(os.path.normpath(os.path.join(Path.cwd(), flags["work_dir"])))
@@ -476,16 +490,17 @@ def build_many(
         base_req = load_request(base, base_dir, root_flags)
     except BuildError:
         base_req = None  # each entry then reports what is missing, with its line
+    wheels: dict[str, str] = {}  # what a compile builds -> the batch's wheel folder for it
     if (
         base_req is not None
         and base_req.compile
         and not base_req.wheel_dir
         and base_req.execution_scenario == "local_slurm"
     ):
-        # One wheel folder for the batch, so its jobs share one compile (decision 71).
-        shared = {"wheel_dir": str(root / "wheel")}
-        base_req = base_req.model_copy(update=shared)
-        flags = {**flags, **shared}
+        # One wheel folder for the batch, so its jobs share one compile (decision 71); an entry
+        # of a request list that builds otherwise gets a folder of its own (decision 83).
+        wheels[_build_tag(base_req)] = str(root / "wheel")
+        base_req = base_req.model_copy(update={"wheel_dir": str(root / "wheel")})
     from trtllm_script_builder.atomic import FolderBusy, folder_lock, open_atomically
 
     # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
@@ -537,6 +552,11 @@ def build_many(
                         req = base_req.model_copy(update=fields)
                     else:
                         req = load_request(base, base_dir, {**flags, **fields})
+                        local = req.execution_scenario == "local_slurm"
+                        if wheels and req.compile and not req.wheel_dir and local:
+                            tag = _build_tag(req)
+                            own = wheels.setdefault(tag, str(root / f"wheel-{tag}"))
+                            req = req.model_copy(update={"wheel_dir": own})
                     result = build(req, site)
                     if not dry_run:
                         finish(result, force)

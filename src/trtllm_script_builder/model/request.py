@@ -742,7 +742,7 @@ def _load_yaml(text: str) -> Any:
 _ENV_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _unexpanded(key: str, value: str) -> None:
+def refuse_unexpanded(key: str, value: str) -> None:
     """`~/x` or `$HOME/x` in a request is taken as written (no shell reads a request), so it
     would become `<request folder>/~/x`: refused with the path the user meant (for a path on
     this machine; the cluster's or the container's home is not known here)."""
@@ -774,7 +774,7 @@ def absolutise(data: dict[str, Any], base: Path) -> None:
     for key in PATH_FIELDS + REMOTE_PATH_FIELDS:
         v = data.get(key)
         if isinstance(v, str) and v:
-            _unexpanded(key, v)
+            refuse_unexpanded(key, v)
     for key in PATH_FIELDS:
         v = data.get(key)
         if isinstance(v, str) and v and not os.path.isabs(v):
@@ -833,7 +833,10 @@ def _forward_job_spec(req: Request) -> None:
         ) from None
     if not isinstance(spec, dict):
         raise BuildError("job_spec_file", "does not hold a JSON object", "give a job_spec.json")
-    for key in ("container_image", "llm_models_root", "remote_repo_path", "remote_work_dir"):
+    keys = ["container_image", "llm_models_root"]
+    if req.execution_scenario == "remote_slurm":  # elsewhere they are not used (decision 94)
+        keys += ["remote_repo_path", "remote_work_dir"]
+    for key in keys:
         if getattr(req, key) is None and isinstance(spec.get(key), str):
             setattr(req, key, spec[key])
 

@@ -239,6 +239,8 @@ def _param_sets(
     certain = ids_kw is None or isinstance(ids_kw, (ast.List, ast.Tuple))
     if isinstance(ids_kw, (ast.List, ast.Tuple)):
         ids = [e.value if isinstance(e, ast.Constant) else None for e in ids_kw.elts]
+        # an element that is not a literal ("tp2_" + SUFFIX) names an id we cannot know
+        certain = all(isinstance(e, ast.Constant) for e in ids_kw.elts)
     with_names = _mark_name(call.func) == "parametrize_with_ids"
     out = []
     for i, elt in enumerate(values_node.elts):
@@ -252,10 +254,10 @@ def _param_sets(
                 if k.arg == "marks":
                     marks = _marks_of(k.value, consts)
                 elif k.arg == "id":
-                    if isinstance(k.value, ast.Constant):
+                    if isinstance(k.value, ast.Constant) and k.value.value is not None:
                         pid = str(k.value.value)
-                    else:
-                        exact = False
+                    elif not isinstance(k.value, ast.Constant):
+                        exact = False  # id=None is pytest's own id, computed below
         elif isinstance(elt, ast.Tuple) and len(argnames) > 1:
             vals = list(elt.elts)
         elif isinstance(elt, ast.Starred):
