@@ -307,10 +307,20 @@ def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
     calls.clear()
     st = slurm.query(runner, "9")
     assert (st.state, st.exit_code, st.source) == ("FAILED", 1, "scontrol")
-    # slurmctld forgot the job while accounting still ends it: poll again, no verdict yet
+    # scontrol gave no answer while accounting still ends it: poll again, no verdict yet
     answers["scontrol"] = ""
     assert not slurm.query(runner, "9").terminal
     assert not slurm.query_many(runner, ["9"], accounting=True)["9"].terminal
+
+    # slurmctld has forgotten the job (MinJobAge) and the completion never landed: the start
+    # record's final state is the end, with the exit code unknown (watch does not poll forever)
+    def forgotten(argv: Any, cwd: Any = None) -> CmdResult:
+        if argv[0] == "scontrol":
+            return CmdResult(1, "", "slurm_load_jobs error: Invalid job id specified")
+        return CmdResult(0, answers[argv[0]])
+
+    for st in (slurm.query(forgotten, "9"), slurm.query_many(forgotten, ["9"], True)["9"]):
+        assert (st.state, st.exit_code, st.terminal) == ("FAILED", None, True)
 
 
 def test_scontrol_takes_a_task_id_only_once_it_started() -> None:

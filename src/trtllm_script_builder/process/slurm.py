@@ -44,6 +44,9 @@ class JobStatus:
     # The job's own numeric id when `job_id` names an array task (`100_3`) that has started:
     # the id its logs' %j and its SLURM_JOB_ID carry. None while the task is pending.
     raw_id: str | None = None
+    # An accounting start record that already shows this final state (decision 73): the job
+    # counts as ending until its completion record lands, or slurmctld has forgotten it.
+    ending_as: str | None = None
 
     @property
     def known(self) -> bool:
@@ -164,8 +167,9 @@ def sacct_rows(text: str) -> dict[str, JobStatus]:
             continue
         code, sig = parse_exit_code(parts[2])
         state = parts[1].split()[0] if parts[1] else None
+        ending_as = None
         if len(parts) > 6 and parts[6] == "Unknown" and state and state.rstrip("+") in TERMINAL:
-            state, code, sig = ENDING, None, None
+            state, code, sig, ending_as = ENDING, None, None, state
         rows[parts[0]] = JobStatus(
             parts[0],
             state=state,
@@ -175,8 +179,17 @@ def sacct_rows(text: str) -> dict[str, JobStatus]:
             nodelist=parts[4] if len(parts) > 4 else None,
             source="sacct",
             raw_id=_started_id(state, parts[5] if len(parts) > 5 else None),
+            ending_as=ending_as,
         )
     return rows
+
+
+def _forgotten(row: JobStatus, show: CmdResult) -> JobStatus:
+    """A start record slurmctld no longer knows the job of (`Invalid job id`, not a failed
+    call) has the last word: its final state, the exit code unknown."""
+    if row.ending_as and show.rc != 0 and "Invalid job id" in show.err:
+        row.state, row.ending_as = row.ending_as, None
+    return row
 
 
 def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
@@ -194,7 +207,7 @@ def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
             acct.raw_id = acct.raw_id or st.raw_id
             if not acct.terminal and st.terminal:
                 return st
-            return acct
+            return acct if st.known else _forgotten(acct, show)
     return st
 
 
@@ -264,7 +277,10 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
         for job in gone:
             show = runner(["scontrol", "show", "job", "-o", job])
             st = status_from_scontrol(job, show.out) if show.rc == 0 else JobStatus(job)
-            out[job] = st if st.known else queued.get(job) or ending.get(job) or st
+            if st.known or job in queued:
+                out[job] = st if st.known else queued[job]
+            else:
+                out[job] = _forgotten(ending[job], show) if job in ending else st
     return out
 
 
