@@ -593,6 +593,7 @@ def test_a_request_list_of_two_builds_gets_a_wheel_folder_per_build(env: Env, cl
         f"- {{test_cmd: '{PYTEST_1} -k a'}}\n"
         f"- {{test_cmd: '{PYTEST_1} -k b', cuda_arch: 100-real}}\n"
         f"- {{test_cmd: '{PYTEST_1} -k c'}}\n"
+        f"- {{test_cmd: '{PYTEST_1} -k d', device_type: H200}}\n"  # 90-real too: one build
     )
     root = env.work.parent / "many"
     r = cli(["build-many", str(listing), "--base", str(base_file), "--work-dir", str(root)])
@@ -602,6 +603,6 @@ def test_a_request_list_of_two_builds_gets_a_wheel_folder_per_build(env: Env, cl
     for row in rows:
         text = (Path(row["work_dir"]) / "compile.slurm").read_text()
         dist.append(text.split("--dist_dir ", 1)[1].split()[0].strip("'\""))
-    assert dist[0] == dist[2] == str(root / "wheel") != dist[1]
+    assert dist[0] == dist[2] == dist[3] == str(root / "wheel") != dist[1]
     assert dist[1].startswith(str(root / "wheel-"))
     _refuse_shared_wheel_dirs(_load(read_index(root), False))  # nothing to refuse

@@ -364,11 +364,19 @@ def _time_for(entry: Entry, base_limit: str) -> str | None:
 
 
 def _build_tag(req: Any) -> str:
-    """What makes two compiles of a batch one build: the checkout, the image, the options."""
+    """What makes two compiles of a batch one build: the checkout, the image, the options,
+    and the architecture as the compile derives it (an H100 and an H200 entry build 90-real
+    both)."""
     import hashlib
 
-    what = (req.repo_root, req.container_image, req.device_type, req.cuda_arch, req.use_ccache,
-            req.benchmarks, req.nvtx, req.execution_scenario)  # fmt: skip
+    from trtllm_script_builder.resolve.compile import cuda_arch_for
+
+    try:
+        arch = cuda_arch_for(req)
+    except BuildError:
+        arch = None  # that entry's build refuses it, naming cuda_arch
+    what = (req.repo_root, req.container_image, arch, req.use_ccache, req.benchmarks, req.nvtx,
+            req.execution_scenario)  # fmt: skip
     return hashlib.sha256(repr(what).encode()).hexdigest()[:8]
 
 
