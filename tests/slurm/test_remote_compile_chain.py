@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from test_compile_chain import IMAGE, POLL, STANDINS, cli, sacct
+from test_git_sync import git
 
 from tests.conftest import make_repo
 from trtllm_script_builder.resolve.compile import sqsh_name
@@ -36,21 +37,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slurm
 
 COMPILER_ERROR = 'identifier "k" is undefined\n'
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "Tester",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "Tester",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    res = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, env=env, check=False
-    )
-    assert res.returncode == 0, f"git {' '.join(args)}: {res.stderr}"
-    return res.stdout
 
 
 def fingerprint(repo: Path) -> dict[str, str]:
