@@ -1,0 +1,92 @@
+"""The machine a job's tools run on: `Here` (this machine) or `OverSsh` (a cluster's login node).
+
+Everything that starts a scheduler tool, copies a file to where a job runs or reads a job's
+log takes a `Host`, so no caller asks whether the target is remote: probe, check, submit,
+watch, sync and persistent allocations are written once against this interface.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from trtllm_script_builder.process.proc import CmdResult, run
+from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+
+MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alike
+
+
+class Host(Protocol):
+    """Run a program, run a shell line, copy files into a folder, read a file from an offset."""
+
+    name: str  # what messages call it: "this machine" or the ssh host
+    remote: bool  # whether paths on it are not this machine's (only for where files are put)
+
+    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult: ...
+
+    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult: ...
+
+    def copy(self, files: Sequence[Path], folder: str) -> CmdResult: ...
+
+    def read_from(self, path: str, offset: int) -> bytes | None: ...
+
+    def close(self) -> None: ...
+
+
+class Here:
+    """This machine: programs run directly, files are read and copied in place."""
+
+    name = "this machine"
+    remote = False
+
+    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult:
+        return run(argv, cwd)
+
+    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult:
+        # `sh`, as over ssh: the line is written once for both.
+        return run(["sh", "-c", line], input=input)
+
+    def copy(self, files: Sequence[Path], folder: str) -> CmdResult:
+        dest = Path(folder)
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in files:
+                if f.resolve() != (dest / f.name).resolve():
+                    shutil.copy2(f, dest / f.name)
+        except OSError as exc:
+            return CmdResult(1, "", f"cannot copy into {folder}: {exc.strerror or exc}")
+        return CmdResult(0)
+
+    def read_from(self, path: str, offset: int) -> bytes | None:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read(MAX_READ)
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        return None
+
+
+class OverSsh(SshRunner):
+    """A cluster's login node through one shared ssh connection (see `process.ssh`)."""
+
+    remote = True
+
+    def __init__(self, target: SshTarget | str, timeout: float | None = None) -> None:
+        super().__init__(target if isinstance(target, SshTarget) else SshTarget(target), timeout)
+        self.name = self.target.host
+
+    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult:
+        return super().__call__(argv, Path(cwd) if cwd else None)
+
+
+def host_for(ssh_host: str | None) -> Host:
+    """The host a job's tools run on: over ssh when the job names one, else here."""
+    return OverSsh(ssh_host) if ssh_host else Here()
+
+
+__all__ = ["CmdResult", "Here", "Host", "OverSsh", "host_for"]
