@@ -1,19 +1,23 @@
-"""The request's field table has two readers: the fast path a build takes and the pydantic twin
-that converts, refuses and gives the schema. They must agree on every input: the fast path
-may only take what the twin would keep unchanged, and anything else goes to the twin."""
+"""The request is one pydantic model: each field takes what its type and checks allow, and a
+request with several problems gets a line for each, in the request's field order."""
 
 from __future__ import annotations
 
-import dataclasses
-import subprocess
-import sys
+import json
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from click.testing import CliRunner
 
+from trtllm_script_builder.cli import main
+from trtllm_script_builder.cli.flags import field_specs
+from trtllm_script_builder.cli.schema import generate
+from trtllm_script_builder.errors import BuildError, BuildErrors
 from trtllm_script_builder.model import request as rq
+from trtllm_script_builder.model.registry import WORKFLOWS
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE: dict[str, Any] = {
@@ -25,101 +29,117 @@ BASE: dict[str, Any] = {
     "account": "tsb",
     "slurm_env_file": "/c/slurm_env.json",
 }
-# Every field gets each of these: right and wrong types, conversions pydantic would make
-# (which must go to the twin), values its checks refuse, and the edges of each check.
+# Every field gets each of these: right and wrong types, values a field's checks refuse, and
+# the edges of each check.
 VALUES: list[Any] = [
     None, True, False, 0, 1, 4, -1, 2**70, 4.0, 4.5, "4", "", "x", "a\x00b", "gpu", "gpu\n",
     " gpu", "02:00:00", "4:00:00", "2 hours", "UNLIMITED", "infinite", "1-2:3", "90", [], ["a"],
     {}, b"x", "local_docker", "remote_slurm", "pytest", "perf_sanity", "Model-1.x", "-bad",
     {"gpus_per_node": 8},
 ]  # fmt: skip
-ENV_CHECKS: list[Any] = [
-    {},
-    {"gpus_per_node": 8, "available_gpus": 0, "default_models_repo": "/m", "device_type": "H100"},
-    {"gpus_per_node": None},
-    {"gpus_per_node": 0},
-    {"gpus_per_node": True},
-    {"gpus_per_node": "8"},
-    {"gpus_per_node": 8.0},
-    {"available_gpus": -1},
-    {"device_type": "a\x00b"},  # the NUL check is the request's, not env_check's
-    {"device_type": 5},
-    {"surplus": 1},
-    [],
-    "{}",
-]
 
 
-def outcome(how: str, data: Any) -> Any:
-    """The plain request, or the error line a build would print."""
-    try:
-        if how == "twin":
-            return rq._from_twin(rq._twins()[1].model_validate(data))
-        return rq.Request.model_validate(data)
-    except ValidationError as exc:
-        return rq._first_error(exc).line()
+def load(data: dict[str, Any]) -> rq.Request:
+    return rq.load_request(data, Path("/base"), {})
 
 
-def agree(data: Any) -> bool:
-    """Both paths give the same; returns whether the fast path took it."""
-    expected = outcome("twin", data)
-    exact = rq._exact(data)
-    if exact is not None:
-        assert exact == expected, data
-    assert outcome("either", data) == expected, data
-    return exact is not None
+def refused(data: dict[str, Any]) -> list[str]:
+    """The error lines a build prints for `data`."""
+    with pytest.raises(BuildError) as caught:
+        load(data)
+    return caught.value.line().splitlines()
+
+
+def _kind(annotation: Any) -> type:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Literal, typing.Annotated):
+        return str
+    return _kind(args[0]) if args else annotation
 
 
 @pytest.mark.parametrize("field", list(rq.Request.model_fields))
-def test_each_field_agrees_on_every_kind_of_value(field: str) -> None:
-    taken = sum(agree({**BASE, field: v}) for v in VALUES)
-    assert taken, f"no value of {field} took the fast path"
+def test_each_field_takes_its_type_or_names_itself(field: str) -> None:
+    """Whatever a field is given, the request holds a value of the field's type, or the one
+    refusal line names that field."""
+    kind = _kind(rq.Request.model_fields[field].annotation)
+    taken = 0
+    for value in VALUES:
+        try:
+            got = getattr(load({**BASE, field: value}), field)
+        except BuildError as err:
+            lines = err.line().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"error: {field}"), (value, lines)
+            continue
+        taken += 1
+        default = rq.Request.model_fields[field].default
+        assert got is None and value is None or isinstance(got, kind) or got == default, value
+    assert taken, f"{field} took no value"
 
 
-@pytest.mark.parametrize("env_check", ENV_CHECKS, ids=repr)
-def test_env_check_agrees(env_check: Any) -> None:
-    agree({**BASE, "env_check": env_check})
-
-
-def test_whole_requests_agree() -> None:
-    without = {k: v for k, v in BASE.items() if k != "work_dir"}
-    cases: list[Any] = [
-        BASE,
-        {},
-        without,
-        {**without, "work_dir": None},  # null is "not given", so required and missing
-        {**BASE, "surplus": 1},
-        {**BASE, "test_comd": "typo", "time_limit": 5},
-        {**BASE, "required_devices": True, "partition": "bad name"},  # the first error wins
-        {**BASE, **dict.fromkeys(["node_count", "skip_install", "env_check"])},
-        {**BASE, "time_limit": 90, "skip_install": True, "persistent_mode": False},
-        [],
-        "request",
-        None,
+def test_one_problem_is_one_line_as_before() -> None:
+    assert refused({**BASE, "time_limit": "2 hours"}) == [
+        "error: time_limit: is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED) "
+        "(got '2 hours'); correct the value"
     ]
-    assert sum(agree(c) for c in cases) >= 3
+    assert refused({**BASE, "workflow_type": "4"}) == [
+        "error: workflow_type: Input should be 'pytest', 'eval', 'bench', 'custom' or "
+        "'perf_sanity' (got '4'); did you mean perf_sanity? (category 4 is perf_sanity's script)"
+    ]
+    with pytest.raises(BuildError) as caught:
+        load({**BASE, "node_count": 0})
+    assert not isinstance(caught.value, BuildErrors) and caught.value.field == "node_count"
 
 
-def test_the_fast_path_takes_a_typical_request_whole() -> None:
-    full = {**BASE, "required_devices": 4, "time_limit": "4:00:00", "model_name": "m-1"}
-    req = rq._exact({**full, "env_check": {"gpus_per_node": 8}, "mpi_plugin": None})
-    assert req is not None and req.required_devices == 4 and req.mpi_plugin is None
-    assert req.env_check == rq.EnvCheck(gpus_per_node=8)
-    minutes = rq._exact({**full, "time_limit": 240})
-    assert minutes == dataclasses.replace(req, time_limit="240", env_check=None)
+def test_every_problem_is_reported_at_once_in_field_order() -> None:
+    data = {
+        **BASE,
+        "test_comd": "typo",
+        "partition": "bad name",
+        "required_devices": True,
+        "work_dir": "~/w",
+        "model_name": "a\nb",
+        "remote_repo_path": "relative",
+        "env_check": {"gpus_per_node": "8"},
+    }
+    lines = refused(data)
+    fields = [line.split(":", 2)[1].strip() for line in lines]
+    assert fields == [
+        "work_dir",
+        "model_name",
+        "required_devices",
+        "partition",
+        "remote_repo_path",
+        "env_check.gpus_per_node",
+        "test_comd",
+    ]
+    assert lines[-1].endswith(
+        "did you mean test_cmd? trtllm-script-builder schema request lists every field"
+    )
+    # one line per field, even when a value breaks more than one of its checks
+    assert refused({**BASE, "wheel": "/a\nb"}) == [
+        "error: wheel: holds a newline, which no script or command line can carry "
+        "(got '/a\\nb'); correct the value"
+    ]
 
 
-@pytest.mark.parametrize("plain", [rq.Request, rq.EnvCheck])
-def test_the_twin_is_made_from_the_table(plain: Any) -> None:
-    twin = dict(zip(["EnvCheck", "Request"], rq._twins(), strict=True))[plain.__name__]
-    assert list(twin.model_fields) == list(plain.model_fields)
-    assert twin.__doc__ == plain.__doc__
-    for name, info in plain.model_fields.items():
-        theirs = twin.model_fields[name]
-        assert theirs.description == info.description, name
-        assert theirs.is_required() == info.is_required(), name
-        if not info.is_required():
-            assert theirs.default == info.default, name
+def test_missing_fields_are_each_named() -> None:
+    assert refused({}) == [
+        f"error: {name}: is required; add it to the request or pass --{name.replace('_', '-')}"
+        for name in ("execution_scenario", "work_dir", "repo_root")
+    ]
+
+
+def test_the_cli_prints_each_problem_and_writes_nothing(tmp_path: Path) -> None:
+    request = tmp_path / "req.json"
+    request.write_text(json.dumps({**BASE, "work_dir": str(tmp_path / "w"), "node_count": 0}))
+    r = CliRunner().invoke(main, ["build", str(request), "--time-limit", "soon"])
+    assert r.exit_code == 2
+    assert r.stderr.splitlines() == [
+        "error: node_count: Input should be greater than or equal to 1 (got 0); correct the value",
+        "error: time_limit: is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED) "
+        "(got 'soon'); correct the value",
+    ]
+    assert not (tmp_path / "w").exists()
 
 
 def test_model_copy_sets_values_on_a_copy() -> None:
@@ -130,17 +150,24 @@ def test_model_copy_sets_values_on_a_copy() -> None:
     assert other.workflow() == "pytest" and other.is_slurm and not other.is_remote
 
 
-def test_a_build_of_the_example_imports_no_pydantic() -> None:
-    code = (
-        "import sys\n"
-        "from trtllm_script_builder.cli import main\n"
-        "try:\n"
-        f"    main(['build', {str(ROOT / 'examples/requests/pytest_local_slurm.yaml')!r},"
-        " '--dry-run'])\n"
-        "except SystemExit as exc:\n"
-        "    assert not exc.code, exc.code\n"
-        "assert not [m for m in sys.modules if m.startswith('pydantic')], 'pydantic imported'\n"
-    )
-    subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, stdin=subprocess.DEVNULL
-    )
+@pytest.fixture
+def registered() -> Iterator[None]:
+    """The built-in workflows registered, and one more that only this test knows."""
+    names = [*rq.BUILT_IN_WORKFLOWS, "serve"]
+    for name in names:
+        WORKFLOWS.register(name, object())
+    yield
+    for name in names:
+        WORKFLOWS.unregister(name)
+
+
+def test_workflow_type_is_a_registered_workflow(registered: None) -> None:
+    assert load({**BASE, "workflow_type": "serve"}).workflow() == "serve"
+    schema = generate("request")["properties"]["workflow_type"]
+    assert schema["anyOf"][0]["enum"] == [*rq.BUILT_IN_WORKFLOWS, "serve"]
+    assert refused({**BASE, "workflow_type": "serv"}) == [
+        "error: workflow_type: Input should be 'pytest', 'eval', 'bench', 'custom', "
+        "'perf_sanity' or 'serve' (got 'serv'); did you mean serve?"
+    ]
+    flag = dict((decls[0], attrs) for decls, attrs in field_specs())["--workflow-type"]
+    assert tuple(flag["type"].choices) == (*rq.BUILT_IN_WORKFLOWS, "serve")

@@ -1,101 +1,90 @@
-"""slurm_env.json's plain classes (what a build reads) and their pydantic twins (errors,
-conversions, schema) stay in step: the fast path takes a file only as the twins would."""
+"""slurm_env.json is read by one pydantic model: what it converts, what it refuses and the
+keys a newer probe adds, which it keeps."""
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import slurm_env as se
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BASE = json.loads((EXAMPLES / "slurm_env.json").read_text())
 
 
-def via_twin(data: Any) -> se.SlurmEnv:
-    return se._from_model(se._models()[2].model_validate(data))
+def edited(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    data = copy.deepcopy(BASE)
+    at: Any = data
+    for key in path[:-1]:
+        at = at[key]
+    at[path[-1]] = value
+    return data
 
 
-@pytest.mark.parametrize("plain", [se.Partition, se.Pmix, se.SlurmEnv])
-def test_fields_defaults_and_order_match_the_pydantic_twin(plain: type) -> None:
-    twin = dict(zip(["Partition", "Pmix", "SlurmEnv"], se._models(), strict=True))[plain.__name__]
-    mine = dataclasses.fields(plain)
-    assert [f.name for f in mine] == list(twin.model_fields)
-    for f in mine:
-        theirs = twin.model_fields[f.name]
-        assert theirs.is_required() == (
-            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        )
-        if f.default is not dataclasses.MISSING:
-            assert theirs.default == f.default, f.name
+# (where, value given, what the model holds there afterwards)
+TAKEN = [
+    (("partitions", 0, "gpus_per_node"), "8", 8),
+    (("partitions", 0, "gpus_per_node"), True, 1),
+    (("partitions", 0, "gpus_per_node"), 8.0, 8),
+    (("partitions", 0, "requires_gres"), 1, True),
+    (("partitions", 0, "requires_gres"), "yes", True),
+    (("partitions", 0, "state"), None, None),
+    (("accounts",), ("a",), ["a"]),
+    (("pmix",), {"available": ["pmix"]}, se.Pmix(available=["pmix"])),
+    (("mounts",), ["/a:/a"], ["/a:/a"]),
+    (("mfa_style",), "true", True),
+    (("user",), None, None),
+]
+# (where, value given, the location pydantic names)
+REFUSED = [
+    (("partitions", 0, "name"), 3, ("partitions", 0, "name")),
+    (("accounts",), ["a", 1], ("accounts", 1)),
+    (("pmix",), {"available": "pmix"}, ("pmix", "available")),
+    (("pmix",), None, ("pmix",)),
+    (("user",), 5, ("user",)),
+    (("partitions",), [{"state": "up"}], ("partitions", 0, "name")),
+    (("partitions",), None, ("partitions",)),
+]
 
 
-def variants() -> list[Any]:
-    out: list[Any] = [BASE, json.loads((EXAMPLES / "slurm_env_remote.json").read_text()), {}]
-    edits = [
-        ("partitions", 0, "gpus_per_node", "8"),
-        ("partitions", 0, "gpus_per_node", True),
-        ("partitions", 0, "gpus_per_node", 8.0),
-        ("partitions", 0, "requires_gres", 1),
-        ("partitions", 0, "requires_gres", "yes"),
-        ("partitions", 0, "name", 3),
-        ("partitions", 0, "surplus", {"any": "thing"}),
-        ("partitions", 0, "state", None),
-    ]
-    for top, i, key, value in edits:
-        d = copy.deepcopy(BASE)
-        d[top][i][key] = value
-        out.append(d)
-    for key, value in [
-        ("accounts", ["a", 1]),
-        ("accounts", ("a",)),
-        ("pmix", {"available": "pmix"}),
-        ("pmix", None),
-        ("mounts", None),
-        ("mounts", ["/a:/a"]),
-        ("mfa_style", "true"),
-        ("user", None),
-        ("user", 5),
-        ("partitions", [{"state": "up"}]),
-        ("partitions", None),
-        ("newer_probe_key", [1, 2]),
-    ]:
-        d = copy.deepcopy(BASE)
-        d[key] = value
-        out.append(d)
-    return out
+@pytest.mark.parametrize("path,value,held", TAKEN, ids=repr)
+def test_values_are_converted_to_the_field_types(path: Any, value: Any, held: Any) -> None:
+    env: Any = se.SlurmEnv.model_validate(edited(path, value))
+    for key in path:
+        env = env[key] if isinstance(key, int) else getattr(env, key)
+    assert env == held
 
 
-@pytest.mark.parametrize("data", variants())
-def test_fast_path_agrees_with_the_twins(data: Any) -> None:
-    try:
-        expected: se.SlurmEnv | str = via_twin(data)
-    except ValidationError as exc:
-        expected = str(exc)
-    exact = se._exact(data)
-    if exact is not None:
-        assert exact == expected
-    try:
-        got: se.SlurmEnv | str = se.SlurmEnv.model_validate(data)
-    except ValidationError as exc:
-        got = str(exc)
-    assert got == expected
+@pytest.mark.parametrize("path,value,loc", REFUSED, ids=repr)
+def test_wrong_values_are_refused_where_they_are(path: Any, value: Any, loc: Any) -> None:
+    with pytest.raises(ValidationError) as caught:
+        se.SlurmEnv.model_validate(edited(path, value))
+    assert caught.value.errors()[0]["loc"] == loc
 
 
-def test_example_is_taken_by_the_fast_path() -> None:
-    assert se._exact(BASE) is not None
-    code = (
-        "import sys\n"
-        "from trtllm_script_builder.model.slurm_env import load_slurm_env\n"
-        f"load_slurm_env({str(EXAMPLES / 'slurm_env.json')!r})\n"
-        "assert 'pydantic.main' not in sys.modules, 'pydantic.main imported'\n"
+def test_keys_of_a_newer_probe_are_kept() -> None:
+    env = se.SlurmEnv.model_validate(
+        {**edited(("partitions", 0, "surplus"), {"any": "thing"}), "newer_probe_key": [1, 2]}
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    assert env.model_extra == {"newer_probe_key": [1, 2]}
+    assert env.partitions[0].model_extra == {"surplus": {"any": "thing"}}
+
+
+def test_examples_load_and_a_bad_file_names_the_key(tmp_path: Path) -> None:
+    for name in ("slurm_env.json", "slurm_env_remote.json"):
+        env, raw = se.load_slurm_env(EXAMPLES / name)
+        assert env.model_dump(exclude_unset=True) == raw
+    bad = tmp_path / "slurm_env.json"
+    bad.write_text(json.dumps(edited(("accounts",), ["a", 1])))
+    with pytest.raises(BuildError) as caught:
+        se.load_slurm_env(bad)
+    assert caught.value.line() == (
+        f"error: slurm_env_file: {bad}: accounts.1: Input should be a valid string; "
+        "probe the cluster first (trtllm-script-builder probe --output slurm_env.json)"
+    )

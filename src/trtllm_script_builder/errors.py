@@ -29,6 +29,23 @@ class BuildError(Exception):
         return f"error: {_one_line(self.field)}: {problem}; {_one_line(self.fix)}"
 
 
+class BuildErrors(BuildError):
+    """Every problem of one request at once: a line each, in the request's field order."""
+
+    def __init__(self, errors: list[BuildError]) -> None:
+        self.errors = errors
+        first = errors[0]
+        super().__init__(first.field, first.problem, first.fix)
+
+    def line(self) -> str:
+        return "\n".join(e.line() for e in self.errors)
+
+
+def refusal(errors: list[BuildError]) -> BuildError:
+    """One error as itself, more as one BuildErrors (the caller has at least one)."""
+    return errors[0] if len(errors) == 1 else BuildErrors(errors)
+
+
 _LONGEST = 1000
 # Control characters, line separators, lone surrogates, and the bidirectional and zero-width
 # format characters, as values.printable escapes them (decision 75).

@@ -1,14 +1,14 @@
 """Every request field as a command-line flag, shared by build, build-many and run.
 
 The flags are generated from the Request model: its field names give the spellings
-(`work_dir` -> `--work-dir`), its types the click types and completion (Literal -> choices,
-host paths -> files, int, bool -> `--x/--no-x`) and its descriptions the --help text, so a new
-field is a flag, completes and is documented the day it is added to the model.
+(`work_dir` -> `--work-dir`), its types the click types and completion (Literal, or a type
+whose metadata lists choices -> choices, host paths -> files, int, bool -> `--x/--no-x`) and
+its descriptions the --help text, so a new field is a flag, completes and is documented the
+day it is added to the model.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import types
 import typing
 from typing import Any
@@ -31,28 +31,42 @@ def _unwrap_optional(annotation: Any) -> Any:
     return annotation
 
 
+def choices(kind: Any) -> tuple[str, ...] | None:
+    """The values a field type allows: a Literal's, or those its metadata lists (the
+    registered workflows, asked when the flags are made); None when any value of it goes."""
+    if typing.get_origin(kind) is typing.Literal:
+        return typing.get_args(kind)
+    for meta in getattr(kind, "__metadata__", ()):
+        if hasattr(meta, "choices"):
+            return tuple(meta.choices())
+    return None
+
+
 def field_specs() -> list[Spec]:
     """The flag of every request field, in the model's order."""
+    from pydantic import BaseModel
+
     from trtllm_script_builder.model.request import PATH_FIELDS, Request
 
     specs: list[Spec] = []
     for name, info in Request.model_fields.items():
         flag = flag_name(name)
         kind = _unwrap_optional(info.annotation)
+        allowed = choices(kind)
         # Flags default to None, not to the field's default: an absent flag must leave the
         # request file's value alone.
         attrs: dict[str, Any] = {"default": None, "help": info.description}
         decls = [flag, name]
-        if kind is bool:
+        if allowed is not None:
+            attrs["type"] = click.Choice(allowed)
+        elif kind is bool:
             decls = [f"{flag}/--no-{flag[2:]}", name]
         elif kind is int:
             attrs["type"] = int
-        elif typing.get_origin(kind) is typing.Literal:
-            attrs["type"] = click.Choice(typing.get_args(kind))
         elif kind is str:
             if name in PATH_FIELDS:
                 attrs["type"] = click.Path()
-        elif dataclasses.is_dataclass(kind):
+        elif isinstance(kind, type) and issubclass(kind, BaseModel):
             attrs["metavar"] = "JSON"  # parse_flag_values reads it as a JSON object
         else:  # pragma: no cover - a new kind of field needs its own flag type here
             raise TypeError(f"request field {name} has a type no flag is made for: {kind!r}")

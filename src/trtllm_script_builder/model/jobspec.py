@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 SCHEMA_VERSION = 1
 # The script header's and the report's name for each value of job_spec's category.
@@ -21,17 +19,15 @@ CATEGORY_TITLES = {
     6: "trtllm-bench Slurm script",
 }
 
-# A build only writes job_spec.json, so the classes it fills are plain dataclasses: building
-# pydantic models costs a process more than the rest of a build. Reading a job_spec.json
-# (submit, watch, tests) and its JSON Schema go through the pydantic twins in `_models`, built
-# on first use from these classes (model/twin.py); tests/test_jobspec_model.py checks them.
+
+# Each model's validator is built on first use (defer_build): a command pays for the models it
+# reads or fills, not for every model it imports.
 
 
-@dataclass(kw_only=True, frozen=True)
-class SlurmParams:
-    """The allocation, as #SBATCH lines and job_spec's slurm_params carry it; also what
-    resolve decides (a frozen value, shared by the resolved job and its job spec)."""
-
+# The allocation, as #SBATCH lines and job_spec's slurm_params carry it; also what resolve
+# decides (a frozen value, shared by the resolved job and its job spec). A comment, not a
+# docstring: the schema of job_spec.json has no text for it.
+class SlurmParams(BaseModel):
     partition: str
     account: str
     time_limit: str
@@ -42,16 +38,17 @@ class SlurmParams:
     gres: str | None
     mpi_plugin: str
 
-    model_fields: ClassVar[dict[str, Any]]
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
-@dataclass(kw_only=True)
-class JobSpec:
+class JobSpec(BaseModel):
     """What a build tells the executors: the script, how to read its log, and its sizing."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     schema_version: int = SCHEMA_VERSION
     workflow_type: str
-    category: int
+    category: int = Field(ge=1, le=6)
     model_name: str
     execution_scenario: str
     container_image: str
@@ -69,12 +66,12 @@ class JobSpec:
     docker_cmd: str | None = None
     success_patterns: list[str]
     failure_patterns: list[str]
-    extra_files: list[str] = field(default_factory=list)
+    extra_files: list[str] = Field(default_factory=list)
     required_devices: int
     node_count: int
     slurm_params: SlurmParams | None = None
     # Embedded as probed, not re-validated or copied: a batch shares one object across jobs.
-    slurm_env: dict[str, Any] | None = None
+    slurm_env: Annotated[dict[str, Any] | None, SkipValidation()] = None
     work_dir: str
     repo_root: str
     llm_models_root: str | None = None
@@ -89,14 +86,7 @@ class JobSpec:
     # {kind, key, script_name, script_path, log_file_pattern, error_file_pattern, output,
     # [remote_script_path]}; the test job waits for them (sbatch --dependency=afterok).
     prerequisites: list[dict[str, str]] | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    # Field name -> dataclass field, in order: the names pydantic's `model_fields` gives.
-    model_fields: ClassVar[dict[str, Any]]
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.category <= 6:
-            raise ValueError(f"category {self.category} is not 1 to 6")
+    warnings: list[str] = Field(default_factory=list)
 
     def to_json(self) -> str:
         # Absent top-level fields are left out (remote-only, persistent-only, Docker-only);
@@ -109,54 +99,9 @@ class JobSpec:
             if value is None:
                 continue
             if k == "slurm_params":
-                value = vars(value)
+                value = value.model_dump()
             body.append(f'  "{k}": {_dumps(value)}')
         return "{\n" + ",\n".join(body) + "\n}\n"
-
-    @classmethod
-    def model_validate(cls, data: Any) -> JobSpec:
-        return _from_model(_models()[1].model_validate(data))
-
-    @classmethod
-    def model_validate_json(cls, text: str | bytes) -> JobSpec:
-        return _from_model(_models()[1].model_validate_json(text))
-
-    @classmethod
-    def model_json_schema(cls, mode: Any = "validation") -> dict[str, Any]:
-        schema: dict[str, Any] = _models()[1].model_json_schema(mode=mode)
-        return schema
-
-
-SlurmParams.model_fields = {f.name: f for f in fields(SlurmParams)}
-JobSpec.model_fields = {f.name: f for f in fields(JobSpec)}
-
-
-def _from_model(m: BaseModel) -> JobSpec:
-    data = {k: getattr(m, k) for k in JobSpec.model_fields}
-    if data["slurm_params"] is not None:
-        data["slurm_params"] = SlurmParams(**vars(data["slurm_params"]))
-    return JobSpec(**data)
-
-
-@lru_cache(maxsize=1)
-def _models() -> tuple[type[BaseModel], type[BaseModel]]:
-    """The pydantic twins of SlurmParams and JobSpec: validation on reading, the JSON Schema."""
-    from typing import Annotated
-
-    from pydantic import SkipValidation
-
-    from trtllm_script_builder.model.twin import pydantic_twin
-
-    slurm = pydantic_twin(SlurmParams, extra="forbid")
-    spec = pydantic_twin(
-        JobSpec,
-        extra="forbid",
-        swap={SlurmParams | None: slurm | None},
-        # Embedded as probed: a batch shares one object across jobs, never copied.
-        annotations={"slurm_env": Annotated[dict[str, Any] | None, SkipValidation()]},
-        constraints={"category": {"ge": 1, "le": 6}},
-    )
-    return slurm, spec
 
 
 _last_env: tuple[Any, str] | None = None

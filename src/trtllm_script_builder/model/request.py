@@ -1,25 +1,73 @@
-"""The build request: the fields a TensorRT-LLM job is described by, loaded and validated."""
+"""The build request: the fields a TensorRT-LLM job is described by, loaded and validated.
 
-import copy
+The models below are the one definition of a request: their fields give the flags, `--help`,
+completion and the JSON Schema, and pydantic checks a request with them, reporting every
+problem at once. Pydantic builds a model's validator on first use (defer_build), so a command
+pays only for the models it reads.
+"""
+
 import os
 import re
 import sys
-import typing
-from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, Literal
 
-from trtllm_script_builder.errors import BuildError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from trtllm_script_builder.errors import BuildError, refusal
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
+from trtllm_script_builder.model.registry import WORKFLOWS
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel, ValidationError
-
-Workflow = Literal["pytest", "eval", "bench", "custom", "perf_sanity"]
 Scenario = Literal["local_docker", "local_slurm", "remote_slurm"]
+# The workflows shipped with the tool, in the schema's order.
+BUILT_IN_WORKFLOWS = ("pytest", "eval", "bench", "custom", "perf_sanity")
+
+
+def workflow_names() -> tuple[str, ...]:
+    """The names workflow_type may take: the registry's, once the workflows are registered."""
+    return WORKFLOWS.names() or BUILT_IN_WORKFLOWS
+
+
+def _allowed(names: tuple[str, ...]) -> str:
+    """A list of names as pydantic words a Literal's: 'a', 'b' or 'c'."""
+    quoted = [f"'{n}'" for n in names]
+    return " or ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else quoted[0]
+
+
+def check_workflow(v: Any) -> str:
+    """A registered workflow's name, refused as a Literal would refuse it."""
+    values.plain_text(v)  # first, as on every field
+    names = workflow_names()
+    if isinstance(v, str) and v in names:
+        return v
+    expected = _allowed(names)
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+
+class _WorkflowSchema:
+    """The schema of workflow_type: an enum of the workflows registered when it is asked for."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        return {"enum": list(workflow_names()), "type": "string"}
+
+    @classmethod
+    def choices(cls) -> tuple[str, ...]:
+        """The flag's choices and completion (cli/flags.py)."""
+        return workflow_names()
+
+
+WorkflowName = Annotated[str, _WorkflowSchema]
 
 # Fields that name host paths; relative values are taken from the request file's folder.
 PATH_FIELDS = (
@@ -38,17 +86,7 @@ REMOTE_PATH_FIELDS = ("remote_repo_path", "remote_work_dir", "llm_models_root")
 # Patterns, compiled by `re` on first use: most builds check one time limit and one or two names.
 _TIME = r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})"
 
-# A build validates one request per process, and building a pydantic model costs more than
-# the rest of the build (decision 51). So the dataclasses below are the one table of the
-# fields (name, type, default, description, checks): a request whose every value already has
-# its field's exact type and passes the checks is taken as is, and anything else goes through
-# a pydantic twin made from the same table on first use, which gives the conversions, the
-# error messages and the JSON Schema. tests/test_request_model.py keeps the two paths in step.
-
-Check = Callable[[Any], Any]
-
-
-# The checks, shared by both paths: a ValueError's text becomes the error line's problem.
+# The checks: a ValueError's text becomes the error line's problem.
 # What a value may hold at all is model/values.py's (decision 69).
 no_nul = values.plain_text
 
@@ -110,263 +148,218 @@ def check_plain_path(v: str | None) -> str | None:
     return v
 
 
-@dataclass(frozen=True)
-class FieldInfo:
-    """One row of a field table; named and shaped like pydantic's, which the flags read."""
-
-    name: str
-    annotation: Any
-    default: Any  # MISSING: required
-    description: str
-    ge: int | None = None
-    before: tuple[Check, ...] = ()  # on the value as given, in order
-    after: tuple[Check, ...] = ()  # on the value of the field's type, in order
-
-    def is_required(self) -> bool:
-        return self.default is MISSING
+class _Strict(BaseModel):
+    # Strict (decision 91): a value in the type the schema names, as the schema says.
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
-def _field(
-    *,
-    description: str,
-    default: Any = MISSING,
-    ge: int | None = None,
-    before: tuple[Check, ...] = (),
-    after: tuple[Check, ...] = (),
-) -> Any:
-    meta = {"description": description, "ge": ge, "before": before, "after": after}
-    return field(default=default, metadata=meta)
-
-
-def _table(cls: type) -> dict[str, FieldInfo]:
-    return {f.name: FieldInfo(f.name, f.type, f.default, **f.metadata) for f in fields(cls)}
-
-
-@dataclass(kw_only=True)
-class EnvCheck:
+class EnvCheck(_Strict):
     """What the environment check found on the local machine (forwarded by the orchestrator)."""
 
-    model_fields: ClassVar[dict[str, FieldInfo]]
-    every_field: ClassVar[tuple[Check, ...]] = ()  # checks run on each value before its own
-
-    default_models_repo: str | None = _field(
+    default_models_repo: str | None = Field(
         default=None,
         description="Host folder of the LLM models on this machine, mounted at llm_models_root "
         "when the request names no checkpoint_path or models_path.",
     )
-    gpus_per_node: int | None = _field(
+    gpus_per_node: int | None = Field(
         default=None, ge=1, description="GPUs in this machine, the node size of a local_docker job."
     )
-    available_gpus: int | None = _field(
+    available_gpus: int | None = Field(
         default=None,
         ge=0,
         description="GPUs free for the job on this machine; a local_docker job needing more is refused.",
     )
-    device_type: str | None = _field(
+    device_type: str | None = Field(
         default=None, description="GPU type the check saw, e.g. H100 or GB200 (informational)."
     )
 
 
-@dataclass(kw_only=True)
-class Request:
+class Request(_Strict):
     """A build request. Each description is also the field's --help line and its JSON Schema
     text, so it says what the field is, its format and its default in one sentence."""
 
-    model_fields: ClassVar[dict[str, FieldInfo]]
-    every_field: ClassVar[tuple[Check, ...]] = (no_nul,)
-
-    workflow_type: Workflow | None = _field(
+    workflow_type: WorkflowName | None = Field(
         default=None,
         description="Kind of job: pytest, eval (trtllm-eval), bench (trtllm-bench), custom or "
         "perf_sanity; default: inferred from the command given (custom_cmd or custom_script, "
         "bench_cmd, eval_cmd, perf_config_yaml without test_cmd, else pytest).",
     )
-    execution_scenario: Scenario = _field(
+    execution_scenario: Scenario = Field(
         description="Where the job runs: local_docker (a container on this machine), local_slurm "
         "(sbatch on the cluster you are logged in to) or remote_slurm (sbatch on a cluster "
         "reached over ssh); required.",
     )
-    work_dir: str = _field(
+    work_dir: str = Field(
         description="Host folder the script, job_spec.json and logs are written to; required "
         "(a relative path is taken from the request file's folder, or for a flag from the "
         "current directory).",
     )
-    repo_root: str = _field(
+    repo_root: str = Field(
         description="Host path of the local TensorRT-LLM checkout: its tests size the job, its "
         "jenkins/current_image_tags.properties names the image and it is mounted as the "
         "project; required.",
     )
-    skill_dir: str | None = _field(
+    skill_dir: str | None = Field(
         default=None,
         description="Folder of the agent skill that made the request; accepted and ignored.",
     )
-    test_cmd: str | None = _field(
+    test_cmd: str | None = Field(
         default=None,
         description="pytest command or test id relative to tests/integration/defs (e.g. "
         "accuracy/test_x.py::TestX::test_y[tp4]) for a pytest or perf_sanity job; a pasted "
         "test-list suffix ` TIMEOUT (N)` (minutes) becomes pytest's --timeout; default none.",
     )
-    eval_cmd: str | None = _field(
+    eval_cmd: str | None = Field(
         default=None,
         description="trtllm-eval command line of an eval job, whose --tp_size and --pp_size "
         "give its GPU count; default none.",
     )
-    bench_cmd: str | None = _field(
+    bench_cmd: str | None = Field(
         default=None,
         description="trtllm-bench command line of a bench job, optionally after a dataset step "
         "joined with &&; default none.",
     )
-    custom_cmd: str | None = _field(
+    custom_cmd: str | None = Field(
         default=None,
         description="Shell command line a custom job runs inside the container; default none.",
     )
-    custom_script: str | None = _field(
+    custom_script: str | None = Field(
         default=None,
         description="Host path of a script a custom job runs inside the container instead of "
         "custom_cmd; default none.",
     )
-    custom_env: str | None = _field(
+    custom_env: str | None = Field(
         default=None,
         description="Environment of a custom job as KEY=VALUE shell words separated by spaces "
         "(quote a value with spaces; values are passed literally); default none.",
     )
-    perf_config_yaml: str | None = _field(
+    perf_config_yaml: str | None = Field(
         default=None,
         description="Host path of the perf-sanity config YAML the repo's submit.py sizes and "
         "runs; default none.",
     )
-    perf_test_name: str | None = _field(
+    perf_test_name: str | None = Field(
         default=None,
         description="Name of the server config (server_configs[].name) to run from an "
         "aggregated perf-sanity config; default none.",
     )
-    model_name: str | None = _field(
-        after=(check_model_name,),
+    model_name: str | None = Field(
         default=None,
         description="Name given to the script, log and container (letters, digits and . _ -); "
         "default: derived from the test, the command's model path or the script.",
     )
-    required_devices: int | None = _field(
-        before=(no_bool,),
+    required_devices: int | None = Field(
         default=None,
         ge=1,
         description="Total GPUs of the job (a whole number, at least 1) when the command does "
         "not say; default: the test's skip_less_device marker or tp x pp, else 1.",
     )
-    node_count: int | None = _field(
-        before=(no_bool,),
+    node_count: int | None = Field(
         default=None,
         ge=1,
         description="Nodes the user asked for (at least 1; pytest, eval and custom jobs run on "
         "one); default: as many as the GPU count needs at gpus_per_node.",
     )
-    partition: str | None = _field(
-        after=(check_slurm_name,),
+    partition: str | None = Field(
         default=None,
         description="Slurm partition to submit to, one of slurm_env.json's partitions (letters, "
         "digits and . _ + -); required for local_slurm and remote_slurm.",
     )
-    account: str | None = _field(
-        after=(check_slurm_name,),
+    account: str | None = Field(
         default=None,
         description="Slurm account the job is charged to, one of slurm_env.json's accounts "
         "(letters, digits and . _ + -); required for local_slurm and remote_slurm.",
     )
-    slurm_env_file: str | None = _field(
+    slurm_env_file: str | None = Field(
         default=None,
         description="Path of the slurm_env.json that `trtllm-script-builder probe` wrote for the "
         "cluster; required for local_slurm and remote_slurm.",
     )
-    time_limit: str = _field(
-        before=(minutes,),
-        after=(check_time,),
+    time_limit: str = Field(
         default="02:00:00",
         description="Slurm time limit of the job as sbatch --time takes it (minutes, HH:MM:SS, "
         "D-HH:MM:SS or UNLIMITED); default 02:00:00.",
     )
-    llm_models_root: str | None = _field(
+    llm_models_root: str | None = Field(
         default=None,
         description="Absolute path of the models folder inside the container (LLM_MODELS_ROOT); "
         "default: the site config's default_llm_models_root, else asked on a terminal.",
     )
-    checkpoint_path: str | None = _field(
+    checkpoint_path: str | None = Field(
         default=None,
         description="Host path of a model checkpoint whose parent folder is mounted at "
         "llm_models_root (wins over models_path); default none.",
     )
-    models_path: str | None = _field(
+    models_path: str | None = Field(
         default=None,
         description="Host folder holding the models, mounted at llm_models_root; default: "
         "slurm_env.json's mounts, env_check's default_models_repo or the site config's "
         "default_models_repo_host, else asked on a terminal.",
     )
-    device_type: str | None = _field(
+    device_type: str | None = Field(
         default=None,
         description="GPU type asked for, e.g. H100 or GB200; a Grace part (GB..., GH...) picks "
         "the aarch64 image when the partition does not report its CPU architecture; default "
         "none.",
     )
-    persistent_mode: bool | None = _field(
+    persistent_mode: bool | None = Field(
         default=None,
         description="local_slurm only: whether job_spec.json carries the container name and "
         "mounts that `submit --persistent` needs to run the job in a held allocation; default "
         "true.",
     )
     # Extras the orchestrator forwards.
-    container_image: str | None = _field(
+    container_image: str | None = Field(
         default=None,
         description="Container image to run in (registry/path:tag or a .sqsh path); default: "
         "the repo's jenkins/current_image_tags.properties entry for the partition's CPU "
         "architecture.",
     )
-    remote_repo_path: str | None = _field(
+    remote_repo_path: str | None = Field(
         default=None,
         description="remote_slurm: absolute path of the TensorRT-LLM clone on the cluster; "
         "default: the site config's default_user_root_dir joined with repo_root's folder name.",
     )
-    remote_work_dir: str | None = _field(
+    remote_work_dir: str | None = Field(
         default=None,
         description="remote_slurm: absolute path on the cluster that receives the job's files "
         "and logs; default <remote_repo_path>/work_dirs/<work_dir's folder name>.",
     )
-    job_spec_file: str | None = _field(
+    job_spec_file: str | None = Field(
         default=None,
         description="Path of an earlier job_spec.json whose container_image, llm_models_root, "
         "remote_repo_path and remote_work_dir fill in those this request leaves out; default "
         "none.",
     )
-    env_check: EnvCheck | None = _field(
+    env_check: EnvCheck | None = Field(
         default=None,
         description="What the environment check found on this machine, a JSON object with "
         "default_models_repo, gpus_per_node, available_gpus and device_type, used by "
         "local_docker jobs; default none.",
     )
-    skip_install: bool = _field(
+    skip_install: bool = Field(
         default=False,
         description="Leave out the job's `pip install -e .` of the project (when the image "
         "already holds this TensorRT-LLM build); default false.",
     )
-    mpi_plugin: str | None = _field(
-        after=(check_slurm_name,),
+    mpi_plugin: str | None = Field(
         default=None,
         description="srun --mpi plugin (letters, digits and . _ + -); default: slurm_env.json's "
         "preferred PMIx plugin, else pmix.",
     )
-    gpus_per_node: int | None = _field(
-        before=(no_bool,),
+    gpus_per_node: int | None = Field(
         default=None,
         ge=1,
         description="GPUs per node (at least 1), used only when neither the partition nor "
         "env_check reports a GPU count; default none.",
     )
-    wheel: str | None = _field(
+    wheel: str | None = Field(
         default=None,
         description="Host path of a TensorRT-LLM wheel (.whl) the install step installs with "
         "pip --no-deps --force-reinstall instead of `pip install -e .` of the checkout, as "
         "TensorRT-LLM's CI does; default none.",
     )
-    test_timeout: int | None = _field(
-        before=(no_bool,),
+    test_timeout: int | None = Field(
         default=None,
         ge=1,
         description="Seconds each pytest test may run before pytest-timeout stops it, added as "
@@ -374,44 +367,41 @@ class Request:
     )
 
     # Building the checkout's wheel before the test job (decisions 64-66).
-    compile: bool = _field(
+    compile: bool = Field(
         default=False,
         description="Slurm only: build a wheel from repo_root's checkout in a compile job "
         "(compile.slurm, scripts/build_wheel.py in the image) that runs before the test job, "
         "which then installs that wheel instead of `pip install -e .`; default false.",
     )
-    cuda_arch: str | None = _field(
-        after=(check_cuda_arch,),
+    cuda_arch: str | None = Field(
         default=None,
         description="compile: CUDA architectures for build_wheel.py --cuda_architectures, e.g. "
         "90-real or 90-real;100-real; default: from device_type (B200, GB200 100-real; B300, "
         "GB300 103-real; H100, H200, H800, H20, GH200 90-real; L40S, L40, L20, L4 89-real; "
         "A100, A800, A30 80-real; A10, A10G, A40 86-real; RTX PRO 6000 120-real).",
     )
-    use_ccache: bool = _field(
+    use_ccache: bool = Field(
         default=False,
         description="compile: pass --use_ccache to build_wheel.py (ccache keeps its cache in "
         "the home folder, which the job mounts); default false.",
     )
-    benchmarks: bool = _field(
+    benchmarks: bool = Field(
         default=False,
         description="compile: pass --benchmarks to build_wheel.py (the C++ runtime benchmarks; "
         "refused when the checkout's build_wheel.py has no such option); default false.",
     )
-    nvtx: bool = _field(
+    nvtx: bool = Field(
         default=True,
         description="compile: pass --nvtx to build_wheel.py (NVTX ranges for profiling), as the "
         "TensorRT-LLM agent skills' builds do; default true.",
     )
-    wheel_dir: str | None = _field(
-        after=(check_plain_path,),
+    wheel_dir: str | None = Field(
         default=None,
         description="compile: absolute folder (on the cluster) the compile job writes the wheel "
         "into and the test job installs it from; default <work_dir>/wheel "
         "(<remote_work_dir>/wheel on remote_slurm).",
     )
-    sqsh_cache_dir: str | None = _field(
-        after=(check_plain_path,),
+    sqsh_cache_dir: str | None = Field(
         default=None,
         description="Slurm only: absolute folder (on the cluster) of imported images; when set, "
         "an import job runs `enroot import` once per image into <folder>/<image name>.sqsh "
@@ -419,7 +409,27 @@ class Request:
         "image itself).",
     )
 
-    def workflow(self) -> Workflow:
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        # JSON null or an empty YAML value means "not given": the field's default applies.
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+    _no_nul = field_validator("*", mode="before")(no_nul)
+    _workflow = field_validator(
+        "workflow_type", mode="plain", json_schema_input_type=WorkflowName | None
+    )(check_workflow)
+    _whole = field_validator(
+        "required_devices", "node_count", "gpus_per_node", "test_timeout", mode="before"
+    )(no_bool)
+    _minutes = field_validator("time_limit", mode="before")(minutes)
+    _time = field_validator("time_limit")(check_time)
+    _model_name = field_validator("model_name")(check_model_name)
+    _slurm_names = field_validator("partition", "account", "mpi_plugin")(check_slurm_name)
+    _cuda_arch = field_validator("cuda_arch")(check_cuda_arch)
+    _plain_paths = field_validator("wheel_dir", "sqsh_cache_dir")(check_plain_path)
+
+    def workflow(self) -> str:
         """The given workflow, else the one inferred from which command is present."""
         if self.workflow_type:
             return self.workflow_type
@@ -441,127 +451,9 @@ class Request:
     def is_remote(self) -> bool:
         return self.execution_scenario == "remote_slurm"
 
-    def model_copy(self, *, update: dict[str, Any] | None = None) -> "Request":
-        """A shallow copy with `update` set unchecked, as pydantic's model_copy: a batch sets
-        values it has checked already on a validated base."""
-        new = copy.copy(self)
-        new.__dict__.update(update or {})
-        return new
 
-    @classmethod
-    def model_validate(cls, data: Any) -> "Request":
-        """The request `data` describes; pydantic's ValidationError when it is not one."""
-        exact = _exact(data)
-        return exact if exact is not None else _from_twin(_twins()[1].model_validate(data))
-
-    @classmethod
-    def model_json_schema(cls, mode: Any = "validation") -> dict[str, Any]:
-        schema: dict[str, Any] = _twins()[1].model_json_schema(mode=mode)
-        return schema
-
-
-EnvCheck.model_fields = _table(EnvCheck)
-Request.model_fields = _table(Request)
-
-
-def _take(cls: Any, data: Any, nested: dict[str, Callable[[Any], Any]]) -> Any:
-    """`cls` made from `data` when pydantic would take every value unchanged after the shared
-    checks; else None (pydantic then decides, and names what is wrong)."""
-    if type(data) is not dict:
-        return None
-    table: dict[str, FieldInfo] = cls.model_fields
-    values: dict[str, Any] = {}
-    for name, value in data.items():
-        info = table.get(name)
-        if info is None:
-            return None
-        if value is None and info.default is None:
-            values[name] = value
-            continue
-        try:
-            for check in cls.every_field + info.before:
-                value = check(value)
-            if name in nested:
-                value = nested[name](value)
-            elif not _exact_type(value, info.annotation):
-                return None
-            if info.ge is not None and value < info.ge:
-                return None
-            for check in info.after:
-                value = check(value)
-        except ValueError:
-            return None
-        if value is None:
-            return None
-        values[name] = value
-    if any(info.is_required() and name not in values for name, info in table.items()):
-        return None
-    return cls(**values)
-
-
-@cache
-def _kinds(annotation: Any) -> tuple[type, frozenset[Any] | None]:
-    """The one type a value must have, and the values a Literal allows (None: any)."""
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) is Literal:
-        return str, frozenset(typing.get_args(annotation))
-    if args:  # X | None
-        return _kinds(args[0])
-    return annotation, None
-
-
-def _exact_type(value: Any, annotation: Any) -> bool:
-    kind, allowed = _kinds(annotation)
-    return type(value) is kind and (allowed is None or value in allowed)
-
-
-def _exact(data: Any) -> Request | None:
-    # JSON null or an empty YAML value means "not given": the field's default applies.
-    if type(data) is dict:
-        data = {k: v for k, v in data.items() if v is not None}
-    request: Request | None = _take(Request, data, {"env_check": lambda v: _take(EnvCheck, v, {})})
-    return request
-
-
-def _from_twin(m: "BaseModel") -> Request:
-    values = {name: getattr(m, name) for name in Request.model_fields}
-    env = values["env_check"]
-    if env is not None:
-        values["env_check"] = EnvCheck(**{k: getattr(env, k) for k in EnvCheck.model_fields})
-    return Request(**values)
-
-
-@lru_cache(maxsize=1)
-def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
-    """The pydantic models of EnvCheck and Request, made from the field tables."""
-    from pydantic import model_validator
-
-    from trtllm_script_builder.model.twin import pydantic_twin
-
-    def twin(cls: Any, swap: dict[Any, Any], **extra: Any) -> "type[BaseModel]":
-        # Strict (decision 91): a value in the type the schema names, as the schema says.
-        return pydantic_twin(
-            cls,
-            extra="forbid",
-            swap=swap,
-            every_field=cls.every_field,
-            doc=True,
-            strict=True,
-            **extra,
-        )
-
-    def null_is_absent(cls: Any, data: Any) -> Any:
-        # JSON null or an empty YAML value means "not given": the field's default applies.
-        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
-
-    env_check = twin(EnvCheck, {})
-    validators = {"_null_is_absent": model_validator(mode="before")(null_is_absent)}
-    request = twin(Request, {EnvCheck | None: env_check | None}, validators=validators)
-    return env_check, request
-
-
-def _first_error(exc: "ValidationError") -> BuildError:
-    err = exc.errors()[0]
+def _refusal(err: Any) -> BuildError:
+    """The error line of one of pydantic's errors."""
     loc = ".".join(str(p) for p in err["loc"]) or "request"
     if err["type"] == "extra_forbidden":
         from difflib import get_close_matches
@@ -623,7 +515,7 @@ def nearest_workflow(given: object) -> str | None:
     """The workflow a misspelt name, a tool's name or a category number most likely means."""
     from difflib import get_close_matches
 
-    workflows = get_args(Workflow)
+    workflows = workflow_names()
     text = str(given).strip().lower().removeprefix("category").strip()
     if text in WORKFLOW_ALIASES:
         return WORKFLOW_ALIASES[text]
@@ -770,11 +662,20 @@ def refuse_unexpanded(key: str, value: str) -> None:
         )
 
 
-def absolutise(data: dict[str, Any], base: Path) -> None:
+def absolutise(
+    data: dict[str, Any], base: Path, problems: dict[str, BuildError] | None = None
+) -> None:
+    """Relative host paths taken from `base`; a `~` or `$VAR` refused, or with `problems`
+    recorded there under its field."""
     for key in PATH_FIELDS + REMOTE_PATH_FIELDS:
         v = data.get(key)
         if isinstance(v, str) and v:
-            refuse_unexpanded(key, v)
+            try:
+                refuse_unexpanded(key, v)
+            except BuildError as err:
+                if problems is None:
+                    raise
+                problems.setdefault(key, err)
     for key in PATH_FIELDS:
         v = data.get(key)
         if isinstance(v, str) and v and not os.path.isabs(v):
@@ -782,41 +683,68 @@ def absolutise(data: dict[str, Any], base: Path) -> None:
 
 
 def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, Any]) -> Request:
-    """Merge file fields and flags (flags win), make host paths absolute, validate."""
+    """Merge file fields and flags (flags win), make host paths absolute, validate; every
+    problem found is reported at once, a line per field."""
+    problems: dict[str, BuildError] = {}
     data = dict(file_data)
-    absolutise(data, file_base)
+    absolutise(data, file_base, problems)
     flag_data = {k: v for k, v in flags.items() if v is not None}
-    absolutise(flag_data, Path.cwd())
+    absolutise(flag_data, Path.cwd(), problems)
     data.update(flag_data)
-    req = _exact(data)
-    if req is None:
-        from pydantic import ValidationError
-
-        try:
-            req = _from_twin(_twins()[1].model_validate(data))
-        except ValidationError as exc:
-            raise _first_error(exc) from None
-    _check_values(req)
-    if req.job_spec_file:
+    req: Request | None = None
+    try:
+        req = Request.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            refused = _refusal(err)
+            problems.setdefault(refused.field, refused)
+    _check_values(_given(req, data), problems)
+    if req is not None and not problems and req.job_spec_file:
         _forward_job_spec(req)
-        _check_values(req)  # again: the forwarded values come from a file too
-    for key in REMOTE_PATH_FIELDS:
-        v = getattr(req, key)
-        if v is not None and not v.startswith("/"):
-            raise BuildError(key, f"must be an absolute path (got {v!r})", "give the full path")
+        _check_values(
+            _given(req, data), problems
+        )  # again: the forwarded values come from a file too
+    if problems or req is None:
+        order = list(Request.model_fields)
+
+        def place(err: BuildError) -> int:
+            name = err.field.split(".")[0]
+            return order.index(name) if name in order else len(order)
+
+        raise refusal(sorted(problems.values(), key=place))
     return req
 
 
-def _check_values(req: Request) -> None:
-    """What no field's type says: one line, no leading `-`, bounded (model/values.py)."""
-    values.check_fields((name, getattr(req, name)) for name in Request.model_fields)
-    for name in PATH_FIELDS + REMOTE_PATH_FIELDS:
-        path = getattr(req, name)
-        if path is not None:
-            values.check_path(path, name, absolute=False)
-    if req.env_check is not None:
-        env = req.env_check
-        values.check_fields(((n, getattr(env, n)) for n in EnvCheck.model_fields), "env_check.")
+def _given(req: Request | None, data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Each field's value: the request's, or as given when pydantic refused the request (its
+    other fields are still checked)."""
+    if req is not None:
+        pairs = [(name, getattr(req, name)) for name in Request.model_fields]
+        env = req.env_check.model_dump() if req.env_check is not None else {}
+    else:
+        pairs = [(name, v) for name, v in data.items() if name in Request.model_fields]
+        given = data.get("env_check")
+        env = given if isinstance(given, dict) else {}
+    return pairs + [(f"env_check.{k}", v) for k, v in env.items() if k in EnvCheck.model_fields]
+
+
+def _check_values(pairs: list[tuple[str, Any]], problems: dict[str, BuildError]) -> None:
+    """What no field's type says: one line, no leading `-`, bounded (model/values.py); paths
+    on the cluster absolute. A field's first problem is recorded in `problems`."""
+    for name, value in pairs:
+        if name in problems or not isinstance(value, str):
+            continue
+        prefix, _, own = name.rpartition(".")
+        try:
+            values.check_fields([(own, value)], prefix + "." if prefix else "")
+            if not prefix and own in PATH_FIELDS + REMOTE_PATH_FIELDS:
+                values.check_path(value, name, absolute=False)
+            if not prefix and own in REMOTE_PATH_FIELDS and not value.startswith("/"):
+                raise BuildError(
+                    name, f"must be an absolute path (got {value!r})", "give the full path"
+                )
+        except BuildError as err:
+            problems[name] = err
 
 
 def _forward_job_spec(req: Request) -> None:

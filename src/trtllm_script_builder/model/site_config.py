@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
@@ -13,28 +14,14 @@ from trtllm_script_builder.model import values
 ENV_VAR = "TRTLLM_SCRIPT_BUILDER_CONFIG"
 
 
-# Plain: most builds have no config file, and a pydantic model costs more to build than a
-# build; a file that exists is validated by a pydantic twin made when one is read.
-@dataclass(kw_only=True)
-class SiteConfig:
+class SiteConfig(BaseModel):
+    # Built on first use (defer_build): most builds have no config file and take the defaults.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
     default_llm_models_root: str | None = None
     default_models_repo_host: str | None = None
     default_user_root_dir: str | None = None
     enroot_uri_rewrite: bool = True
-
-
-def _validate(data: dict[str, object]) -> SiteConfig:
-    from pydantic import BaseModel, ConfigDict
-
-    class SiteConfigModel(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-
-        default_llm_models_root: str | None = None
-        default_models_repo_host: str | None = None
-        default_user_root_dir: str | None = None
-        enroot_uri_rewrite: bool = True
-
-    return SiteConfig(**SiteConfigModel.model_validate(data).model_dump())
 
 
 def site_config_path() -> Path:
@@ -75,7 +62,6 @@ def load_site_config() -> SiteConfig:
 def parse_site_config(text: str, path: Path) -> SiteConfig:
     """The site config that `text` (the file at `path`) holds, checked as a request is."""
     import yaml
-    from pydantic import ValidationError
 
     from trtllm_script_builder.model.datafile import load_yaml
     from trtllm_script_builder.model.request import yaml_loader
@@ -100,7 +86,7 @@ def parse_site_config(text: str, path: Path) -> SiteConfig:
             "correct that value",
         )
     try:
-        config = _validate(data)
+        config = SiteConfig.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])

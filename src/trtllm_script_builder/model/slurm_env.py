@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 import re
-from dataclasses import MISSING, dataclass, field, fields
-from functools import cache, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import DataError, parse_json
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
 NO_SLURM_TOOLS = "SLURM client tools not found"
 
-# A build reads slurm_env.json every time, and building pydantic models costs a process more
-# than the rest of a build; so a file whose every value already has its field's exact type is
-# taken as is, and anything else (wrong, or needing a conversion) goes through the pydantic
-# twins in `_models`, which also give the error messages and the JSON Schema.
-# Made from these classes (model/twin.py); tests/test_slurm_env_model.py compares the paths.
+
+class _ClusterFile(BaseModel):
+    # A cluster file may carry keys a newer probe adds; they are kept, not refused. The
+    # validators are built on first use, by the commands that read a cluster file.
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
-@dataclass(kw_only=True)
-class Partition:
+class Partition(_ClusterFile):
     name: str
     state: str | None = None
     time_limit: str | None = None
@@ -36,23 +32,21 @@ class Partition:
     requires_gres: bool = False
 
 
-@dataclass(kw_only=True)
-class Pmix:
-    available: list[str] = field(default_factory=list)
+class Pmix(_ClusterFile):
+    available: list[str] = Field(default_factory=list)
     preferred: str | None = None
 
 
-@dataclass(kw_only=True)
-class SlurmEnv:
+class SlurmEnv(_ClusterFile):
     """The probe's output plus the site fields the case-executor merges in."""
 
     user: str | None = None
     default_account: str | None = None
-    accounts: list[str] = field(default_factory=list)
+    accounts: list[str] = Field(default_factory=list)
     default_partition: str | None = None
-    partitions: list[Partition] = field(default_factory=list)
-    pmix: Pmix = field(default_factory=Pmix)
-    errors: list[str] = field(default_factory=list)
+    partitions: list[Partition] = Field(default_factory=list)
+    pmix: Pmix = Field(default_factory=Pmix)
+    errors: list[str] = Field(default_factory=list)
     cluster_name: str | None = None
     mounts: list[str] | None = None
     ssh_host: str | None = None
@@ -67,103 +61,6 @@ class SlurmEnv:
     @property
     def tools_missing(self) -> bool:
         return any(NO_SLURM_TOOLS in e for e in self.errors)
-
-    @classmethod
-    def model_validate(cls, data: Any) -> SlurmEnv:
-        exact = _exact(data)
-        return exact if exact is not None else _from_model(_models()[2].model_validate(data))
-
-    @classmethod
-    def model_validate_json(cls, text: str | bytes) -> SlurmEnv:
-        return _from_model(_models()[2].model_validate_json(text))
-
-    @classmethod
-    def model_json_schema(cls, mode: Any = "validation") -> dict[str, Any]:
-        schema: dict[str, Any] = _models()[2].model_json_schema(mode=mode)
-        return schema
-
-
-def _is(value: Any, kind: str) -> bool:
-    """Whether pydantic would keep `value` unchanged in a field of this type."""
-    if kind.endswith(" | None"):
-        if value is None:
-            return True
-        kind = kind[: -len(" | None")]
-    if kind == "list[str]":
-        return type(value) is list and all(type(x) is str for x in value)
-    return type(value).__name__ == kind and kind in ("str", "int", "bool")
-
-
-@cache
-def _fields(cls: type) -> dict[str, tuple[str, bool]]:
-    """Field name -> (annotation as written, required)."""
-    return {
-        f.name: (str(f.type), f.default is MISSING and f.default_factory is MISSING)
-        for f in fields(cls)
-    }
-
-
-def _take(cls: type, data: Any, nested: dict[str, Any]) -> Any:
-    """An instance of `cls` from `data` when every known value has its exact type; else None.
-    Unknown keys are allowed and left in the raw file only."""
-    if type(data) is not dict:
-        return None
-    values = {}
-    for name, (kind, required) in _fields(cls).items():
-        if name not in data:
-            if required:
-                return None
-            continue
-        value = data[name]
-        if name in nested:
-            value = nested[name](value)
-            if value is None:
-                return None
-        elif not _is(value, kind):
-            return None
-        values[name] = value
-    return cls(**values)
-
-
-def _partitions(value: Any) -> list[Partition] | None:
-    if type(value) is not list:
-        return None
-    out = [_take(Partition, p, {}) for p in value]
-    return None if any(p is None for p in out) else out
-
-
-def _exact(data: Any) -> SlurmEnv | None:
-    env: SlurmEnv | None = _take(
-        SlurmEnv, data, {"partitions": _partitions, "pmix": lambda v: _take(Pmix, v, {})}
-    )
-    return env
-
-
-def _from_model(m: BaseModel) -> SlurmEnv:
-    def plain(cls: type, obj: Any) -> Any:
-        return cls(**{name: getattr(obj, name) for name in _fields(cls)})
-
-    env: SlurmEnv = plain(SlurmEnv, m)
-    env.partitions = [plain(Partition, p) for p in env.partitions]
-    env.pmix = plain(Pmix, env.pmix)
-    return env
-
-
-@lru_cache(maxsize=1)
-def _models() -> tuple[type[BaseModel], type[BaseModel], type[BaseModel]]:
-    """The pydantic twins of Partition, Pmix and SlurmEnv. A cluster file may carry keys a
-    newer probe adds; they are kept, not refused."""
-    from trtllm_script_builder.model.twin import pydantic_twin
-
-    partition = pydantic_twin(Partition, extra="allow")
-    pmix = pydantic_twin(Pmix, extra="allow")
-    env = pydantic_twin(
-        SlurmEnv,
-        extra="allow",
-        swap={list[Partition]: list[partition], Pmix: pmix},  # type: ignore[valid-type]
-        doc=True,
-    )
-    return partition, pmix, env
 
 
 def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
@@ -185,17 +82,12 @@ def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
         raise BuildError(
             "slurm_env_file", f"{path}: {where}: {problem} (got {values.shown(value)})", FIX_KEY
         )
-    env = _exact(raw)
-    if env is None:
-        # Imported only here: even pydantic_core costs a build more than the rest of its work.
-        from pydantic_core import ValidationError
-
-        try:
-            env = _from_model(_models()[2].model_validate(raw))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise BuildError("slurm_env_file", f"{path}: {where}: {err['msg']}", fix) from None
+    try:
+        env = SlurmEnv.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise BuildError("slurm_env_file", f"{path}: {where}: {err['msg']}", fix) from None
     _check_values(env, str(path))
     return env, raw
 
