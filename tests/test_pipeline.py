@@ -56,7 +56,7 @@ def test_partition_is_decided_once_and_rendered_from_the_job(env: Env) -> None:
     req = _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one")
     job = resolve(req, load_cluster(req), SiteConfig())
     assert job.slurm is not None and job.slurm.partition == "gpu"
-    moved = dataclasses.replace(job, slurm=dataclasses.replace(job.slurm, partition="elsewhere"))
+    moved = dataclasses.replace(job, slurm=job.slurm.model_copy(update={"partition": "elsewhere"}))
     result = render_job(moved)
     script = next(f.text for f in result.files if f.name.endswith(".slurm"))
     assert "#SBATCH --partition=elsewhere" in script
