@@ -34,12 +34,13 @@ BUILT_IN_WORKFLOWS = ("pytest", "eval", "bench", "custom", "perf_sanity")
 
 
 def workflow_names() -> tuple[str, ...]:
-    """The names workflow_type may take: the registry's, once the workflows are registered."""
+    """The names workflow_type may take: the registry's; the shipped five while nothing has
+    registered them yet (the workflow package, when imported, fills the registry)."""
     return WORKFLOWS.names() or BUILT_IN_WORKFLOWS
 
 
 def _allowed(names: tuple[str, ...]) -> str:
-    """A list of names as pydantic words a Literal's: 'a', 'b' or 'c'."""
+    """The names as pydantic lists a Literal's values: 'a', 'b' or 'c'."""
     quoted = [f"'{n}'" for n in names]
     return " or ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else quoted[0]
 
