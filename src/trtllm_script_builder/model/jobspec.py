@@ -99,7 +99,7 @@ class JobSpec(BaseModel):
             if value is None:
                 continue
             if k == "slurm_params":
-                value = value.model_dump()
+                value = vars(value)  # the fields, as model_dump gives them, without its cost
             body.append(f'  "{k}": {_dumps(value)}')
         return "{\n" + ",\n".join(body) + "\n}\n"
 
