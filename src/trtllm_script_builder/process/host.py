@@ -7,6 +7,8 @@ watch, sync and persistent allocations are written once against this interface.
 
 from __future__ import annotations
 
+import getpass
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,15 +20,33 @@ from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alike
 
 
+def current_user() -> str:
+    """This machine's user name ("unknown" when the system cannot tell)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
 class Host(Protocol):
-    """Run a program, run a shell line, copy files into a folder, read a file from an offset."""
+    """Run a program, run a shell line, copy files into a folder, read a file from an offset.
+
+    `timeout` (seconds) overrides the host's own limit for one call (a git transfer, salloc).
+    """
 
     name: str  # what messages call it: "this machine" or the ssh host
     remote: bool  # whether paths on it are not this machine's (only for where files are put)
+    ssh_host: str | None  # the name ssh reaches it by, recorded in files (None: this machine)
 
-    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult: ...
+    def __call__(
+        self, argv: Sequence[str], cwd: Path | str | None = None, *, timeout: float | None = None
+    ) -> CmdResult: ...
 
-    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult: ...
+    def shell(
+        self, line: str, input: bytes | Path | None = None, *, timeout: float | None = None
+    ) -> CmdResult: ...
+
+    def check(self) -> CmdResult: ...
 
     def copy(self, files: Sequence[Path], folder: str) -> CmdResult: ...
 
@@ -40,13 +60,22 @@ class Here:
 
     name = "this machine"
     remote = False
+    ssh_host: str | None = None
 
-    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult:
-        return run(argv, cwd)
+    def __call__(
+        self, argv: Sequence[str], cwd: Path | str | None = None, *, timeout: float | None = None
+    ) -> CmdResult:
+        return run(argv, cwd, timeout=timeout)
 
-    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult:
+    def shell(
+        self, line: str, input: bytes | Path | None = None, *, timeout: float | None = None
+    ) -> CmdResult:
         # `sh`, as over ssh: the line is written once for both.
-        return run(["sh", "-c", line], input=input)
+        return run(["sh", "-c", line], input=input, timeout=timeout)
+
+    def check(self) -> CmdResult:
+        """As over ssh: the folder a command starts in, $HOME and the user, one a line."""
+        return CmdResult(0, f"{os.getcwd()}\n{Path.home()}\n{current_user()}\n")
 
     def copy(self, files: Sequence[Path], folder: str) -> CmdResult:
         dest = Path(folder)
@@ -75,13 +104,11 @@ class OverSsh(SshRunner):
     """A cluster's login node through one shared ssh connection (see `process.ssh`)."""
 
     remote = True
+    ssh_host: str | None
 
     def __init__(self, target: SshTarget | str, timeout: float | None = None) -> None:
         super().__init__(target if isinstance(target, SshTarget) else SshTarget(target), timeout)
-        self.name = self.target.host
-
-    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult:
-        return super().__call__(argv, Path(cwd) if cwd else None)
+        self.name = self.ssh_host = self.target.host
 
 
 def host_for(ssh_host: str | None) -> Host:
@@ -89,4 +116,4 @@ def host_for(ssh_host: str | None) -> Host:
     return OverSsh(ssh_host) if ssh_host else Here()
 
 
-__all__ = ["CmdResult", "Here", "Host", "OverSsh", "host_for"]
+__all__ = ["CmdResult", "Here", "Host", "OverSsh", "current_user", "host_for"]

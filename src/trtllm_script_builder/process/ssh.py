@@ -103,16 +103,22 @@ class SshRunner:
         self.target = target
         self.timeout = timeout or tool_timeout()
 
-    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
-        return run(self.target.argv(argv, str(cwd) if cwd else None), timeout=self.timeout)
+    def __call__(
+        self, argv: Sequence[str], cwd: Path | str | None = None, *, timeout: float | None = None
+    ) -> CmdResult:
+        line = self.target.argv(argv, str(cwd) if cwd else None)
+        return run(line, timeout=timeout or self.timeout)
 
-    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult:
+    def shell(
+        self, line: str, input: bytes | Path | None = None, *, timeout: float | None = None
+    ) -> CmdResult:
         """Run one shell line remotely (the caller quotes every value)."""
-        return run(self.target.line_argv(line), input=input, timeout=self.timeout)
+        return run(self.target.line_argv(line), input=input, timeout=timeout or self.timeout)
 
     def check(self) -> CmdResult:
-        """Connect (opening the master) and return `pwd` and `$HOME` of the login shell."""
-        return self.shell('pwd && printf "%s\\n" "$HOME"')
+        """Connect (opening the master) and return `pwd`, `$HOME` and the user of the login
+        shell, one a line."""
+        return self.shell('pwd && printf "%s\\n" "$HOME" && id -un')
 
     def copy(self, files: Sequence[Path], remote_dir: str) -> CmdResult:
         """Copy files (flat, keeping their mode) into remote_dir, made if missing: one tar

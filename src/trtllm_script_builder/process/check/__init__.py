@@ -1,8 +1,9 @@
-"""Check a built job (WORK_DIR/job_spec.json) against the live Slurm cluster.
+"""Check a built job (WORK_DIR/job_spec.json) against where it will run.
 
-`check()` runs `sbatch --test-only` on the script and checks partition, account, GRES, node
-count, time limit and MPI plugin against what the cluster reports; a remote_slurm job is
-checked on its cluster through ssh (`check_job`). The click command is in cli/check.py.
+`check_job()` picks the check of the job's backend: `slurm` runs `sbatch --test-only` on the
+scripts and checks partition, account, GRES, node count, time limit and MPI plugin against
+what the cluster reports, on the host its tools run on (here or over ssh); `docker` checks
+this machine. The click command is in cli/check.py.
 """
 
 from __future__ import annotations

@@ -1,33 +1,32 @@
-"""`check`: a built job (WORK_DIR/job_spec.json) against the live cluster, every problem at once."""
+"""`check`: a built job (WORK_DIR/job_spec.json) against where it will run, every problem at
+once: the Docker check or the Slurm check, as its backend says."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.model.jobspec import SlurmParams
 from trtllm_script_builder.model.values import printable
-from trtllm_script_builder.process.probe import parse
-from trtllm_script_builder.process.probe.collect import current_user, first_line
-from trtllm_script_builder.process.proc import CmdResult, Runner, run
+from trtllm_script_builder.process.backend import DOCKER, backend_for, host_of, refuse_ssh_host_here
+from trtllm_script_builder.process.check.docker import WHERE, check_docker
+from trtllm_script_builder.process.check.slurm import check_slurm
+from trtllm_script_builder.process.host import Here, Host
 from trtllm_script_builder.process.spec_file import read_job_spec
-from trtllm_script_builder.slurm_time import parse_time_minutes
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE = 0, 1, 3
 
 
 @dataclass(frozen=True)
 class Checked:
-    """What `check` found, and where: `cluster` is Slurm's ClusterName, `host` the ssh host of
-    a remote_slurm job (None: this machine)."""
+    """What `check` found, and where: `cluster` is Slurm's ClusterName, `host` the ssh host
+    the cluster was reached by (None: this machine), `place` a place that is no cluster."""
 
     problems: list[str]
     rc: int
     cluster: str | None = None
     host: str | None = None
-    docker: bool = False
+    place: str | None = None
 
     def __post_init__(self) -> None:
         # the cluster's own words (sbatch's reasons, partition and cluster names of a remote
@@ -38,26 +37,17 @@ class Checked:
 
     @property
     def where(self) -> str:
-        if self.docker:
-            return "this machine (docker, GPUs)"
+        if self.place:
+            return self.place
         name = f"cluster {self.cluster}" if self.cluster else "the cluster"
         return f"{name} on {self.host}" if self.host else name
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _lines(result: CmdResult) -> list[str]:
-    return [ln.strip() for ln in result.text.splitlines() if ln.strip()]
-
-
-def check(work_dir: Path, runner: Runner = run, user: str | None = None) -> tuple[list[str], int]:
+def check(
+    work_dir: Path, host: Host | None = None, user: str | None = None
+) -> tuple[list[str], int]:
     """Return the problems found (cluster reasons quoted) and the exit code (0 fine, 1 not)."""
-    found = check_job(work_dir, runner=runner, user=user)
+    found = check_job(work_dir, host=host, user=user)
     return found.problems, found.rc
 
 
@@ -65,270 +55,25 @@ def check_job(
     work_dir: Path,
     *,
     ssh_host: str | None = None,
-    runner: Runner | None = None,
+    host: Host | None = None,
     user: str | None = None,
 ) -> Checked:
-    """Check the job in work_dir where it will run: a remote_slurm job on its cluster over ssh
-    (its job_spec's ssh_host, `ssh_host` wins; decision 61), any other here."""
+    """Check the job in work_dir where it will run: on the host its backend's tools run on
+    (over ssh when the job's cluster is reached that way; `ssh_host` wins, decision 61), or
+    `host` when given."""
     work_dir = Path(work_dir).resolve()
     # Nothing built there (or a job_spec.json this version cannot read) is the user's input,
     # refused as submit and watch refuse it (exit 2), not a problem of the job with the cluster.
     spec = read_job_spec(work_dir)
-    from trtllm_script_builder.process.submit import refuse_ssh_host_off_remote
-
-    refuse_ssh_host_off_remote(spec, ssh_host)
-    if spec.execution_scenario == "local_docker":
-        found = _check_docker(spec.required_devices, runner or run)
-        return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, docker=True)
-    params = spec.slurm_params
-    if params is None:
-        return Checked(["job_spec.json: slurm_params missing; rebuild the job"], EXIT_PROBLEMS)
-    script = Path(spec.script_path)
-    script = script if script.is_absolute() else work_dir / script
-    problems: list[str] = []
-    missing = not script.is_file()
-    if missing:
-        problems.append(f"script_path: {script} does not exist")
-    host: str | None = None
-    if spec.execution_scenario == "remote_slurm":
-        from trtllm_script_builder.process.ssh import SshRunner, SshTarget
-        from trtllm_script_builder.process.submit import resolve_ssh_host
-
+    refuse_ssh_host_here(spec, ssh_host)
+    if backend_for(spec) == DOCKER:
+        found = check_docker(spec.required_devices, host or Here())
+        return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, place=WHERE)
+    if host is None:
         try:
-            host = resolve_ssh_host(spec, ssh_host)
-            ssh = SshRunner(SshTarget(host))
+            host = host_of(spec, ssh_host)
         except BuildError as err:
-            return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS, host=host)
-        if runner is None:
-            hello = ssh.check()
-            if hello.rc != 0:
-                why = f"ssh_host: ssh {host}: {first_line(hello)}; check that `ssh HOST true` works"
-                return Checked([why], EXIT_UNREACHABLE, host=host)
-            me = ssh(["id", "-un"])
-            user = user or (me.out.strip() if me.rc == 0 and me.out.strip() else None)
-        runner = runner or ssh
-        # The script is not on the cluster before `submit` copies it: sbatch reads it on stdin.
-        test = None if missing else _remote_test_only(runner, script)
-    else:
-        runner = runner or run
-        test = None if missing else runner(["sbatch", "--test-only", str(script)], cwd=work_dir)
-    config = _config(runner)  # the cluster's name, and whether it enforces accounts
-    cluster = config.get("ClusterName") or None
-    # 1. the cluster's own verdict on the script
-    if test is not None and not test.found:
-        problems.append("sbatch: SLURM client tools not found; cannot check the job")
-        return Checked(problems, EXIT_PROBLEMS, cluster, host)
-    if test is not None and test.rc != 0:
-        reasons = _lines(test) or [f"exit status {test.rc}"]
-        problems += [f"sbatch --test-only: {line}" for line in reasons]
-    # ... and on the compile and import jobs it waits for (their own #SBATCH lines)
-    for pre in spec.prerequisites or []:
-        path = Path(str(pre.get("script_path", "")))
-        name = str(pre.get("script_name") or path.name)
-        if not path.is_absolute() or not path.is_file():
-            problems.append(f"prerequisites: {name}: {path} does not exist; build the job again")
-            continue
-        if spec.execution_scenario == "remote_slurm":
-            res = _remote_test_only(runner, path)
-        else:
-            res = runner(["sbatch", "--test-only", str(path)], cwd=work_dir)
-        if res.found and res.rc != 0:
-            reasons = _lines(res) or [f"exit status {res.rc}"]
-            problems += [f"{name}: sbatch --test-only: {line}" for line in reasons]
-
-    # 2. independent checks against what the cluster reports
-    problems += _check_params(params, runner, user or current_user(), config)
-    return Checked(problems, EXIT_PROBLEMS if problems else EXIT_OK, cluster, host)
-
-
-def _remote_test_only(runner: Runner, script: Path) -> CmdResult:
-    shell = getattr(runner, "shell", None)
-    if shell is None:  # a fake runner in tests
-        return runner(["sbatch", "--test-only", str(script)])
-    result: CmdResult = shell("sbatch --test-only", input=script.read_bytes())
-    return result
-
-
-def _config(runner: Runner) -> dict[str, str]:
-    """`scontrol show config` as key -> value; empty when it cannot be read."""
-    config = runner(["scontrol", "show", "config"])
-    return parse.parse_config(config.out) if config.rc == 0 else {}
-
-
-def _check_docker(devices: int, runner: Runner) -> list[str]:
-    """A Docker job runs on this machine: docker must answer, and nvidia-smi (where there is
-    one) must list at least the GPUs the job asks for."""
-    problems: list[str] = []
-    docker = runner(["docker", "version", "--format", "{{.Server.Version}}"])
-    if not docker.found:
-        problems.append("docker: not found on this machine; install Docker or use a Slurm scenario")
-    elif docker.rc != 0:
-        problems.append(f"docker: the engine does not answer ({first_line(docker)})")
-    smi = runner(["nvidia-smi", "-L"])
-    if smi.found and smi.rc == 0:
-        gpus = sum(1 for ln in smi.out.splitlines() if ln.startswith("GPU "))
-        if gpus < devices:
-            problems.append(f"nvidia-smi lists {gpus} GPU(s); the job needs {devices}")
-    return problems
-
-
-def _check_params(
-    params: SlurmParams, runner: Runner, user: str, config: dict[str, str]
-) -> list[str]:
-    problems: list[str] = []
-    partition = _text(params.partition)
-    account = _text(params.account)
-
-    show = runner(["scontrol", "show", "partition", "-o"])
-    if not show.found:
-        return ["scontrol: SLURM client tools not found; cannot check the job"]
-    if show.rc != 0:
-        return [f"scontrol show partition failed: {first_line(show)}"]
-    partitions = {p.get("PartitionName", ""): p for p in parse.parse_scontrol_records(show.out)}
-    part: dict[str, str] | None = None
-    if partition is None:
-        problems.append(
-            "slurm_params.partition: not set (partitions: " + ", ".join(partitions) + ")"
-        )
-    elif partition not in partitions:
-        problems.append(
-            f"slurm_params.partition: {partition} does not exist on this cluster "
-            f"(partitions: {', '.join(partitions) or 'none'})"
-        )
-    else:
-        part = partitions[partition]
-        state = part.get("State", "UNKNOWN")
-        if state.upper() != "UP":
-            problems.append(f"slurm_params.partition: {partition} is {state}, jobs will not start")
-        allowed = part.get("AllowAccounts", "ALL")
-        if account and allowed != "ALL" and account not in allowed.split(","):
-            problems.append(
-                f"slurm_params.account: partition {partition} allows only accounts {allowed}"
-            )
-
-    problems += _check_account(account, partition, runner, user, config)
-    if part is not None:
-        problems += _check_time(params.time_limit, partition or "", part)
-        problems += _check_resources(params, partition or "", part, runner)
-    problems += _check_mpi(_text(params.mpi_plugin), runner)
-    return problems
-
-
-def _check_account(
-    account: str | None, partition: str | None, runner: Runner, user: str, config: dict[str, str]
-) -> list[str]:
-    enforce = config.get("AccountingStorageEnforce", "")
-    if "associations" not in enforce.lower():
-        return []  # the cluster does not check accounts, so neither do we
-    if account is None:
-        return ["slurm_params.account: not set (the cluster enforces account associations)"]
-    fields = "format=defaultaccount,account,partition"
-    result = runner(["sacctmgr", "-nP", "show", "user", user, "withassoc", fields])
-    if result.rc != 0:
-        return [f"slurm_params.account: cannot read associations: {first_line(result)}"]
-    _, assocs = parse.parse_user_assocs(result.out)
-    if parse.account_allows(assocs, account, partition):
-        return []
-    mine = ", ".join(parse.unique_accounts(assocs)) or "none"
-    where = f" for partition {partition}" if partition else ""
-    return [
-        f"slurm_params.account: user {user} has no association with account {account}{where} "
-        f"(accounts: {mine})"
-    ]
-
-
-def _check_time(value: str, partition: str, part: dict[str, str]) -> list[str]:
-    limit = _text(value)
-    if limit is None:
-        return []
-    try:
-        minutes = parse_time_minutes(limit)
-    except ValueError:
-        return [f"slurm_params.time_limit: {limit} is not a Slurm time (e.g. 02:00:00)"]
-    max_time = part.get("MaxTime", "UNLIMITED")
-    try:
-        max_minutes = parse_time_minutes(max_time)
-    except ValueError:
-        return []
-    if minutes is not None and max_minutes is not None and minutes > max_minutes:
-        return [
-            f"slurm_params.time_limit: {limit} exceeds the MaxTime {max_time} of partition "
-            f"{partition}"
-        ]
-    return []
-
-
-def _as_int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None and str(value).strip() != "" else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _check_resources(
-    params: SlurmParams, partition: str, part: dict[str, str], runner: Runner
-) -> list[str]:
-    problems: list[str] = []
-    nodes_wanted = params.nodes or 1
-    total = _as_int(part.get("TotalNodes"))
-    if total is not None and nodes_wanted > total:
-        problems.append(
-            f"slurm_params.nodes: {nodes_wanted} nodes, partition {partition} has {total}"
-        )
-    gres_text = _text(params.gres)
-    if gres_text is not None:
-        gres_text = gres_text.removeprefix("--gres=")
-    # only the GRES the script asks for: gpus_per_node is also set for partitions without GPU
-    # GRES, where the builder leaves the --gres line out
-    wanted = parse.parse_gres(gres_text)
-    if not wanted:
-        return problems
-
-    show = runner(["scontrol", "show", "node", "-o"])
-    if show.rc != 0:
-        return problems + [f"scontrol show node failed: {first_line(show)}"]
-    nodes = [
-        n for n in parse.parse_scontrol_records(show.out) if partition in parse.node_partitions(n)
-    ]
-    label = gres_text or ""
-    for want in wanted:
-        if want.count == 0:
-            continue
-        counts = []  # per node: how many of this GRES (name and type) it has
-        for node in nodes:
-            have = [
-                g
-                for g in parse.parse_gres(node.get("Gres"))
-                if g.name == want.name and (want.type is None or g.type == want.type)
-            ]
-            counts.append(sum(g.count or 0 for g in have) if have else None)
-        offered = sorted({c for c in counts if c is not None})
-        kind = want.name + (f":{want.type}" if want.type else "")
-        need = want.count or 1
-        if not offered:
-            problems.append(
-                f"slurm_params.gres: {label} asks for {kind}, but the nodes of partition "
-                f"{partition} have no {kind} GRES; drop the --gres request or pick another "
-                "partition"
-            )
-        elif sum(1 for c in counts if c is not None and c >= need) < nodes_wanted:
-            problems.append(
-                f"slurm_params.gres: {label} asks for {need} {kind} per node on {nodes_wanted} "
-                f"node(s); nodes of partition {partition} have {', '.join(map(str, offered))}"
-            )
-    return problems
-
-
-def _check_mpi(plugin: str | None, runner: Runner) -> list[str]:
-    if plugin is None or plugin == "none":
-        return []
-    result = runner(["srun", "--mpi=list"])
-    if result.rc != 0:
-        return [f"slurm_params.mpi_plugin: cannot list MPI plugins: {first_line(result)}"]
-    names = parse.parse_mpi_list(result.text)
-    if plugin in names:
-        return []
-    return [
-        f"slurm_params.mpi_plugin: {plugin} is not an MPI plugin of this cluster "
-        f"(srun --mpi=list: {', '.join(names) or 'none'})"
-    ]
+            return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS)
+    res = check_slurm(spec, work_dir, host, user)
+    rc = EXIT_UNREACHABLE if res.unreachable else EXIT_PROBLEMS if res.problems else EXIT_OK
+    return Checked(res.problems, rc, res.cluster, host.ssh_host)
