@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtllm_script_builder.process.check.core import check_job
+from trtllm_script_builder.process.check import check_job
 
 
 @click.command("check")

@@ -1,13 +1,8 @@
 """Which backend runs a built job, and on which host its tools run: the one place outside the
-request model that reads a job's execution scenario.
-
-Everything after this choice (check, probe, sync, persistent allocations) works on the
-backend's name and a `Host`, never on the scenario.
-"""
+request model that reads a job's execution scenario (check, sync and the rest work on the
+backend's name and a `Host`)."""
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
@@ -16,28 +11,24 @@ from trtllm_script_builder.process.host import Host, host_for
 DOCKER, SLURM = "docker", "slurm"
 
 
-class _Backend(NamedTuple):
-    name: str  # DOCKER or SLURM
-    over_ssh: bool  # the scheduler's tools run on a login node reached by ssh
-
-
-# An unknown scenario is a KeyError here, never taken silently for another backend.
+# scenario -> (backend, whether its tools run on a login node reached by ssh); an unknown
+# scenario is a KeyError here, never taken silently for another backend
 _SCENARIOS = {
-    "local_docker": _Backend(DOCKER, False),
-    "local_slurm": _Backend(SLURM, False),
-    "remote_slurm": _Backend(SLURM, True),
+    "local_docker": (DOCKER, False),
+    "local_slurm": (SLURM, False),
+    "remote_slurm": (SLURM, True),
 }
 
 
 def backend_for(spec: JobSpec) -> str:
     """DOCKER or SLURM: which backend runs the job."""
-    return _SCENARIOS[spec.execution_scenario].name
+    return _SCENARIOS[spec.execution_scenario][0]
 
 
 def refuse_ssh_host_here(spec: JobSpec, override: str | None) -> None:
     """--ssh-host on a job whose tools run here would be ignored without a word: the user
     meant another job, or a remote build of this one."""
-    if override and not _SCENARIOS[spec.execution_scenario].over_ssh:
+    if override and not _SCENARIOS[spec.execution_scenario][1]:
         raise BuildError(
             "ssh_host",
             f"the job is {spec.execution_scenario}, which runs on this machine's cluster or Docker",
@@ -49,7 +40,7 @@ def ssh_host_for(spec: JobSpec, override: str | None = None) -> str | None:
     """The ssh host the job's tools run on (`override`, else job_spec's ssh_host, else its
     slurm_env's; decision 61), None for a job whose tools run here."""
     refuse_ssh_host_here(spec, override)
-    if not _SCENARIOS[spec.execution_scenario].over_ssh:
+    if not _SCENARIOS[spec.execution_scenario][1]:
         return None
     host = override or spec.ssh_host or (spec.slurm_env or {}).get("ssh_host")
     if not host:

@@ -362,16 +362,8 @@ def _parse_probe(text: str) -> _Remote:
     r = _Remote(state="")
     for line in text.splitlines():
         key, _, value = line.partition("=")
-        if key == "state":
-            r.state = value
-        elif key == "top":
-            r.top = value
-        elif key == "inode":
-            r.inode = value
-        elif key == "origin":
-            r.origin = value
-        elif key == "head":
-            r.head = value
+        if key in ("state", "top", "inode", "origin", "head"):
+            setattr(r, key, value)
         elif key == "has":
             r.has = value == "yes"
         elif key == "changes" and whole_number(value) is not None:

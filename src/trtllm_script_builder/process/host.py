@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from trtllm_script_builder.process.proc import CmdResult, run
-from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+from trtllm_script_builder.process.ssh import Cwd, Input, Secs, SshRunner
 
 MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alike
 
@@ -39,12 +39,10 @@ class Host(Protocol):
     ssh_host: str | None  # the name ssh reaches it by, recorded in files (None: this machine)
 
     def __call__(
-        self, argv: Sequence[str], cwd: Path | str | None = None, *, timeout: float | None = None
+        self, argv: Sequence[str], cwd: Cwd = None, *, timeout: Secs = None
     ) -> CmdResult: ...
 
-    def shell(
-        self, line: str, input: bytes | Path | None = None, *, timeout: float | None = None
-    ) -> CmdResult: ...
+    def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult: ...
 
     def check(self) -> CmdResult: ...
 
@@ -62,14 +60,10 @@ class Here:
     remote = False
     ssh_host: str | None = None
 
-    def __call__(
-        self, argv: Sequence[str], cwd: Path | str | None = None, *, timeout: float | None = None
-    ) -> CmdResult:
+    def __call__(self, argv: Sequence[str], cwd: Cwd = None, *, timeout: Secs = None) -> CmdResult:
         return run(argv, cwd, timeout=timeout)
 
-    def shell(
-        self, line: str, input: bytes | Path | None = None, *, timeout: float | None = None
-    ) -> CmdResult:
+    def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult:
         # `sh`, as over ssh: the line is written once for both.
         return run(["sh", "-c", line], input=input, timeout=timeout)
 
@@ -100,15 +94,7 @@ class Here:
         return None
 
 
-class OverSsh(SshRunner):
-    """A cluster's login node through one shared ssh connection (see `process.ssh`)."""
-
-    remote = True
-    ssh_host: str | None
-
-    def __init__(self, target: SshTarget | str, timeout: float | None = None) -> None:
-        super().__init__(target if isinstance(target, SshTarget) else SshTarget(target), timeout)
-        self.name = self.ssh_host = self.target.host
+OverSsh = SshRunner  # a cluster's login node through one shared ssh connection (process.ssh)
 
 
 def host_for(ssh_host: str | None) -> Host:

@@ -190,8 +190,7 @@ def cancel(runner: Runner, job_id: str) -> None:
 
 def cancel_orphans(account: str, host: Host, say: Say) -> None:
     """Allocations of this user under the persistent job name that no state file holds."""
-    login = host.check().out.split()  # the user is the host's: its last word
-    user = login[-1] if login else current_user()
+    user = (host.check().out.split() or [current_user()])[-1]  # the host's user: its last word
     res = host(["squeue", "-u", user, "-h", "-o", "%i %T %j", f"--name={job_name(account)}"])
     for line in res.out.splitlines() if res.rc == 0 else []:
         words = line.split()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
-from trtllm_script_builder.process.host import Host
+from trtllm_script_builder.process.host import Host, current_user
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import CmdResult, Runner
@@ -46,7 +46,7 @@ def check_slurm(spec: JobSpec, work_dir: Path, host: Host, user: str | None = No
     if hello.rc != 0:
         why = f"ssh_host: ssh {host.name}: {first_line(hello)}; check that `ssh HOST true` works"
         return Found([why], unreachable=True)
-    user = user or hello.out.splitlines()[-1].strip()
+    user = user or (hello.out.split() or [current_user()])[-1]  # the host's user: its last word
     # sbatch reads each script on stdin: over ssh it is not on the cluster before `submit`
     # copies it, and here the same line does the same
     test = None if missing else host.shell("sbatch --test-only", input=script)
