@@ -49,16 +49,6 @@ LOCK_FILE = ".slurm_alloc.lock"
 DEFAULT_ALLOC_TIME = "04:00:00"
 MIN_LEFT_SECONDS = 300
 ALLOC_WAIT_SECONDS = int(os.environ.get("TSB_ALLOC_WAIT", "600"))
-EXPORTED = (
-    "SLURM_JOB_ID",
-    "SLURM_JOBID",
-    "SLURM_JOB_NUM_NODES",
-    "SLURM_NNODES",
-    "SLURM_NTASKS",
-    "SLURM_NTASKS_PER_NODE",
-    "SLURM_NODELIST",
-    "SLURM_JOB_NODELIST",
-)
 
 
 class AllocState(BaseModel):

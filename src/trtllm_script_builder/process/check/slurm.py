@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
+from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.host import Host, current_user
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import first_line
@@ -168,19 +169,12 @@ def _check_time(value: str, partition: str, part: dict[str, str]) -> list[str]:
     return []
 
 
-def _as_int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None and str(value).strip() != "" else None
-    except (TypeError, ValueError):
-        return None
-
-
 def _check_resources(
     params: SlurmParams, partition: str, part: dict[str, str], runner: Runner
 ) -> list[str]:
     problems: list[str] = []
     nodes_wanted = params.nodes or 1
-    total = _as_int(part.get("TotalNodes"))
+    total = whole_number(part.get("TotalNodes"))
     if total is not None and nodes_wanted > total:
         problems.append(
             f"slurm_params.nodes: {nodes_wanted} nodes, partition {partition} has {total}"
