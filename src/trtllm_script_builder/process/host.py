@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from trtllm_script_builder.process.proc import CmdResult, run
-from trtllm_script_builder.process.ssh import Cwd, Input, Secs, SshRunner
-
-MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alike
+from trtllm_script_builder.process.ssh import MAX_READ, Cwd, Input, Secs, SshRunner
 
 
 def current_user() -> str:
@@ -102,4 +100,4 @@ def host_for(ssh_host: str | None) -> Host:
     return OverSsh(ssh_host) if ssh_host else Here()
 
 
-__all__ = ["CmdResult", "Here", "Host", "OverSsh", "current_user", "host_for"]
+__all__ = ["MAX_READ", "CmdResult", "Here", "Host", "OverSsh", "current_user", "host_for"]

@@ -29,7 +29,7 @@ CONTROL_PERSIST = "15m"
 Cwd = Path | str | None  # a folder to run in
 Input = bytes | Path | None  # stdin: bytes, or a file the program reads itself
 Secs = float | None  # a time limit for one call (None: the host's own)
-READ_LIMIT = 8 * 1024 * 1024  # bytes of a remote file per read (handles.MAX_READ locally)
+MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alike
 
 
 # A socket path must fit in sockaddr_un (104 bytes on some systems); ssh adds `/%C` (40 hex
@@ -141,7 +141,7 @@ class SshRunner:
         may edit: `--` keeps a leading `-` from being an option (decision 75)."""
         q = shlex.quote(path)
         res = self.shell(
-            f"test -f {q} || exit 3; tail -c +{offset + 1} -- {q} | head -c {READ_LIMIT}"
+            f"test -f {q} || exit 3; tail -c +{offset + 1} -- {q} | head -c {MAX_READ}"
         )
         if res.rc != 0:
             return None
