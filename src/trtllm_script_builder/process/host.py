@@ -67,7 +67,11 @@ class Here:
 
     def check(self) -> CmdResult:
         """As over ssh: the folder a command starts in, $HOME and the user, one a line."""
-        return CmdResult(0, f"{os.getcwd()}\n{Path.home()}\n{current_user()}\n")
+        try:
+            cwd = os.getcwd()
+        except OSError:  # a folder removed under this process: no answer, but no failure
+            cwd = ""
+        return CmdResult(0, f"{cwd}\n{Path.home()}\n{current_user()}\n")
 
     def copy(self, files: Sequence[Path], folder: str) -> CmdResult:
         dest = Path(folder)
