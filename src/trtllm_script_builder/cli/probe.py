@@ -8,6 +8,9 @@ from pathlib import Path
 import click
 
 from trtllm_script_builder.atomic import write_file
+from trtllm_script_builder.cli import fail
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.process.host import host_for
 from trtllm_script_builder.process.probe.collect import probe
 from trtllm_script_builder.process.probe.render import render_text
 
@@ -72,10 +75,6 @@ def command(
             raise click.UsageError("--partitions needs at least one partition name")
     if remote_cwd is not None and not ssh_host:
         raise click.UsageError("--remote-cwd needs --ssh HOST")
-    from trtllm_script_builder.cli import fail
-    from trtllm_script_builder.errors import BuildError
-    from trtllm_script_builder.process.host import host_for
-
     try:
         env, rc = probe(names, host_for(ssh_host), remote_cwd=remote_cwd)
     except BuildError as err:

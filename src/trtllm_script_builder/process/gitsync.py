@@ -3,8 +3,8 @@
 `sync_checkout` snapshots what the checkout holds - commits, staged, unstaged and untracked
 files that .gitignore does not exclude - into one commit, sends that commit to
 `remote_repo_path` on a host (the cluster's login node over ssh, or this machine) and checks
-it out there, detached. The tool's job folders at the
-top (`work_dirs/`, where remote_work_dir goes by default) are not part of it, on either side.
+it out there, detached. The tool's job folders at the top (`work_dirs/`, where
+remote_work_dir goes by default) are not part of it, on either side.
 
 The user's checkout is only read: the snapshot is made with a temporary index
 (GIT_INDEX_FILE) and a temporary object folder (GIT_OBJECT_DIRECTORY, the checkout's own
@@ -453,8 +453,8 @@ def sync_checkout(
     force_hint: str = FORCE_HINT,
 ) -> SyncResult:
     """Make remote_repo_path on `target` (a Host; an SshTarget is that host over ssh) hold
-    exactly what local_repo holds now (committed,
-    staged, unstaged and untracked files .gitignore does not exclude), checked out detached.
+    exactly what local_repo holds now (committed, staged, unstaged and untracked files
+    .gitignore does not exclude), checked out detached.
 
     Refuses (BuildError, exit 2) a remote checkout with changes of its own unless `force`
     (which discards them: `checkout -f` and `git clean -fd`, ignored files stay). With
