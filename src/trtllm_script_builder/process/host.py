@@ -27,7 +27,8 @@ def current_user() -> str:
 
 
 class Host(Protocol):
-    """Run a program, run a shell line, copy files into a folder, read a file from an offset.
+    """Run a program, run a shell line, copy files into a folder, read a file from an offset;
+    `check` reaches it and answers its login folder, $HOME and user, one a line.
 
     `timeout` (seconds) overrides the host's own limit for one call (a git transfer, salloc).
     """
