@@ -269,7 +269,7 @@ def test_a_hostile_clusters_names_are_left_out_and_its_words_escaped(tmp_path: P
     from trtllm_script_builder.model.slurm_env import load_slurm_env
     from trtllm_script_builder.process.probe import probe, render_text
 
-    env, rc = probe(runner=_hostile_cluster(), user="alice")
+    env, rc = probe(host=_hostile_cluster(), user="alice")
     assert rc == 2
     assert [p["name"] for p in env["partitions"]] == ["batch"]
     assert env["accounts"] == ["prj"]
@@ -291,23 +291,26 @@ def test_probe_ssh_keeps_no_hostile_login_answer(
 
     from trtllm_script_builder.cli import main
     from trtllm_script_builder.model.slurm_env import load_slurm_env
-    from trtllm_script_builder.process import ssh
+    from trtllm_script_builder.process import host
     from trtllm_script_builder.process.proc import CmdResult
 
     fake = _hostile_cluster()
     hello = {"out": "relative/dir\n/home/\x1b[2Jme\nalice\n"}
 
     class FakeSsh:
+        name = ssh_host = "login"
+        remote = True
+
         def __init__(self, target: Any) -> None:
             pass
 
-        def shell(self, line: str, input: bytes | None = None) -> CmdResult:
+        def check(self) -> CmdResult:
             return CmdResult(0, hello["out"])
 
-        def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+        def __call__(self, argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
             return fake(argv)
 
-    monkeypatch.setattr(ssh, "SshRunner", FakeSsh)
+    monkeypatch.setattr(host, "OverSsh", FakeSsh)
     out = tmp_path / "env.json"
     res = CliRunner().invoke(main, ["probe", "--ssh", "login", "--output", str(out)])
     assert res.exit_code == 2, res.output
@@ -319,7 +322,7 @@ def test_probe_ssh_keeps_no_hostile_login_answer(
     assert res.exit_code == 3 and "id -un answered '-oProxyCommand=x'" in res.output
     hello["out"] = ""
     monkeypatch.setattr(
-        FakeSsh, "shell", lambda *a, **k: CmdResult(255, "", "ssh: \x1b]52;c;x\x07")
+        FakeSsh, "check", lambda *a, **k: CmdResult(255, "", "ssh: \x1b]52;c;x\x07")
     )
     res = CliRunner().invoke(main, ["probe", "--ssh", "login", "--output", str(out)])
     assert res.exit_code == 3 and "\x1b" not in res.output and "\\x1b]52" in res.output
@@ -509,7 +512,7 @@ def test_check_shows_a_clusters_hostile_words_escaped(tmp_path: Path) -> None:
     fake.answers["sbatch --test-only /"] = CmdResult(
         1, "", "allocation failure: \x1b]52;c;cm0K\x07\x1b[2J " + "w" * 5000
     )
-    problems, rc = check(job(tmp_path), runner=fake, user="alice")
+    problems, rc = check(job(tmp_path), host=fake, user="alice")
     assert rc == 1 and problems
     for p in problems:
         assert not _RAW.search(p) and len(p) < 700, p

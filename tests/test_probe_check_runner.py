@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -45,13 +46,24 @@ ASSOC = "prj|prj|\nprj|other|arm\n"
 
 
 class Fake:
-    """Answers by the first argv words; records every call."""
+    """A host that answers by the first argv words and records every call; a shell line is
+    split into words, with a file given on stdin shown as its path (`sbatch --test-only /w/x`)."""
+
+    name = "fake"
+    remote = False
+    ssh_host = None
 
     def __init__(self, answers: dict[str, CmdResult | Callable[[list[str]], CmdResult]]):
         self.answers = answers
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+    def check(self) -> CmdResult:
+        return CmdResult(0, "/w\n/home/alice\nalice\n")
+
+    def shell(self, line: str, input: bytes | Path | None = None, **_: object) -> CmdResult:
+        return self(shlex.split(line) + ([str(input)] if isinstance(input, Path) else []))
+
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None, **_: object) -> CmdResult:
         args = list(argv)
         self.calls.append(args)
         line = " ".join(args)
@@ -85,7 +97,7 @@ def cluster(**changes: CmdResult | Callable[[list[str]], CmdResult]) -> Fake:
 
 def test_probe_full() -> None:
     fake = cluster()
-    env, rc = probe(runner=fake, user="alice")
+    env, rc = probe(host=fake, user="alice")
     SlurmEnv.model_validate(env)
     assert (rc, env["errors"]) == (0, [])  # a down partition and a refused one are no errors
     assert env["user"] == "alice"
@@ -111,7 +123,7 @@ def test_probe_full() -> None:
 
 def test_probe_runs_each_tool_once() -> None:
     fake = cluster()
-    probe(runner=fake, user="alice")
+    probe(host=fake, user="alice")
     tools = [" ".join(c[:2]) for c in fake.calls if c[0] != "sbatch"]
     assert sorted(tools) == sorted(["sinfo -h", "sacctmgr -nP", "scontrol show", "srun --mpi=list"])
     assert sum(c[0] == "sbatch" for c in fake.calls) == 3  # one per up partition
@@ -123,12 +135,12 @@ def test_probe_clean_exit_zero() -> None:
         0, "NodeName=n1 Arch=x86_64 Gres=gpu:8 Partitions=gpu\n"
     )
     fake.answers["sbatch --test-only --partition"] = CmdResult(0, "", "sbatch: Job 1 to start")
-    env, rc = probe(runner=fake, user="alice")
+    env, rc = probe(host=fake, user="alice")
     assert (rc, env["errors"], env["default_partition"]) == (0, [], "gpu")
 
 
 def test_probe_no_tools() -> None:
-    env, rc = probe(runner=Fake({}), user="bob")
+    env, rc = probe(host=Fake({}), user="bob")
     assert rc == 1
     assert env["errors"] == [NO_SLURM_TOOLS]
     assert SlurmEnv.model_validate(env).tools_missing
@@ -139,7 +151,7 @@ def test_probe_partition_filter_and_fallback() -> None:
     fake.answers["sbatch --test-only --partition"] = CmdResult(
         1, "", "allocation failure: Invalid account or account/partition combination specified"
     )
-    env, rc = probe(["arm", "nope", "dead"], runner=fake, user="alice")
+    env, rc = probe(["arm", "nope", "dead"], host=fake, user="alice")
     assert rc == 2
     assert env["default_partition"] == "arm"
     parts = {p["name"]: p for p in env["partitions"]}
@@ -154,7 +166,7 @@ def test_probe_without_accounting() -> None:
     fake = cluster(
         sacctmgr=CmdResult(1, "", "sacctmgr: error: Slurm accounting storage is disabled")
     )
-    env, rc = probe(runner=fake, user="alice")
+    env, rc = probe(host=fake, user="alice")
     assert rc == 2
     assert env["accounts"] == [] and env["default_account"] is None
     assert "sacctmgr failed: sacctmgr: error: Slurm accounting storage is disabled" in env["errors"]
@@ -162,7 +174,7 @@ def test_probe_without_accounting() -> None:
 
 
 def test_render_text() -> None:
-    env, _ = probe(runner=cluster(), user="alice")
+    env, _ = probe(host=cluster(), user="alice")
     text = render_text(env)
     assert "NAME" in text and "GPUS_PER_NODE" in text
     row = next(line for line in text.splitlines() if line.startswith("batch "))
@@ -217,7 +229,7 @@ def write_spec(
 
 
 def test_check_ok(tmp_path: Path) -> None:
-    assert check(job(tmp_path), runner=cluster(), user="alice") == ([], 0)
+    assert check(job(tmp_path), host=cluster(), user="alice") == ([], 0)
 
 
 def test_check_reports_everything_at_once(tmp_path: Path) -> None:
@@ -228,7 +240,7 @@ def test_check_reports_everything_at_once(tmp_path: Path) -> None:
     work = job(
         tmp_path, account="other", time_limit="05:00:00", gres="gpu:a100:8", mpi_plugin="pmix_v3"
     )
-    problems, rc = check(work, runner=fake, user="alice")
+    problems, rc = check(work, host=fake, user="alice")
     assert rc == 1
     assert problems[0] == (
         "sbatch --test-only: allocation failure: Requested time limit is invalid "
@@ -243,16 +255,16 @@ def test_check_reports_everything_at_once(tmp_path: Path) -> None:
 
 
 def test_check_gres_too_many_and_no_gres_partition(tmp_path: Path) -> None:
-    problems, rc = check(job(tmp_path, gres="gpu:16"), runner=cluster(), user="alice")
+    problems, rc = check(job(tmp_path, gres="gpu:16"), host=cluster(), user="alice")
     assert rc == 1 and "asks for 16 gpu per node" in problems[0] and "have 8" in problems[0]
     work = job(tmp_path, partition="dead", gres="gpu:1", time_limit="30")
-    problems, _ = check(work, runner=cluster(), user="alice")
+    problems, _ = check(work, host=cluster(), user="alice")
     assert any("dead is DOWN" in p for p in problems)
     assert any("have no gpu GRES" in p for p in problems)
 
 
 def test_check_nodes_and_bad_time(tmp_path: Path) -> None:
-    problems, _ = check(job(tmp_path, nodes=5, time_limit="soon"), runner=cluster(), user="a")
+    problems, _ = check(job(tmp_path, nodes=5, time_limit="soon"), host=cluster(), user="a")
     assert "slurm_params.nodes: 5 nodes, partition batch has 4" in problems
     assert "slurm_params.time_limit: soon is not a Slurm time (e.g. 02:00:00)" in problems
 
@@ -265,7 +277,7 @@ def test_check_unknown_partition(tmp_path: Path) -> None:
         "sbatch: error: invalid partition specified: nope\n"
         "allocation failure: Invalid partition name specified\n",
     )
-    problems, rc = check(job(tmp_path, partition="nope"), runner=fake, user="alice")
+    problems, rc = check(job(tmp_path, partition="nope"), host=fake, user="alice")
     assert rc == 1
     assert problems[:2] == [
         "sbatch --test-only: sbatch: error: invalid partition specified: nope",
@@ -278,30 +290,30 @@ def test_check_unknown_partition(tmp_path: Path) -> None:
 def test_check_accounts_ignored_when_not_enforced(tmp_path: Path) -> None:
     fake = cluster()
     fake.answers["scontrol show config"] = CmdResult(0, "AccountingStorageEnforce = none\n")
-    assert check(job(tmp_path, account="whatever"), runner=fake, user="alice") == ([], 0)
+    assert check(job(tmp_path, account="whatever"), host=fake, user="alice") == ([], 0)
 
 
 def test_check_missing_spec_and_script(tmp_path: Path) -> None:
     # Nothing built: the user's input, refused with exit 2 as submit and watch refuse it.
     with pytest.raises(BuildError, match="holds no job_spec.json") as err:
-        check(tmp_path, runner=cluster())
+        check(tmp_path, host=cluster())
     assert err.value.exit_code == 2 and err.value.field == "work_dir"
     work = job(tmp_path)
     (work / "job.slurm").unlink()
-    problems, rc = check(work, runner=cluster(), user="alice")
+    problems, rc = check(work, host=cluster(), user="alice")
     assert rc == 1 and problems[0].endswith("job.slurm does not exist")
 
 
 def test_check_invalid_spec_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "job_spec.json").write_text('{"execution_scenario": "local_slurm"}')
     with pytest.raises(BuildError) as err:
-        check(tmp_path, runner=cluster())
+        check(tmp_path, host=cluster())
     line = err.value.line()
     assert line.startswith(f"error: work_dir: {tmp_path / 'job_spec.json'}: ")
     assert line.endswith("; rebuild the job with this version")
     (tmp_path / "job_spec.json").write_text("{not json")
     with pytest.raises(BuildError) as err:
-        check(tmp_path, runner=cluster())
+        check(tmp_path, host=cluster())
     assert err.value.line().startswith("error: work_dir: ") and "\n" not in err.value.line()
 
 
@@ -310,31 +322,31 @@ def test_check_docker_job_against_this_machine(tmp_path: Path) -> None:
     write_spec(tmp_path, tmp_path / "docker_cmd.sh", "local_docker", None)
     eight = "".join(f"GPU {i}: H100 (UUID: GPU-{i})\n" for i in range(8))
     ok = {"docker version": CmdResult(0, "27.0.1\n"), "nvidia-smi -L": CmdResult(0, eight)}
-    assert check(tmp_path, runner=Fake(ok)) == ([], 0)
-    assert check(tmp_path, runner=Fake({"docker version": CmdResult(0, "27\n")})) == ([], 0)
-    problems, rc = check(tmp_path, runner=Fake({}))
+    assert check(tmp_path, host=Fake(ok)) == ([], 0)
+    assert check(tmp_path, host=Fake({"docker version": CmdResult(0, "27\n")})) == ([], 0)
+    problems, rc = check(tmp_path, host=Fake({}))
     assert rc == 1 and problems == [
         "docker: not found on this machine; install Docker or use a Slurm scenario"
     ]
     down = CmdResult(1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock")
     two = CmdResult(0, "GPU 0: A\nGPU 1: B\n")
-    problems, rc = check(tmp_path, runner=Fake({"docker version": down, "nvidia-smi -L": two}))
+    problems, rc = check(tmp_path, host=Fake({"docker version": down, "nvidia-smi -L": two}))
     assert rc == 1 and problems[0].startswith("docker: the engine does not answer (Cannot connect")
     assert problems[1] == "nvidia-smi lists 2 GPU(s); the job needs 8"
 
 
 def test_check_without_tools(tmp_path: Path) -> None:
-    problems, rc = check(job(tmp_path), runner=Fake({}), user="alice")
+    problems, rc = check(job(tmp_path), host=Fake({}), user="alice")
     assert rc == 1 and "SLURM client tools not found" in problems[0]
 
 
 @pytest.mark.parametrize("gres", ["--gres=gpu:8", "gpu:h100:8", None, ""])
 def test_check_gres_spellings(tmp_path: Path, gres: str | None) -> None:
-    assert check(job(tmp_path, gres=gres), runner=cluster(), user="alice") == ([], 0)
+    assert check(job(tmp_path, gres=gres), host=cluster(), user="alice") == ([], 0)
 
 
 def test_check_no_gres_line_on_a_partition_without_gpus(tmp_path: Path) -> None:
     # the builder keeps gpus_per_node (from the request) but writes no --gres line
     work = job(tmp_path, partition="dead", gres=None, gpus_per_node=8, time_limit="10")
-    problems, _ = check(work, runner=cluster(), user="alice")
+    problems, _ = check(work, host=cluster(), user="alice")
     assert problems == ["slurm_params.partition: dead is DOWN, jobs will not start"]

@@ -233,7 +233,7 @@ def test_probe_of_a_misspelt_partition_names_the_nearest() -> None:
 
     from .test_probe_check_runner import cluster
 
-    env, rc = probe(["bacth"], runner=cluster(), user="alice")
+    env, rc = probe(["bacth"], host=cluster(), user="alice")
     assert rc == 2
     assert any(e.startswith("partition bacth: not found") for e in env["errors"]), env["errors"]
     assert any(e.endswith("; did you mean batch?") for e in env["errors"]), env["errors"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtllm_script_builder.process.check.core import check_job
+from trtllm_script_builder.process.check import check_job
 
 
 @click.command("check")
@@ -19,15 +19,16 @@ from trtllm_script_builder.process.check.core import check_job
     "--ssh-host",
     default=None,
     metavar="HOST",
-    help="remote_slurm: check on this host (default: job_spec ssh_host, else slurm_env's)",
+    help="a job on a remote cluster: check on this host (default: job_spec ssh_host, else "
+    "slurm_env's)",
 )
 def command(work_dir: Path, as_json: bool, ssh_host: str | None) -> None:
     """Check the job built in WORK_DIR against the live cluster before submitting it.
 
     Runs `sbatch --test-only` on the script and checks partition, account, GRES, node count,
     time limit and MPI plugin; reports every problem at once, quoting the cluster's reasons.
-    A remote_slurm job is checked on its cluster over ssh (the script goes to sbatch on
-    standard input; nothing is copied). A local_docker job: docker answers and nvidia-smi
+    A job on a remote cluster is checked there over ssh (the script goes to sbatch on
+    standard input; nothing is copied). A Docker job: docker answers and nvidia-smi
     lists the GPUs it needs. Says which cluster (and host) it checked.
     Exit status: 0 fine, 1 problems found, 2 nothing built in WORK_DIR, 3 the remote host could
     not be reached.

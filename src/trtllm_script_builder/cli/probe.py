@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
 from trtllm_script_builder.atomic import write_file
+from trtllm_script_builder.cli import fail
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.process.host import host_for
 from trtllm_script_builder.process.probe.collect import probe
 from trtllm_script_builder.process.probe.render import render_text
 
@@ -71,12 +73,12 @@ def command(
         names = [p.strip() for p in partitions.split(",") if p.strip()]
         if not names:
             raise click.UsageError("--partitions needs at least one partition name")
-    if remote_cwd is not None and ssh_host is None:
+    if remote_cwd is not None and not ssh_host:
         raise click.UsageError("--remote-cwd needs --ssh HOST")
-    if ssh_host is None:
-        env, rc = probe(names)
-    else:
-        env, rc = _probe_remote(ssh_host, names, remote_cwd)
+    try:
+        env, rc = probe(names, host_for(ssh_host), remote_cwd=remote_cwd)
+    except BuildError as err:
+        fail(err)
     text = json.dumps(env, indent=2) + "\n" if fmt == "json" else render_text(env)
     if output is not None:
         write_file(output, text)
@@ -91,41 +93,6 @@ def command(
         for error in env["errors"]:
             click.echo(f"warning: {error}", err=True)
     raise SystemExit(rc)
-
-
-def _probe_remote(
-    host: str, names: list[str] | None, remote_cwd: str | None
-) -> tuple[dict[str, Any], int]:
-    from trtllm_script_builder.model import values
-    from trtllm_script_builder.process.probe.collect import NOT_A_NAME
-    from trtllm_script_builder.process.ssh import SshRunner, SshTarget
-
-    runner = SshRunner(SshTarget(host))
-    hello = runner.shell('pwd && printf "%s\\n" "$HOME" && id -un')
-    words = hello.out.splitlines()
-    if hello.rc != 0 or len(words) < 3:
-        why = (hello.err or hello.out).strip().splitlines()
-        said = values.printable(why[-1]) if why else f"exit status {hello.rc}"
-        click.echo(f"error: ssh {host}: {said}", err=True)
-        raise SystemExit(3)
-    login_dir, home, user = words[0], words[1], words[2]
-    if not values.SLURM_NAME.fullmatch(user):
-        # the user goes to sacctmgr as an argument of its own (decision 75)
-        click.echo(
-            f"error: ssh {host}: id -un answered {values.shown(user)}, which {NOT_A_NAME}", err=True
-        )
-        raise SystemExit(3)
-    env, rc = probe(names, runner=runner, user=user)
-    env["ssh_host"] = host
-    # the login shell's answers are kept only as the cluster file is read back (decision 75)
-    for key, value in (("remote_cwd", remote_cwd or login_dir), ("remote_home", home)):
-        if values.is_absolute_path(value) and values.text_problem(value) is None:
-            env[key] = value
-        else:
-            env["errors"].append(f"{key} {values.shown(value)} left out: not an absolute path")
-            env[key] = None
-            rc = rc or 2
-    return env, rc
 
 
 commands = [command]

@@ -52,13 +52,12 @@ def command(
     Example:
       trtllm-script-builder build req.yaml && trtllm-script-builder sync work_dirs/llama_20260101
 
-    Exit status: 0 synced, 2 refused (not a remote_slurm job, the cluster checkout has
-    changes), 3 git or ssh failed.
+    Exit status: 0 synced, 2 refused (the job names no cluster clone, the cluster checkout
+    has changes), 3 git or ssh failed.
     """
+    from trtllm_script_builder.process.backend import host_of
     from trtllm_script_builder.process.gitsync import sync_checkout
     from trtllm_script_builder.process.spec_file import read_job_spec
-    from trtllm_script_builder.process.ssh import SshTarget
-    from trtllm_script_builder.process.submit import resolve_ssh_host
 
     try:
         spec = read_job_spec(work_dir)
@@ -68,9 +67,8 @@ def command(
                 "job_spec.json has no remote_repo_path",
                 "build the job for remote_slurm (remote_repo_path names the cluster's clone)",
             )
-        target = SshTarget(resolve_ssh_host(spec, ssh_host))
         result = sync_checkout(
-            target,
+            host_of(spec, ssh_host),
             Path(spec.repo_root),
             spec.remote_repo_path,
             force=force,

@@ -2,15 +2,16 @@
 
 `sync_checkout` snapshots what the checkout holds - commits, staged, unstaged and untracked
 files that .gitignore does not exclude - into one commit, sends that commit to
-`remote_repo_path` over ssh and checks it out there, detached. The tool's job folders at the
-top (`work_dirs/`, where remote_work_dir goes by default) are not part of it, on either side.
+`remote_repo_path` on a host (the cluster's login node over ssh, or this machine) and checks
+it out there, detached. The tool's job folders at the top (`work_dirs/`, where
+remote_work_dir goes by default) are not part of it, on either side.
 
 The user's checkout is only read: the snapshot is made with a temporary index
 (GIT_INDEX_FILE) and a temporary object folder (GIT_OBJECT_DIRECTORY, the checkout's own
 objects as an alternate), both in a temporary folder, so index, working tree, HEAD, branches,
 stash and even .git/objects stay as they were, whatever fails. The commit travels either as a
 temporary branch pushed to the repository the remote clone's `origin` names (when a remote of
-the local checkout is that repository), or as a `git bundle` streamed into one ssh command.
+the local checkout is that repository), or as a `git bundle` streamed into one shell line.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from pathlib import Path
 from trtllm_script_builder.atomic import checkpoint, signals_as_exceptions
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.values import whole_number
+from trtllm_script_builder.process.host import Host, OverSsh
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
-from trtllm_script_builder.process.ssh import SSH_FAILED, SshRunner, SshTarget
+from trtllm_script_builder.process.ssh import SSH_FAILED, SshTarget
 
 Say = Callable[[str], None]
 
@@ -360,16 +362,8 @@ def _parse_probe(text: str) -> _Remote:
     r = _Remote(state="")
     for line in text.splitlines():
         key, _, value = line.partition("=")
-        if key == "state":
-            r.state = value
-        elif key == "top":
-            r.top = value
-        elif key == "inode":
-            r.inode = value
-        elif key == "origin":
-            r.origin = value
-        elif key == "head":
-            r.head = value
+        if key in ("state", "top", "inode", "origin", "head"):
+            setattr(r, key, value)
         elif key == "has":
             r.has = value == "yes"
         elif key == "changes" and whole_number(value) is not None:
@@ -431,9 +425,24 @@ def _clone_url(local: _Local) -> str | None:
 # ---------------------------------------------------------------- the procedure
 
 
+@dataclass(frozen=True)
+class _There:
+    """The host of remote_repo_path, every shell line given the sync's long time limit."""
+
+    host: Host
+    timeout: float
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    def __call__(self, line: str, input: Path | None = None) -> CmdResult:
+        return self.host.shell(line, input, timeout=self.timeout)
+
+
 @signals_as_exceptions()  # SIGTERM, SIGHUP: the snapshot folder and a new clone go (decision 80)
 def sync_checkout(
-    target: SshTarget,
+    target: Host | SshTarget,
     local_repo: Path,
     remote_repo_path: str,
     *,
@@ -443,8 +452,9 @@ def sync_checkout(
     say: Say = lambda _: None,
     force_hint: str = FORCE_HINT,
 ) -> SyncResult:
-    """Make remote_repo_path on `target` hold exactly what local_repo holds now (committed,
-    staged, unstaged and untracked files .gitignore does not exclude), checked out detached.
+    """Make remote_repo_path on `target` (a Host; an SshTarget is that host over ssh) hold
+    exactly what local_repo holds now (committed, staged, unstaged and untracked files
+    .gitignore does not exclude), checked out detached.
 
     Refuses (BuildError, exit 2) a remote checkout with changes of its own unless `force`
     (which discards them: `checkout -f` and `git clean -fd`, ignored files stay). With
@@ -453,11 +463,10 @@ def sync_checkout(
     `force_hint` ends the refusal's fix: how the caller's user discards the changes.
     """
     path = check_remote_path(remote_repo_path)
-    host = target.host
-    where = f"{host}:{path}"
+    host = OverSsh(target) if isinstance(target, SshTarget) else target
+    where = f"{host.name}:{path}"
     local = _open_checkout(local_repo)
-    long = timeout or max(TRANSFER_TIMEOUT, tool_timeout())
-    ssh = SshRunner(target, timeout=long)
+    there = _There(host, timeout or max(TRANSFER_TIMEOUT, tool_timeout()))
     tmp = Path(tempfile.mkdtemp(prefix="tsb-sync-"))
     try:
         snap = _snapshot(local, tmp)
@@ -465,7 +474,7 @@ def sync_checkout(
         notes = list(snap.notes)
         sha = snap.commit
 
-        remote = _probe(ssh, path, sha, where)
+        remote = _probe(there, path, sha, where)
         if _same_folder(local, remote):
             notes.append(
                 f"{where} is this checkout itself (a shared filesystem): nothing sent, "
@@ -477,18 +486,18 @@ def sync_checkout(
         made_folder = "1" if remote.state == "missing" else ""
         try:
             if fresh:
-                remote = _create(ssh, local, path, sha, where, notes, say)
+                remote = _create(there, local, path, sha, where, notes, say)
             elif remote.changes and not force:
                 raise _dirty(where, remote, force_hint)
             method = "present"
             if remote.has:
                 notes.append(f"the cluster had {sha[:12]} already")
             else:
-                method = _transfer(ssh, local, snap, remote, path, where, notes, say)
-            _checkout(ssh, path, sha, where, force or fresh, submodules, force_hint)
+                method = _transfer(there, local, snap, remote, path, where, notes, say)
+            _checkout(there, path, sha, where, force or fresh, submodules, force_hint)
         except BaseException:
             if fresh:  # what this sync made there and left unfinished goes again
-                ssh.shell(_line(_REMOVE, path, made_folder))
+                there(_line(_REMOVE, path, made_folder))
             raise
         if remote.changes and force and not fresh:
             notes.append(f"discarded {remote.changes} change(s) of the cluster checkout (--force)")
@@ -519,10 +528,10 @@ def ssh_failed(res: CmdResult, host: str) -> ToolFailed:
     )
 
 
-def _probe(ssh: SshRunner, path: str, sha: str, where: str) -> _Remote:
-    res = ssh.shell(_line(_PROBE, path, sha))
+def _probe(there: _There, path: str, sha: str, where: str) -> _Remote:
+    res = there(_line(_PROBE, path, sha))
     if res.rc == SSH_FAILED or (res.rc != 0 and "state=" not in res.out):
-        raise ssh_failed(res, ssh.target.host)
+        raise ssh_failed(res, there.name)
     remote = _parse_probe(res.out)
     if remote.state == "notdir":
         raise BuildError(
@@ -543,7 +552,7 @@ def _probe(ssh: SshRunner, path: str, sha: str, where: str) -> _Remote:
     if remote.state == "nogit":
         raise ToolFailed(
             "remote_repo_path",
-            f"{ssh.target.host} has no git",
+            f"{there.name} has no git",
             "install git there, or put it on the PATH of non-interactive ssh shells",
         )
     return remote
@@ -560,24 +569,24 @@ def _dirty(where: str, remote: _Remote, force_hint: str) -> BuildError:
 
 
 def _create(
-    ssh: SshRunner, local: _Local, path: str, sha: str, where: str, notes: list[str], say: Say
+    there: _There, local: _Local, path: str, sha: str, where: str, notes: list[str], say: Say
 ) -> _Remote:
     """A clone of the local origin at a missing or empty path, else an empty repository
     (the bundle then carries the whole history)."""
     url = _clone_url(local)
     if url:
         say(f"cloning {url} into {where}")
-        res = ssh.shell(_line(_CREATE, path, url))
+        res = there(_line(_CREATE, path, url))
         if res.rc == 0:
             notes.append(f"cloned {url} into {where}")
-            return _probe(ssh, path, sha, where)
+            return _probe(there, path, sha, where)
         if res.rc == SSH_FAILED:
-            raise ssh_failed(res, ssh.target.host)
+            raise ssh_failed(res, there.name)
         notes.append(f"cloning {url} there failed ({first_line(res)}); made an empty repository")
-    res = ssh.shell(_line(_CREATE, path, ""))
+    res = there(_line(_CREATE, path, ""))
     if res.rc != 0:
         if res.rc == SSH_FAILED:
-            raise ssh_failed(res, ssh.target.host)
+            raise ssh_failed(res, there.name)
         raise ToolFailed(
             "remote_repo_path",
             f"making the checkout at {where} failed: {first_line(res)}",
@@ -585,11 +594,11 @@ def _create(
         )
     if not url:
         notes.append(f"made an empty repository at {where}")
-    return _probe(ssh, path, sha, where)
+    return _probe(there, path, sha, where)
 
 
 def _transfer(
-    ssh: SshRunner,
+    there: _There,
     local: _Local,
     snap: _Snapshot,
     remote: _Remote,
@@ -608,17 +617,17 @@ def _transfer(
         push = local.git(
             ["push", "-q", "--no-verify", "--no-follow-tags", "--recurse-submodules=no",
              "--", url, f"{sha}:{ref}"],
-            env, timeout=ssh.timeout,
+            env, timeout=there.timeout,
         )  # fmt: skip
         if push.rc != 0:
             notes.append(f"push to {name} refused ({first_line(push)}); sent a bundle instead")
             break
         try:
-            fetched = ssh.shell(_line(_FETCH_ORIGIN, path, ref))
+            fetched = there(_line(_FETCH_ORIGIN, path, ref))
         finally:
             gone = local.git(
                 ["push", "-q", "--no-verify", "--recurse-submodules=no", "--", url, f":{ref}"],
-                timeout=ssh.timeout,
+                timeout=there.timeout,
             )
             if gone.rc != 0:
                 notes.append(
@@ -628,18 +637,18 @@ def _transfer(
         if fetched.rc == 0:
             return "push"
         if fetched.rc == SSH_FAILED:
-            raise ssh_failed(fetched, ssh.target.host)
+            raise ssh_failed(fetched, there.name)
         notes.append(
             f"the cluster could not fetch from its origin ({first_line(fetched)}); "
             "sent a bundle instead"
         )
         break
-    _send_bundle(ssh, local, snap, remote, path, where, ref, say)
+    _send_bundle(there, local, snap, remote, path, where, ref, say)
     return "bundle"
 
 
 def _send_bundle(
-    ssh: SshRunner,
+    there: _There,
     local: _Local,
     snap: _Snapshot,
     remote: _Remote,
@@ -662,9 +671,9 @@ def _send_bundle(
     bundle = store.parent / "sync.bundle"
     local.must("bundle", [*git_dir, "bundle", "create", "-q", str(bundle), ref, *(f"^{h}" for h in have)])  # fmt: skip
     say(f"sending a {bundle.stat().st_size / 1e6:.1f} MB bundle to {where}")
-    res = ssh.shell(_line(_FETCH_BUNDLE, path, ref), input=bundle)  # streamed from the file
+    res = there(_line(_FETCH_BUNDLE, path, ref), input=bundle)  # streamed from the file
     if res.rc == SSH_FAILED:
-        raise ssh_failed(res, ssh.target.host)
+        raise ssh_failed(res, there.name)
     if res.rc != 0:
         raise ToolFailed(
             "remote_repo_path",
@@ -674,7 +683,7 @@ def _send_bundle(
 
 
 def _checkout(
-    ssh: SshRunner,
+    there: _There,
     path: str,
     sha: str,
     where: str,
@@ -682,13 +691,13 @@ def _checkout(
     submodules: bool,
     force_hint: str = FORCE_HINT,
 ) -> None:
-    res = ssh.shell(_line(_CHECKOUT, path, sha, "1" if force else "", "1" if submodules else ""))
+    res = there(_line(_CHECKOUT, path, sha, "1" if force else "", "1" if submodules else ""))
     if res.rc == 0:
         return
     if res.rc == SSH_FAILED:
-        raise ssh_failed(res, ssh.target.host)
+        raise ssh_failed(res, there.name)
     if res.rc == _RC_DIRTY:
-        probe = _probe(ssh, path, sha, where)
+        probe = _probe(there, path, sha, where)
         raise _dirty(where, probe, force_hint)
     if res.rc == _RC_SUBMODULES:
         raise ToolFailed(

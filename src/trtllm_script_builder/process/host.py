@@ -7,26 +7,43 @@ watch, sync and persistent allocations are written once against this interface.
 
 from __future__ import annotations
 
+import getpass
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
 from trtllm_script_builder.process.proc import CmdResult, run
-from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+from trtllm_script_builder.process.ssh import MAX_READ, Cwd, Input, Secs, SshRunner
 
-MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alike
+
+def current_user() -> str:
+    """This machine's user name ("unknown" when the system cannot tell)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
 
 
 class Host(Protocol):
-    """Run a program, run a shell line, copy files into a folder, read a file from an offset."""
+    """Run a program, run a shell line, copy files into a folder, read a file from an offset;
+    `check` reaches it and answers its login folder, $HOME and user, one a line.
+
+    `timeout` (seconds) overrides the host's own limit for one call (a git transfer, salloc).
+    """
 
     name: str  # what messages call it: "this machine" or the ssh host
     remote: bool  # whether paths on it are not this machine's (only for where files are put)
+    ssh_host: str | None  # the name ssh reaches it by, recorded in files (None: this machine)
 
-    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult: ...
+    def __call__(
+        self, argv: Sequence[str], cwd: Cwd = None, *, timeout: Secs = None
+    ) -> CmdResult: ...
 
-    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult: ...
+    def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult: ...
+
+    def check(self) -> CmdResult: ...
 
     def copy(self, files: Sequence[Path], folder: str) -> CmdResult: ...
 
@@ -40,13 +57,22 @@ class Here:
 
     name = "this machine"
     remote = False
+    ssh_host: str | None = None
 
-    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult:
-        return run(argv, cwd)
+    def __call__(self, argv: Sequence[str], cwd: Cwd = None, *, timeout: Secs = None) -> CmdResult:
+        return run(argv, cwd, timeout=timeout)
 
-    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult:
+    def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult:
         # `sh`, as over ssh: the line is written once for both.
-        return run(["sh", "-c", line], input=input)
+        return run(["sh", "-c", line], input=input, timeout=timeout)
+
+    def check(self) -> CmdResult:
+        """As over ssh: the folder a command starts in, $HOME and the user, one a line."""
+        try:
+            cwd = os.getcwd()
+        except OSError:  # a folder removed under this process: no answer, but no failure
+            cwd = ""
+        return CmdResult(0, f"{cwd}\n{Path.home()}\n{current_user()}\n")
 
     def copy(self, files: Sequence[Path], folder: str) -> CmdResult:
         dest = Path(folder)
@@ -71,17 +97,7 @@ class Here:
         return None
 
 
-class OverSsh(SshRunner):
-    """A cluster's login node through one shared ssh connection (see `process.ssh`)."""
-
-    remote = True
-
-    def __init__(self, target: SshTarget | str, timeout: float | None = None) -> None:
-        super().__init__(target if isinstance(target, SshTarget) else SshTarget(target), timeout)
-        self.name = self.target.host
-
-    def __call__(self, argv: Sequence[str], cwd: Path | str | None = None) -> CmdResult:
-        return super().__call__(argv, Path(cwd) if cwd else None)
+OverSsh = SshRunner  # a cluster's login node through one shared ssh connection (process.ssh)
 
 
 def host_for(ssh_host: str | None) -> Host:
@@ -89,4 +105,4 @@ def host_for(ssh_host: str | None) -> Host:
     return OverSsh(ssh_host) if ssh_host else Here()
 
 
-__all__ = ["CmdResult", "Here", "Host", "OverSsh", "host_for"]
+__all__ = ["MAX_READ", "CmdResult", "Here", "Host", "OverSsh", "current_user", "host_for"]

@@ -1,4 +1,5 @@
-"""Persistent mode for local_slurm (a held allocation jobs run in).
+"""Persistent mode of the Slurm backend (a held allocation jobs run in), for a cluster whose
+tools run on this machine.
 
 One allocation per repo, held by `salloc --no-shell` under the job name
 `<account>-trtllm.persistent`, is described by `<repo_root>/work_dirs/.slurm_alloc.json`
@@ -36,8 +37,9 @@ from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.probe.collect import current_user, first_line
-from trtllm_script_builder.process.proc import Runner, run, spawn_detached, start_time
+from trtllm_script_builder.process.host import Here, Host, current_user
+from trtllm_script_builder.process.probe.collect import first_line
+from trtllm_script_builder.process.proc import Runner, spawn_detached, start_time
 from trtllm_script_builder.process.submission import RC_FILE, Say, Submission, write_json
 from trtllm_script_builder.slurm_time import parse_time_minutes, time_to_seconds
 
@@ -47,16 +49,6 @@ LOCK_FILE = ".slurm_alloc.lock"
 DEFAULT_ALLOC_TIME = "04:00:00"
 MIN_LEFT_SECONDS = 300
 ALLOC_WAIT_SECONDS = int(os.environ.get("TSB_ALLOC_WAIT", "600"))
-EXPORTED = (
-    "SLURM_JOB_ID",
-    "SLURM_JOBID",
-    "SLURM_JOB_NUM_NODES",
-    "SLURM_NNODES",
-    "SLURM_NTASKS",
-    "SLURM_NTASKS_PER_NODE",
-    "SLURM_NODELIST",
-    "SLURM_JOB_NODELIST",
-)
 
 
 class AllocState(BaseModel):
@@ -186,16 +178,15 @@ def cancel(runner: Runner, job_id: str) -> None:
     runner(["scancel", job_id])
 
 
-def cancel_orphans(account: str, runner: Runner, say: Say) -> None:
+def cancel_orphans(account: str, host: Host, say: Say) -> None:
     """Allocations of this user under the persistent job name that no state file holds."""
-    res = runner(
-        ["squeue", "-u", current_user(), "-h", "-o", "%i %T %j", f"--name={job_name(account)}"]
-    )
+    user = (host.check().out.split() or [current_user()])[-1]  # the host's user: its last word
+    res = host(["squeue", "-u", user, "-h", "-o", "%i %T %j", f"--name={job_name(account)}"])
     for line in res.out.splitlines() if res.rc == 0 else []:
         words = line.split()
         if words and values.JOB_ID.fullmatch(words[0].split("_")[0]):
             say(f"cancelling orphaned allocation {words[0]} ({' '.join(words[1:])})")
-            cancel(runner, words[0])
+            cancel(host, words[0])
 
 
 def alloc_time_for(spec: JobSpec, requested: str | None) -> str:
@@ -214,7 +205,7 @@ def alloc_time_for(spec: JobSpec, requested: str | None) -> str:
     return DEFAULT_ALLOC_TIME
 
 
-def allocate(spec: JobSpec, alloc_time: str, runner: Runner, say: Say) -> AllocState:
+def allocate(spec: JobSpec, alloc_time: str, host: Host, say: Say) -> AllocState:
     p = spec.slurm_params
     assert p is not None
     argv = [
@@ -231,17 +222,17 @@ def allocate(spec: JobSpec, alloc_time: str, runner: Runner, say: Say) -> AllocS
     if p.gres:
         argv.append(f"--gres={p.gres}")
     say(f"allocating: {' '.join(argv)}")
-    res = run(argv, timeout=ALLOC_WAIT_SECONDS + 60)
+    res = host(argv, timeout=ALLOC_WAIT_SECONDS + 60)
     log = state_dir(spec.repo_root) / SALLOC_LOG
     log.write_text(res.text + "\n")
     m = re.search(r"Granted job allocation (\d+)", res.text)
     if res.rc != 0 or m is None:
         pending = re.search(r"job allocation (\d+)", res.text)
         if pending:
-            cancel(runner, pending.group(1))
+            cancel(host, pending.group(1))
         raise ToolFailed("salloc", first_line(res), "check partition, account and time limit")
     job = m.group(1)
-    nodelist = runner(["squeue", "-h", "-j", job, "-o", "%N"]).out.strip()
+    nodelist = host(["squeue", "-h", "-j", job, "-o", "%N"]).out.strip()
     return AllocState(
         job_id=job,
         container_name=spec.container_name,
@@ -259,14 +250,16 @@ def allocate(spec: JobSpec, alloc_time: str, runner: Runner, say: Say) -> AllocS
 
 
 def ensure_allocation(
-    spec: JobSpec, alloc_time: str | None, say: Say, runner: Runner = run
+    spec: JobSpec, alloc_time: str | None, say: Say, host: Host | None = None
 ) -> AllocState:
-    """Reuse the held allocation if it fits the job, else cancel it and allocate anew."""
+    """Reuse the held allocation if it fits the job, else cancel it and allocate anew; the
+    scheduler's tools run on `host` (default: here)."""
+    host = host or Here()
     p = spec.slurm_params
     assert p is not None
     state = load_state(spec.repo_root)
     if state is not None:
-        problem = reuse_problem(state, spec, runner)
+        problem = reuse_problem(state, spec, host)
         if problem is None:
             if state.container_name != spec.container_name:
                 # a new container name means pyxis imports (and the script installs) again
@@ -277,10 +270,10 @@ def ensure_allocation(
             say(f"reusing allocation {state.job_id} on {state.nodelist}")
             return state
         say(f"not reusing allocation {state.job_id}: {problem}; cancelling it")
-        cancel(runner, state.job_id)
+        cancel(host, state.job_id)
         remove_state(spec.repo_root)
-    cancel_orphans(p.account, runner, say)
-    state = allocate(spec, alloc_time_for(spec, alloc_time), runner, say)
+    cancel_orphans(p.account, host, say)
+    state = allocate(spec, alloc_time_for(spec, alloc_time), host, say)
     save_state(spec.repo_root, state)
     say(f"holding allocation {state.job_id} on {state.nodelist} until released")
     return state
@@ -327,7 +320,7 @@ def submit_persistent(
         rc_file = work_dir / RC_FILE
         pid = spawn_detached(script, log, rc_file, cwd=work_dir, env=allocation_env(state, spec))
     return Submission(
-        scenario="local_slurm",
+        scenario=spec.execution_scenario,
         work_dir=str(work_dir),
         submitted_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         host=socket.gethostname(),
@@ -344,8 +337,9 @@ def submit_persistent(
     )
 
 
-def release(repo_root: str | Path, runner: Runner = run) -> str | None:
-    """Cancel the held allocation and remove the state file; returns the job id (or None)."""
+def release(repo_root: str | Path, host: Host | None = None) -> str | None:
+    """Cancel the held allocation (on `host`, default here) and remove the state file;
+    returns the job id (or None)."""
     with locked(repo_root):
         state = load_state(repo_root)
         raw_id: str | None = state.job_id if state else None
@@ -356,7 +350,7 @@ def release(repo_root: str | Path, runner: Runner = run) -> str | None:
             if raw_id is not None and not values.JOB_ID.fullmatch(raw_id):
                 raw_id = None  # never an option of scancel (`--user=NAME`)
         if raw_id:
-            cancel(runner, raw_id)
+            cancel(host or Here(), raw_id)
         remove_state(repo_root)
     return raw_id
 

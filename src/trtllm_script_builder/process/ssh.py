@@ -26,7 +26,10 @@ from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
 
 SSH_FAILED = 255  # ssh's own exit status when the connection fails
 CONTROL_PERSIST = "15m"
-READ_LIMIT = 8 * 1024 * 1024  # bytes of a remote file per read (handles.MAX_READ locally)
+Cwd = Path | str | None  # a folder to run in
+Input = bytes | Path | None  # stdin: bytes, or a file the program reads itself
+Secs = float | None  # a time limit for one call (None: the host's own)
+MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alike
 
 
 # A socket path must fit in sockaddr_un (104 bytes on some systems); ssh adds `/%C` (40 hex
@@ -93,26 +96,33 @@ def remote_line(remote_argv: Sequence[str], cwd: str | None = None) -> str:
 
 
 class SshRunner:
-    """The probe's Runner protocol, run on the remote host through ssh.
+    """A cluster's login node through one shared ssh connection: the `host.Host` that is not
+    this machine (`host.OverSsh`).
 
     A tool missing there gives 127 (the remote shell's "command not found"), as locally;
     a failed connection gives ssh's 255 with ssh's message.
     """
 
-    def __init__(self, target: SshTarget, timeout: float | None = None) -> None:
-        self.target = target
+    remote = True
+
+    def __init__(self, target: SshTarget | str, timeout: float | None = None) -> None:
+        self.target = target if isinstance(target, SshTarget) else SshTarget(target)
+        self.name: str = self.target.host
+        self.ssh_host: str | None = self.target.host
         self.timeout = timeout or tool_timeout()
 
-    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
-        return run(self.target.argv(argv, str(cwd) if cwd else None), timeout=self.timeout)
+    def __call__(self, argv: Sequence[str], cwd: Cwd = None, *, timeout: Secs = None) -> CmdResult:
+        line = self.target.argv(argv, str(cwd) if cwd else None)
+        return run(line, timeout=timeout or self.timeout)
 
-    def shell(self, line: str, input: bytes | Path | None = None) -> CmdResult:
+    def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult:
         """Run one shell line remotely (the caller quotes every value)."""
-        return run(self.target.line_argv(line), input=input, timeout=self.timeout)
+        return run(self.target.line_argv(line), input=input, timeout=timeout or self.timeout)
 
     def check(self) -> CmdResult:
-        """Connect (opening the master) and return `pwd` and `$HOME` of the login shell."""
-        return self.shell('pwd && printf "%s\\n" "$HOME"')
+        """Connect (opening the master) and return `pwd`, `$HOME` and the user of the login
+        shell, one a line."""
+        return self.shell('pwd && printf "%s\\n" "$HOME" && id -un')
 
     def copy(self, files: Sequence[Path], remote_dir: str) -> CmdResult:
         """Copy files (flat, keeping their mode) into remote_dir, made if missing: one tar
@@ -131,7 +141,7 @@ class SshRunner:
         may edit: `--` keeps a leading `-` from being an option (decision 75)."""
         q = shlex.quote(path)
         res = self.shell(
-            f"test -f {q} || exit 3; tail -c +{offset + 1} -- {q} | head -c {READ_LIMIT}"
+            f"test -f {q} || exit 3; tail -c +{offset + 1} -- {q} | head -c {MAX_READ}"
         )
         if res.rc != 0:
             return None

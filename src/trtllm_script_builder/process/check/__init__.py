@@ -1,19 +1,84 @@
-"""Check a built job (WORK_DIR/job_spec.json) against the live Slurm cluster.
+"""Check a built job (WORK_DIR/job_spec.json) against where it will run.
 
-`check()` runs `sbatch --test-only` on the script and checks partition, account, GRES, node
-count, time limit and MPI plugin against what the cluster reports; a remote_slurm job is
-checked on its cluster through ssh (`check_job`). The click command is in cli/check.py.
+`check_job()` picks the check of the job's backend: `slurm` runs `sbatch --test-only` on the
+scripts and checks partition, account, GRES, node count, time limit and MPI plugin against
+what the cluster reports, on the host its tools run on (here or over ssh); `docker` checks
+this machine. The click command is in cli/check.py.
 """
 
 from __future__ import annotations
 
-from trtllm_script_builder.process.check.core import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    EXIT_UNREACHABLE,
-    Checked,
-    check,
-    check_job,
-)
+from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNREACHABLE", "Checked", "check", "check_job"]
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.values import printable
+from trtllm_script_builder.process.backend import DOCKER, backend_for, host_of, refuse_ssh_host_here
+from trtllm_script_builder.process.check.docker import WHERE, check_docker
+from trtllm_script_builder.process.check.slurm import check_slurm
+from trtllm_script_builder.process.host import Here, Host
+from trtllm_script_builder.process.spec_file import read_job_spec
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE = 0, 1, 3
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What `check` found, and where: `cluster` is Slurm's ClusterName, `host` the ssh host
+    the cluster was reached by (None: this machine), `place` a place that is no cluster."""
+
+    problems: list[str]
+    rc: int
+    cluster: str | None = None
+    host: str | None = None
+    place: str | None = None
+
+    def __post_init__(self) -> None:
+        # the cluster's own words (sbatch's reasons, partition and cluster names of a remote
+        # cluster) are printed: shown escaped and cut short, never obeyed (decision 75)
+        object.__setattr__(self, "problems", [printable(p) for p in self.problems])
+        if self.cluster is not None:
+            object.__setattr__(self, "cluster", printable(self.cluster))
+
+    @property
+    def where(self) -> str:
+        if self.place:
+            return self.place
+        name = f"cluster {self.cluster}" if self.cluster else "the cluster"
+        return f"{name} on {self.host}" if self.host else name
+
+
+def check(
+    work_dir: Path, host: Host | None = None, user: str | None = None
+) -> tuple[list[str], int]:
+    """Return the problems found (cluster reasons quoted) and the exit code (0 fine, 1 not)."""
+    found = check_job(work_dir, host=host, user=user)
+    return found.problems, found.rc
+
+
+def check_job(
+    work_dir: Path,
+    *,
+    ssh_host: str | None = None,
+    host: Host | None = None,
+    user: str | None = None,
+) -> Checked:
+    """Check the job in work_dir where it will run: on the host its backend's tools run on
+    (over ssh when the job's cluster is reached that way; `ssh_host` wins, decision 61), or
+    `host` when given."""
+    work_dir = Path(work_dir).resolve()
+    # Nothing built there (or a job_spec.json this version cannot read) is the user's input,
+    # refused as submit and watch refuse it (exit 2), not a problem of the job with the cluster.
+    spec = read_job_spec(work_dir)
+    refuse_ssh_host_here(spec, ssh_host)
+    if backend_for(spec) == DOCKER:
+        found = check_docker(spec.required_devices, host or Here())
+        return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, place=WHERE)
+    if host is None:
+        try:
+            host = host_of(spec, ssh_host)
+        except BuildError as err:
+            return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS)
+    res = check_slurm(spec, work_dir, host, user)
+    rc = EXIT_UNREACHABLE if res.unreachable else EXIT_PROBLEMS if res.problems else EXIT_OK
+    return Checked(res.problems, rc, res.cluster, host.ssh_host)

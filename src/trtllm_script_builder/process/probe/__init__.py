@@ -1,7 +1,7 @@
 """Probe a Slurm cluster into `slurm_env.json`.
 
-`probe()` runs the cluster's tools through a runner (`proc.run`, `ssh.SshRunner`, or a fake
-in tests), `parse` holds the pure parsers, `render_text()` the text table; the click command
+`probe()` runs the cluster's tools on a host (`host.Here`, `host.OverSsh`, or a fake in
+tests), `parse` holds the pure parsers, `render_text()` the text table; the click command
 is in cli/probe.py.
 """
 

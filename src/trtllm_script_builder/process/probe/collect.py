@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import getpass
 import re
 from typing import Any
 
+from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model import values
+from trtllm_script_builder.process.host import Here, Host
 from trtllm_script_builder.process.probe import parse
-from trtllm_script_builder.process.proc import CmdResult, Runner, run
+from trtllm_script_builder.process.proc import CmdResult, Runner
 
 NO_SLURM_TOOLS = "SLURM client tools not found"  # same text as slurm_env.NO_SLURM_TOOLS
 EXIT_CLEAN, EXIT_NO_TOOLS, EXIT_PARTIAL = 0, 1, 2
 FALLBACK_ERROR = "partition access verification failed; falling back to first available partition"
 NOT_A_NAME = "is not a Slurm name (letters, digits and . _ + -, not starting with -)"
 _ARCH = re.compile(r"[A-Za-z0-9_.-]+")  # x86_64, aarch64: `uname -m` words
-
-
-def current_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
 
 
 def empty_env(user: str | None) -> dict[str, Any]:
@@ -47,11 +41,45 @@ def first_line(result: CmdResult) -> str:
 
 def probe(
     partitions: list[str] | None = None,
-    runner: Runner = run,
+    host: Host | None = None,
     user: str | None = None,
+    remote_cwd: str | None = None,
 ) -> tuple[dict[str, Any], int]:
-    """Return the slurm_env dict and the exit code (0 clean, 1 no Slurm tools, 2 partial)."""
-    user = user or current_user()
+    """Return the slurm_env dict and the exit code (0 clean, 1 no Slurm tools, 2 partial) of
+    the cluster whose tools run on `host` (default: here). A cluster reached over ssh is
+    recorded with its ssh_host, remote_cwd (default: the login folder) and remote_home.
+    Raises ToolFailed (exit 3) when the host cannot be reached."""
+    host = host or Here()
+    hello = host.check()
+    words = hello.out.splitlines()
+    if hello.rc != 0 or len(words) < 3:
+        raise _unreachable(host, first_line(hello) if hello.rc else "no login answer")
+    login_dir, home = words[0], words[1]
+    user = user or words[2]
+    if not values.SLURM_NAME.fullmatch(user):
+        # the user goes to sacctmgr as an argument of its own (decision 75)
+        raise _unreachable(host, f"id -un answered {values.shown(user)}, which {NOT_A_NAME}")
+    env, rc = _probe(partitions, host, user)
+    if host.ssh_host:
+        env["ssh_host"] = host.ssh_host
+        # the login shell's answers are kept only as the cluster file is read back (decision 75)
+        for key, value in (("remote_cwd", remote_cwd or login_dir), ("remote_home", home)):
+            if values.is_absolute_path(value) and values.text_problem(value) is None:
+                env[key] = value
+            else:
+                env["errors"].append(f"{key} {values.shown(value)} left out: not an absolute path")
+                env[key] = None
+                rc = rc or EXIT_PARTIAL
+    return env, rc
+
+
+def _unreachable(host: Host, said: str) -> ToolFailed:
+    return ToolFailed(
+        "ssh_host", f"ssh {host.name}: {said}", "check that `ssh HOST true` works without a prompt"
+    )
+
+
+def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dict[str, Any], int]:
     env = empty_env(user)
     errors: list[str] = env["errors"]
 

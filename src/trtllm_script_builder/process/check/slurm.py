@@ -1,47 +1,24 @@
-"""`check`: a built job (WORK_DIR/job_spec.json) against the live cluster, every problem at once."""
+"""`check` for a Slurm job: `sbatch --test-only` on its scripts and its parameters against
+what the cluster reports, every problem at once, on the host the cluster's tools run on."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.model.jobspec import SlurmParams
-from trtllm_script_builder.model.values import printable
+from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
+from trtllm_script_builder.model.values import whole_number
+from trtllm_script_builder.process.host import Host, current_user
 from trtllm_script_builder.process.probe import parse
-from trtllm_script_builder.process.probe.collect import current_user, first_line
-from trtllm_script_builder.process.proc import CmdResult, Runner, run
-from trtllm_script_builder.process.spec_file import read_job_spec
+from trtllm_script_builder.process.probe.collect import first_line
+from trtllm_script_builder.process.proc import CmdResult, Runner
 from trtllm_script_builder.slurm_time import parse_time_minutes
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE = 0, 1, 3
 
-
-@dataclass(frozen=True)
-class Checked:
-    """What `check` found, and where: `cluster` is Slurm's ClusterName, `host` the ssh host of
-    a remote_slurm job (None: this machine)."""
-
+class Found(NamedTuple):
     problems: list[str]
-    rc: int
-    cluster: str | None = None
-    host: str | None = None
-    docker: bool = False
-
-    def __post_init__(self) -> None:
-        # the cluster's own words (sbatch's reasons, partition and cluster names of a remote
-        # cluster) are printed: shown escaped and cut short, never obeyed (decision 75)
-        object.__setattr__(self, "problems", [printable(p) for p in self.problems])
-        if self.cluster is not None:
-            object.__setattr__(self, "cluster", printable(self.cluster))
-
-    @property
-    def where(self) -> str:
-        if self.docker:
-            return "this machine (docker, GPUs)"
-        name = f"cluster {self.cluster}" if self.cluster else "the cluster"
-        return f"{name} on {self.host}" if self.host else name
+    unreachable: bool = False
+    cluster: str | None = None  # Slurm's ClusterName
 
 
 def _text(value: Any) -> str | None:
@@ -55,69 +32,31 @@ def _lines(result: CmdResult) -> list[str]:
     return [ln.strip() for ln in result.text.splitlines() if ln.strip()]
 
 
-def check(work_dir: Path, runner: Runner = run, user: str | None = None) -> tuple[list[str], int]:
-    """Return the problems found (cluster reasons quoted) and the exit code (0 fine, 1 not)."""
-    found = check_job(work_dir, runner=runner, user=user)
-    return found.problems, found.rc
-
-
-def check_job(
-    work_dir: Path,
-    *,
-    ssh_host: str | None = None,
-    runner: Runner | None = None,
-    user: str | None = None,
-) -> Checked:
-    """Check the job in work_dir where it will run: a remote_slurm job on its cluster over ssh
-    (its job_spec's ssh_host, `ssh_host` wins; decision 61), any other here."""
-    work_dir = Path(work_dir).resolve()
-    # Nothing built there (or a job_spec.json this version cannot read) is the user's input,
-    # refused as submit and watch refuse it (exit 2), not a problem of the job with the cluster.
-    spec = read_job_spec(work_dir)
-    from trtllm_script_builder.process.submit import refuse_ssh_host_off_remote
-
-    refuse_ssh_host_off_remote(spec, ssh_host)
-    if spec.execution_scenario == "local_docker":
-        found = _check_docker(spec.required_devices, runner or run)
-        return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, docker=True)
+def check_slurm(spec: JobSpec, work_dir: Path, host: Host, user: str | None = None) -> Found:
+    """Check the job's scripts and slurm_params on the cluster `host` reaches."""
     params = spec.slurm_params
     if params is None:
-        return Checked(["job_spec.json: slurm_params missing; rebuild the job"], EXIT_PROBLEMS)
+        return Found(["job_spec.json: slurm_params missing; rebuild the job"])
     script = Path(spec.script_path)
     script = script if script.is_absolute() else work_dir / script
     problems: list[str] = []
     missing = not script.is_file()
     if missing:
         problems.append(f"script_path: {script} does not exist")
-    host: str | None = None
-    if spec.execution_scenario == "remote_slurm":
-        from trtllm_script_builder.process.ssh import SshRunner, SshTarget
-        from trtllm_script_builder.process.submit import resolve_ssh_host
-
-        try:
-            host = resolve_ssh_host(spec, ssh_host)
-            ssh = SshRunner(SshTarget(host))
-        except BuildError as err:
-            return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS, host=host)
-        if runner is None:
-            hello = ssh.check()
-            if hello.rc != 0:
-                why = f"ssh_host: ssh {host}: {first_line(hello)}; check that `ssh HOST true` works"
-                return Checked([why], EXIT_UNREACHABLE, host=host)
-            me = ssh(["id", "-un"])
-            user = user or (me.out.strip() if me.rc == 0 and me.out.strip() else None)
-        runner = runner or ssh
-        # The script is not on the cluster before `submit` copies it: sbatch reads it on stdin.
-        test = None if missing else _remote_test_only(runner, script)
-    else:
-        runner = runner or run
-        test = None if missing else runner(["sbatch", "--test-only", str(script)], cwd=work_dir)
-    config = _config(runner)  # the cluster's name, and whether it enforces accounts
+    hello = host.check()
+    if hello.rc != 0:
+        why = f"ssh_host: ssh {host.name}: {first_line(hello)}; check that `ssh HOST true` works"
+        return Found([why], unreachable=True)
+    user = user or (hello.out.split() or [current_user()])[-1]  # the host's user: its last word
+    # sbatch reads each script on stdin: over ssh it is not on the cluster before `submit`
+    # copies it, and here the same line does the same
+    test = None if missing else host.shell("sbatch --test-only", input=script)
+    config = _config(host)  # the cluster's name, and whether it enforces accounts
     cluster = config.get("ClusterName") or None
     # 1. the cluster's own verdict on the script
     if test is not None and not test.found:
         problems.append("sbatch: SLURM client tools not found; cannot check the job")
-        return Checked(problems, EXIT_PROBLEMS, cluster, host)
+        return Found(problems, cluster=cluster)
     if test is not None and test.rc != 0:
         reasons = _lines(test) or [f"exit status {test.rc}"]
         problems += [f"sbatch --test-only: {line}" for line in reasons]
@@ -128,48 +67,20 @@ def check_job(
         if not path.is_absolute() or not path.is_file():
             problems.append(f"prerequisites: {name}: {path} does not exist; build the job again")
             continue
-        if spec.execution_scenario == "remote_slurm":
-            res = _remote_test_only(runner, path)
-        else:
-            res = runner(["sbatch", "--test-only", str(path)], cwd=work_dir)
+        res = host.shell("sbatch --test-only", input=path)
         if res.found and res.rc != 0:
             reasons = _lines(res) or [f"exit status {res.rc}"]
             problems += [f"{name}: sbatch --test-only: {line}" for line in reasons]
 
     # 2. independent checks against what the cluster reports
-    problems += _check_params(params, runner, user or current_user(), config)
-    return Checked(problems, EXIT_PROBLEMS if problems else EXIT_OK, cluster, host)
-
-
-def _remote_test_only(runner: Runner, script: Path) -> CmdResult:
-    shell = getattr(runner, "shell", None)
-    if shell is None:  # a fake runner in tests
-        return runner(["sbatch", "--test-only", str(script)])
-    result: CmdResult = shell("sbatch --test-only", input=script.read_bytes())
-    return result
+    problems += _check_params(params, host, user, config)
+    return Found(problems, cluster=cluster)
 
 
 def _config(runner: Runner) -> dict[str, str]:
     """`scontrol show config` as key -> value; empty when it cannot be read."""
     config = runner(["scontrol", "show", "config"])
     return parse.parse_config(config.out) if config.rc == 0 else {}
-
-
-def _check_docker(devices: int, runner: Runner) -> list[str]:
-    """A Docker job runs on this machine: docker must answer, and nvidia-smi (where there is
-    one) must list at least the GPUs the job asks for."""
-    problems: list[str] = []
-    docker = runner(["docker", "version", "--format", "{{.Server.Version}}"])
-    if not docker.found:
-        problems.append("docker: not found on this machine; install Docker or use a Slurm scenario")
-    elif docker.rc != 0:
-        problems.append(f"docker: the engine does not answer ({first_line(docker)})")
-    smi = runner(["nvidia-smi", "-L"])
-    if smi.found and smi.rc == 0:
-        gpus = sum(1 for ln in smi.out.splitlines() if ln.startswith("GPU "))
-        if gpus < devices:
-            problems.append(f"nvidia-smi lists {gpus} GPU(s); the job needs {devices}")
-    return problems
 
 
 def _check_params(
@@ -258,19 +169,12 @@ def _check_time(value: str, partition: str, part: dict[str, str]) -> list[str]:
     return []
 
 
-def _as_int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None and str(value).strip() != "" else None
-    except (TypeError, ValueError):
-        return None
-
-
 def _check_resources(
     params: SlurmParams, partition: str, part: dict[str, str], runner: Runner
 ) -> list[str]:
     problems: list[str] = []
     nodes_wanted = params.nodes or 1
-    total = _as_int(part.get("TotalNodes"))
+    total = whole_number(part.get("TotalNodes"))
     if total is not None and nodes_wanted > total:
         problems.append(
             f"slurm_params.nodes: {nodes_wanted} nodes, partition {partition} has {total}"

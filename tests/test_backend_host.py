@@ -1,0 +1,70 @@
+"""process/backend.py picks the backend and the host from a job's scenario, and the work done
+on a host (here a git sync) is the same code whichever host it is."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.process.backend import DOCKER, SLURM, backend_for, host_of
+from trtllm_script_builder.process.gitsync import sync_checkout
+from trtllm_script_builder.process.host import Here, OverSsh
+
+from .conftest import job_spec
+
+
+@pytest.mark.parametrize(
+    ("scenario", "backend", "remote"),
+    [("local_docker", DOCKER, False), ("local_slurm", SLURM, False), ("remote_slurm", SLURM, True)],
+)
+def test_each_scenario_names_its_backend_and_host(
+    scenario: str, backend: str, remote: bool
+) -> None:
+    spec = job_spec(execution_scenario=scenario, ssh_host="login1")
+    assert backend_for(spec) == backend
+    host = host_of(spec)
+    assert isinstance(host, OverSsh if remote else Here) and host.remote == remote
+    assert host.ssh_host == ("login1" if remote else None)
+
+
+def test_the_ssh_host_comes_from_the_flag_then_the_job_then_its_cluster_file() -> None:
+    spec = job_spec(execution_scenario="remote_slurm", ssh_host=None, slurm_env=None)
+    with pytest.raises(BuildError, match="name no ssh_host"):
+        host_of(spec)
+    assert host_of(spec, "flag").ssh_host == "flag"
+    env = {"ssh_host": "from-env"}
+    assert host_of(job_spec(execution_scenario="remote_slurm", slurm_env=env)).name == "from-env"
+    both = job_spec(execution_scenario="remote_slurm", ssh_host="job", slurm_env=env)
+    assert host_of(both).name == "job" and host_of(both, "flag").name == "flag"
+
+
+def test_an_ssh_host_for_a_job_that_runs_here_is_refused() -> None:
+    with pytest.raises(BuildError, match="the job is local_slurm") as err:
+        host_of(job_spec(execution_scenario="local_slurm"), "far.example.com")
+    assert err.value.field == "ssh_host" and err.value.exit_code == 2
+
+
+def _git(cwd: Path, *args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def test_a_sync_to_a_folder_here_runs_the_same_steps_as_over_ssh(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.txt").write_text("one\n")
+    _git(repo, "add", "a.txt")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    (repo / "a.txt").write_text("two\n")  # uncommitted: it travels as a snapshot
+    clone = tmp_path / "cluster" / "TensorRT-LLM"
+    result = sync_checkout(Here(), repo, str(clone), submodules=False)
+    assert (result.method, result.snapshot) == ("bundle", True)
+    assert _git(clone, "rev-parse", "HEAD") == result.commit
+    assert (clone / "a.txt").read_text() == "two\n"
+    assert _git(repo, "status", "--porcelain") == "M a.txt"  # the checkout is only read
+    again = sync_checkout(Here(), repo, str(clone), submodules=False)
+    assert (again.commit, again.method) == (result.commit, "present")
