@@ -11,12 +11,15 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.process import batch_watch, slurm
+from trtllm_script_builder.process import batch_results, host, slurm
+from trtllm_script_builder.process import watch as watch_mod
+from trtllm_script_builder.process.batch_results import batch_exit_status
 from trtllm_script_builder.process.batch_submit import (
     BATCH_SUBMISSION,
     BatchJob,
@@ -27,10 +30,11 @@ from trtllm_script_builder.process.batch_submit import (
     render_driver,
     shape,
 )
-from trtllm_script_builder.process.batch_watch import batch_exit_status, watch_batch
+from trtllm_script_builder.process.follow import Prerequisite
+from trtllm_script_builder.process.handles import read_local
 from trtllm_script_builder.process.proc import CmdResult
 from trtllm_script_builder.process.verdict import Verdict
-from trtllm_script_builder.process.watch import Console
+from trtllm_script_builder.process.watch import Console, watch_batch
 
 GOLDEN_SPEC = Path(__file__).parent / "golden" / "cat2_pytest_local_slurm" / "job_spec.json"
 
@@ -282,7 +286,7 @@ def test_an_end_sacct_does_not_know_yet_is_asked_of_scontrol() -> None:
 def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
     """A job that failed within a second: accounting may hold its start record already saying
     FAILED, with End=Unknown and ExitCode 0:0, before the completion record lands (decision
-    73). It is not taken as the end, in query_many (gone from squeue) nor in query."""
+    73). It is not taken as the end by query_many (gone from squeue, asked of scontrol)."""
     early = "9|FAILED|0:0|00:00:01|n1|9|Unknown\n"
     assert (slurm.sacct_rows(early)["9"].state, slurm.sacct_rows(early)["9"].terminal) == (
         slurm.ENDING,
@@ -304,12 +308,9 @@ def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
     got = slurm.query_many(runner, ["9"], accounting=True)
     assert calls == ["squeue", "sacct", "scontrol"]
     assert (got["9"].state, got["9"].exit_code) == ("FAILED", 1)
-    calls.clear()
-    st = slurm.query(runner, "9")
-    assert (st.state, st.exit_code, st.source) == ("FAILED", 1, "scontrol")
+    assert got["9"].source == "scontrol"
     # scontrol gave no answer while accounting still ends it: poll again, no verdict yet
     answers["scontrol"] = ""
-    assert not slurm.query(runner, "9").terminal
     assert not slurm.query_many(runner, ["9"], accounting=True)["9"].terminal
 
     # slurmctld has forgotten the job (MinJobAge) and the completion never landed: the start
@@ -409,8 +410,8 @@ class Clock:
 
 def run_watch(
     folder: Path, fake: FakeSlurm, monkeypatch: pytest.MonkeyPatch, **kw: Any
-) -> tuple[batch_watch.BatchResult, str]:
-    monkeypatch.setattr(batch_watch, "run", fake)
+) -> tuple[batch_results.BatchResult, str]:
+    monkeypatch.setattr(host, "run", fake)
     err = io.StringIO()
     clock = Clock()
     result = watch_batch(
@@ -501,7 +502,7 @@ def test_an_interrupt_cancels_when_told_and_waits_for_the_ends(
     folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7")])
     fake = FakeSlurm({"7_0": ["RUNNING"], "7_1": ["PENDING"]}, {"7_0": "8", "7_1": "9"})
     asked: list[int] = []
-    monkeypatch.setattr(batch_watch, "run", fake)
+    monkeypatch.setattr(host, "run", fake)
     clock = Clock()
 
     def sleep(s: float) -> None:
@@ -532,7 +533,7 @@ def test_an_interrupt_answered_no_leaves_the_jobs(
 ) -> None:
     folder = make_batch(tmp_path, [("test_a", "7")])
     fake = FakeSlurm({"7_0": ["RUNNING"]}, {"7_0": "8"})
-    monkeypatch.setattr(batch_watch, "run", fake)
+    monkeypatch.setattr(host, "run", fake)
 
     def sleep(s: float) -> None:
         raise KeyboardInterrupt
@@ -821,7 +822,7 @@ def test_a_failed_compile_is_every_waiting_jobs_verdict(
     )
     # the tasks had left the queue already: nothing to cancel
     assert not [c for c in fake.calls if c[0] == "scancel"]
-    out = batch_watch.render_results(result)
+    out = batch_results.render_results(result)
     assert out.count('error: identifier "k" is undefined') == 1  # the compile's, once
 
 
@@ -914,10 +915,10 @@ def test_an_import_nobody_needs_any_more_is_cancelled_and_waited_for(
     kinds = [(p["kind"], p["verdict"]) for p in data["prerequisites"]]
     if obeyed:
         assert kinds == [("import", "CANCELLED"), ("compile", "COMPILE_FAILED")]
-        assert result.elapsed < batch_watch.CANCEL_WAIT
+        assert result.elapsed < watch_mod.CANCEL_WAIT
     else:
         assert kinds[1] == ("compile", "COMPILE_FAILED")
-        assert result.elapsed >= batch_watch.CANCEL_WAIT
+        assert result.elapsed >= watch_mod.CANCEL_WAIT
 
 
 def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
@@ -936,20 +937,23 @@ def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
     reads: list[str] = []
 
     class Ssh:
+        remote = True
+        name = "login1"
+
         def __init__(self, target: Any) -> None:
-            assert target.host == "login1"
+            assert target == "login1"
 
         def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
             return fake(argv, cwd)
 
         def read_from(self, path: str, offset: int) -> bytes | None:
             reads.append(Path(path).name)
-            return batch_watch.read_local(path, offset)
+            return read_local(path, offset)
 
-    monkeypatch.setattr(batch_watch, "SshRunner", Ssh)
+    monkeypatch.setattr(host, "host_for", lambda name: Ssh(name) if name else host.Here())
     shown: list[str] = []
     monkeypatch.setattr(
-        batch_watch, "_progress", lambda *a: shown.append(real_progress(*a)) or shown[-1]
+        watch_mod, "progress", lambda *a: shown.append(real_progress(*a)) or shown[-1]
     )
     run_watch(folder, fake, monkeypatch, timeout=3.0)
     assert reads.count("cc_301.out") >= 2, reads  # every poll while it runs
@@ -957,7 +961,7 @@ def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
     assert any(line.endswith("compile job 301 RUNNING, built 62%") for line in shown), shown
 
 
-real_progress = batch_watch._progress
+real_progress = batch_results.progress
 
 
 def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
@@ -966,13 +970,11 @@ def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
     log = tmp_path / "cc_301.out"
     log.write_text("[  9%] Building CXX object a.o\n[ 45%] Building CUDA object b.o\n")
     job = ChainJob("compile", COMPILE_KEY, "301", str(log), None)
-    handle = PrerequisiteJob(
-        job, FakeSlurm({}, {}), batch_watch.read_local, "h", 1.0, accounting=True
-    )
+    handle = PrerequisiteJob(job, FakeSlurm({}, {}), read_local, "h")
     handle.logs()
-    done = batch_watch.Prerequisite(job, handle)
-    status = slurm.JobStatus("301", state="RUNNING")
-    line = batch_watch._progress([], {"301": status}, [done])
+    handle.update(slurm.JobStatus("301", state="RUNNING"))
+    done = Prerequisite(job.kind, job.job_id, handle)
+    line = batch_results.progress(SimpleNamespace(tracked=[], prereqs=[done]))  # type: ignore[arg-type]
     assert (
         line
         == "[watch] 0/0 done, 0 running, 0 pending, 0 passed, 0 failed, 0 other; compile job 301 RUNNING, built 45%"

@@ -515,15 +515,15 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
 def test_the_compile_progress_is_read_from_either_generator(
     tmp_path: Path, lines: str, percent: str
 ) -> None:
-    from trtllm_script_builder.process import batch_watch
     from trtllm_script_builder.process.chain import PrerequisiteJob
+    from trtllm_script_builder.process.handles import read_local
 
     from .test_batch_submit_watch import COMPILE_KEY, FakeSlurm
 
     log = tmp_path / "cc_301.out"
     log.write_text(lines)
     job = ChainJob("compile", COMPILE_KEY, "301", str(log), None)
-    handle = PrerequisiteJob(job, FakeSlurm({}, {}), batch_watch.read_local, "h", 1.0)
+    handle = PrerequisiteJob(job, FakeSlurm({}, {}), read_local, "h")
     handle.logs()
     assert handle.percent == percent
 

@@ -491,7 +491,7 @@ def test_a_tools_complaint_and_progress_lines_are_shown_escaped(
 
 
 def test_a_batchs_summary_shows_what_it_quotes_escaped() -> None:
-    from trtllm_script_builder.process.batch_watch import BatchResult, render_results
+    from trtllm_script_builder.process.batch_results import BatchResult, render_results
 
     result = BatchResult(
         "/b\x1b]0;t\x07", [], [], None, ["/b/x.xml not merged: \x9b2J"], False, None, 0.0

@@ -279,8 +279,8 @@ def _watch_batch(
 ) -> None:
     import json
 
-    from trtllm_script_builder.process.batch_watch import render_results, watch_batch
-    from trtllm_script_builder.process.watch import Console
+    from trtllm_script_builder.process.batch_results import render_results
+    from trtllm_script_builder.process.watch import Console, watch_batch
 
     try:
         result = watch_batch(

@@ -1,7 +1,7 @@
 """Job handles `watch` follows: a Slurm job (local, or remote through ssh) and a local process
 (Docker, or a script inside a held allocation). Each knows how to ask whether its job has
 ended, read its logs, cancel it, and turn what it saw into a verdict; the loop that drives
-them (hang, deadline, cancel) is `watch.watch_job`, written once.
+them (hang, deadline, cancel) is `follow.follow`, written once.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import posixpath
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -146,10 +146,6 @@ class JobHandle(Protocol):
     stop_verb: str  # "cancelling" a Slurm job, "stopping" a process
     cancel_poll: float  # longest sleep between polls once a cancel was sent
 
-    def refresh(self) -> bool:
-        """Ask how the job is; True once it has ended."""
-        ...
-
     def logs(self, final: bool = False) -> Logs: ...
 
     def cancel(self) -> None: ...
@@ -199,8 +195,27 @@ class LogNames:
         return out, log_path(self.err_pattern, own_id, self.base) or err_path(out)
 
 
+class SlurmPoller:
+    """Slurm's side of the run loop: one squeue call and at most one sacct call per poll for
+    all the jobs (slurm.query_many), one scancel for all the jobs to cancel."""
+
+    cancel_poll = 1.0
+
+    def __init__(self, runner: Runner, accounting: bool | None = None) -> None:
+        self.runner = runner
+        self.accounting = slurm.accounting_on(runner) if accounting is None else accounting
+
+    def poll(self, handles: Sequence[Any]) -> list[bool]:
+        statuses = slurm.query_many(self.runner, [h.job_id for h in handles], self.accounting)
+        return [h.update(statuses[h.job_id]) for h in handles]
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        if handles:  # array tasks as `ARRAY_TASK`, pending or not
+            self.runner(["scancel", *(h.job_id for h in handles)])
+
+
 class SlurmJob:
-    """A Slurm job polled with scontrol (and sacct once it ended, when accounting answers)."""
+    """A Slurm job, asked about by SlurmPoller with the other jobs of its run."""
 
     stop_verb = "cancelling"
     cancel_poll = 1.0
@@ -213,16 +228,12 @@ class SlurmJob:
         out_path: str | None,
         err_path: str | None,
         host: str | None,
-        poll: float,
         *,
-        accounting: bool | None = None,
         array_logs: LogNames | None = None,
     ) -> None:
         self.job_id, self.runner, self.read, self.host = job_id, runner, read, host
         self.what = f"job {job_id}"
         self.out_path, self.err_path = out_path, err_path
-        self.poll = poll
-        self.accounting = slurm.accounting_on(runner) if accounting is None else accounting
         self.st = slurm.JobStatus(job_id)
         self.followers: dict[str, Follower] = {}
         self.paths_fixed = False
@@ -232,13 +243,9 @@ class SlurmJob:
         self.array_logs = array_logs
         self.own_id: str | None = None if array_logs else job_id
 
-    def refresh(self) -> bool:
-        return self.update(slurm.query(self.runner, self.job_id, self.accounting))
-
-    def update(self, st: slurm.JobStatus, settle: bool = True) -> bool:
-        """Take `st` (asked by this handle, or by a batch's one query for all its jobs) as the
-        job's status; True once the job has ended (after a short wait for its last log lines
-        unless not `settle`)."""
+    def update(self, st: slurm.JobStatus) -> bool:
+        """Take `st` (from the one query for all the jobs of a run) as the job's status; True
+        once the job has ended."""
         self.st = st
         if self.array_logs is not None:
             if self.own_id is None and st.raw_id:
@@ -256,15 +263,14 @@ class SlurmJob:
                 self.err_path = st.stderr if keep_err else None
             self.paths_fixed = True
         now = time.monotonic()
-        if st.terminal and settle:
-            time.sleep(min(self.poll, 0.5))  # the last lines may land just after the end
+        if st.terminal:
+            pass
         elif not st.known:
             self.unknown_since = self.unknown_since or now
             if now - self.unknown_since > UNKNOWN_GRACE:
                 raise ToolFailed(
                     "job_id",
-                    f"Slurm knows no job {self.job_id} "
-                    f"(scontrol{', sacct' if self.accounting else ''})",
+                    f"Slurm knows no job {self.job_id} (squeue, sacct, scontrol)",
                     "check the cluster; the job may be older than MinJobAge without accounting",
                 )
         else:
