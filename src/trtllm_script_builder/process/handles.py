@@ -270,7 +270,7 @@ class SlurmJob:
             if now - self.unknown_since > UNKNOWN_GRACE:
                 raise ToolFailed(
                     "job_id",
-                    f"Slurm knows no job {self.job_id} (squeue, sacct, scontrol)",
+                    f"Slurm knows no job {self.job_id} (scontrol, squeue, sacct)",
                     "check the cluster; the job may be older than MinJobAge without accounting",
                 )
         else:
