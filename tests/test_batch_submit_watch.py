@@ -5,6 +5,7 @@ and the batch watch loop with results.json and the merged JUnit report against a
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.jobspec import SlurmParams
 from trtllm_script_builder.process import batch_results, host, slurm
 from trtllm_script_builder.process import watch as watch_mod
 from trtllm_script_builder.process.batch_results import batch_exit_status
@@ -29,12 +31,16 @@ from trtllm_script_builder.process.batch_submit import (
     read_index,
     render_driver,
     shape,
+    shared_lines,
 )
 from trtllm_script_builder.process.follow import Prerequisite
 from trtllm_script_builder.process.handles import read_local
 from trtllm_script_builder.process.proc import CmdResult
+from trtllm_script_builder.process.ssh import SshTarget
 from trtllm_script_builder.process.verdict import Verdict
 from trtllm_script_builder.process.watch import Console, watch_batch
+
+from .conftest import job_spec
 
 GOLDEN_SPEC = Path(__file__).parent / "golden" / "cat2_pytest_local_slurm" / "job_spec.json"
 
@@ -58,28 +64,52 @@ def script(name: str, gres: str = "gpu:1", time: str = "00:10:00") -> str:
 # ---------------------------------------------------------------- shapes
 
 
-def test_jobs_differing_only_in_their_names_and_logs_share_a_shape() -> None:
+def test_the_driver_takes_the_sbatch_lines_but_the_jobs_own() -> None:
     a, b = directives(script("a")), directives(script("b"))
     assert a != b
-    assert shape("local_slurm", a) == shape("local_slurm", b)
-    assert "#SBATCH --gres=gpu:8" not in shape("local_slurm", a)
-    assert shape("local_slurm", a) == (
-        "local_slurm",
+    assert shared_lines(a) == shared_lines(b)
+    assert "#SBATCH --gres=gpu:8" not in a  # after the first command: sbatch reads it no more
+    assert shared_lines(a) == [
         "#SBATCH --nodes=1",
         "#SBATCH --gres=gpu:1",
         "#SBATCH --time=00:10:00",
+    ]
+
+
+def _params(**over: Any) -> SlurmParams:
+    base = SlurmParams(
+        partition="gpu",
+        account="a",
+        time_limit="00:10:00",
+        nodes=1,
+        ntasks=1,
+        ntasks_per_node=1,
+        gpus_per_node=8,
+        gres="gpu:1",
+        mpi_plugin="pmix",
     )
+    return dataclasses.replace(base, **over)
+
+
+def spec(**fields: Any) -> Any:
+    return job_spec(**{"slurm_params": _params(), **fields})
+
+
+def test_jobs_of_one_allocation_share_a_shape_whatever_their_names() -> None:
+    """The shape comes from job_spec.json, not from the scripts' #SBATCH lines."""
+    one = shape(spec(model_name="a", script_path="/w/a/a.slurm"))
+    assert one == shape(spec(model_name="b", script_path="/w/b/b.slurm"))
+    others = [
+        shape(spec(slurm_params=_params(gres="gpu:2"))),
+        shape(spec(slurm_params=_params(time_limit="00:20:00"))),
+        shape(spec(execution_scenario="remote_slurm", ssh_host="login1")),
+        shape(spec(category=2)),
+    ]
+    assert len({one, *others}) == 5
 
 
 def test_group_by_shape_keeps_the_order_of_first_members() -> None:
-    keys = [
-        shape("local_slurm", directives(script("a", gres="gpu:2"))),
-        shape("local_slurm", directives(script("b"))),
-        shape("local_slurm", directives(script("c", gres="gpu:2"))),
-        shape("local_slurm", directives(script("d", time="00:20:00"))),
-        shape("remote_slurm", directives(script("e"))),
-        shape("local_slurm", directives(script("f"))),
-    ]
+    keys = [("x", 2), ("y",), ("x", 2), ("x", 3), ("z",), ("y",)]
     assert group_by_shape(keys) == [[0, 2], [1, 5], [3], [4]]
 
 
@@ -575,12 +605,15 @@ COMPILE_KEY = "compile:/repo /sqsh/img.sqsh --cuda_architectures 90-real --dist_
 
 
 def test_jobs_waiting_for_different_prerequisites_do_not_share_a_shape() -> None:
-    lines = directives(script("a"))
-    plain = shape("local_slurm", lines)
-    compiled = shape("local_slurm", lines, [IMPORT_KEY, COMPILE_KEY])
-    other = shape("local_slurm", lines, [IMPORT_KEY, COMPILE_KEY + " --benchmarks"])
+    def keyed(*keys: str, name: str = "m") -> tuple[object, ...]:
+        pre = [{"kind": "compile", "key": k, "script_path": "/w/c.slurm"} for k in keys]
+        return shape(spec(model_name=name, prerequisites=pre or None))
+
+    plain = keyed()
+    compiled = keyed(IMPORT_KEY, COMPILE_KEY)
+    other = keyed(IMPORT_KEY, COMPILE_KEY + " --benchmarks")
     assert len({plain, compiled, other}) == 3
-    assert compiled == shape("local_slurm", directives(script("b")), [IMPORT_KEY, COMPILE_KEY])
+    assert compiled == keyed(IMPORT_KEY, COMPILE_KEY, name="other")
     assert compiled[-2:] == (f"after {IMPORT_KEY}", f"after {COMPILE_KEY}")
 
 
@@ -642,7 +675,7 @@ def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
     other = COMPILE_KEY.replace("/wheel", "/wheel2") + " --benchmarks"
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, other, COMPILE_KEY])
     fake = FakeSbatch()
-    monkeypatch.setattr(batch_submit, "run", fake)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     said: list[str] = []
     batch = batch_submit.submit_batch(folder, say=said.append)
     dep = "--kill-on-invalid-dep=yes"
@@ -695,7 +728,7 @@ def test_compiles_differing_only_in_their_wheel_folder_get_a_note(
     keys = [COMPILE_KEY.replace("/wheel", f"/w{i}/wheel") for i in range(2)]
     keys.append(COMPILE_KEY + " --benchmarks")  # another build: not counted
     folder = chain_folder(tmp_path, keys)
-    monkeypatch.setattr(batch_submit, "run", FakeSbatch())
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", FakeSbatch())
     said: list[str] = []
     batch_submit.submit_batch(folder, say=said.append)
     assert (
@@ -715,7 +748,7 @@ def test_two_builds_into_one_wheel_folder_are_refused_before_anything_is_submitt
     b200 = COMPILE_KEY.replace("90-real", "100-real")
     folder = chain_folder(tmp_path, [COMPILE_KEY, b200, COMPILE_KEY])
     fake = FakeSbatch()
-    monkeypatch.setattr(batch_submit, "run", fake)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(BuildError) as exc:
         batch_submit.submit_batch(folder)
     assert str(exc.value) == (
@@ -738,7 +771,7 @@ def test_a_refused_sbatch_cancels_everything_the_submit_started(
 
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
     fake = FakeSbatch(fail=fail)
-    monkeypatch.setattr(batch_submit, "run", fake)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(ToolFailed, match="Invalid account") as exc:
         batch_submit.submit_batch(folder)
     started = ["100"] if fail == "compile.slurm" else ["100", "101"]
@@ -1031,7 +1064,7 @@ def remote_chain_folder(tmp_path: Path, count: int, roots: list[str] | None = No
 def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit, submit
+    from trtllm_script_builder.process import batch_submit
 
     folder = remote_chain_folder(tmp_path, 3)
     synced: list[tuple[str, str | None, str, Any]] = []
@@ -1044,12 +1077,12 @@ def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
         return sync
 
     FakeSsh.made = []
-    monkeypatch.setattr(batch_submit, "SshRunner", FakeSsh)
-    monkeypatch.setattr(submit, "_sync_for_compile", sync_for_compile)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
+    monkeypatch.setattr(batch_submit, "_sync_for_compile", sync_for_compile)
     batch = batch_submit.submit_batch(folder)
     (ssh,) = FakeSsh.made
     # once for the three, named after the first job's folder (its `sync --force` hint)
-    assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", "job0", ssh.target)]
+    assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", "job0", SshTarget(ssh.target))]
     # the sync first, then the copies, then the import and compile from the first job's
     # remote folder and the array after them
     assert ssh.events[:2] == ["check", "sync"]

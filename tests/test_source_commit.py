@@ -67,7 +67,7 @@ def _fake_sync(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
         return SyncResult(SHA, method, True)
 
     monkeypatch.setattr(gitsync, "sync_checkout", sync_checkout)
-    monkeypatch.setattr(submit_mod, "SshRunner", _Ssh)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", _Ssh)
     _Ssh.made = []
 
 
@@ -198,8 +198,8 @@ def test_a_remote_batch_pins_every_job_to_the_synced_commit(
         return lambda target: SHA
 
     FakeSsh.made = []
-    monkeypatch.setattr(batch_submit, "SshRunner", FakeSsh)
-    monkeypatch.setattr(submit_mod, "_sync_for_compile", sync_for_compile)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
+    monkeypatch.setattr(batch_submit, "_sync_for_compile", sync_for_compile)
     batch = batch_submit.submit_batch(folder)
     sbatches = [c for c in FakeSsh.made[0].calls if c[0] == "sbatch"]
     assert [Path(c[-1]).name for c in sbatches] == [
@@ -227,8 +227,8 @@ def test_a_batch_syncing_two_checkouts_into_one_clone_is_refused(
         return lambda target: synced.append(spec.repo_root)
 
     FakeSsh.made = []
-    monkeypatch.setattr(batch_submit, "SshRunner", FakeSsh)
-    monkeypatch.setattr(submit_mod, "_sync_for_compile", sync_for_compile)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
+    monkeypatch.setattr(batch_submit, "_sync_for_compile", sync_for_compile)
     with pytest.raises(BuildError) as info:
         batch_submit.submit_batch(folder)
     assert str(info.value).startswith(

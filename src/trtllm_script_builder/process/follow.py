@@ -197,6 +197,16 @@ def hang(lines: list[LogLine]) -> bool:
 
 
 @dataclass
+class Followed:
+    """What a backend gives the run loop for one submitted job."""
+
+    handle: JobHandle
+    poller: Poller
+    host: Any  # process.host.Host: where its files are read
+    prereqs: list[Prerequisite]
+
+
+@dataclass
 class Outcome:
     timed_out: bool
     cancelled: str | None

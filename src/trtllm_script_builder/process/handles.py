@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import posixpath
 import signal
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from trtllm_script_builder.errors import ToolFailed
+from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process import slurm
@@ -369,6 +370,26 @@ class LocalProcess:
         self.follower = Follower(log, read_local)
         self.what = f"allocation {alloc_job_id}, pid {pid}" if alloc_job_id else f"pid {pid}"
         self.rc: int | None = None
+
+    @classmethod
+    def of(cls, sub: Any) -> LocalProcess:
+        """The process a submission.json names (Docker, or a script in a held allocation);
+        refused when it was started on another host."""
+        if sub.host != socket.gethostname():
+            raise BuildError(
+                "work_dir",
+                f"pid {sub.pid} was started on {sub.host}, not on this host",
+                f"watch it on {sub.host}",
+            )
+        return cls(
+            sub.pid,
+            sub.pid_start,
+            sub.rc_file,
+            sub.log_file or "",
+            sub.host,
+            alloc_job_id=sub.alloc_job_id if sub.persistent else None,
+            container_name=sub.container_name,
+        )
 
     def refresh(self) -> bool:
         self.rc = read_rc(self.rc_file)

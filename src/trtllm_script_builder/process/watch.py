@@ -10,7 +10,6 @@ logs are read when it ends, not at every poll (the compile's log excepted: its p
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -31,20 +30,17 @@ from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
 from trtllm_script_builder.process.figures import result_lines
 from trtllm_script_builder.process.follow import (
     CANCEL_WAIT,
-    EachPoller,
     Loop,
-    Poller,
     Prerequisite,
     Tracked,
     WatchResult,
     follow,
     link,
 )
-from trtllm_script_builder.process.handles import LocalProcess, LogNames, SlurmJob, SlurmPoller
+from trtllm_script_builder.process.handles import LogNames, SlurmJob, SlurmPoller
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.submit import (
     load_submission,
-    refuse_ssh_host_off_remote,
     write_json,
 )
 from trtllm_script_builder.process.verdict import LogLine
@@ -128,7 +124,10 @@ def watch(
     work_dir = work_dir.resolve()
     console = console or Console(sys.stdout, sys.stderr)
     spec = read_job_spec(work_dir)
-    refuse_ssh_host_off_remote(spec, ssh_host)
+    from trtllm_script_builder.process.submit import backend_for
+
+    backend = backend_for(spec)
+    backend.refuse_options(spec, ssh_host=ssh_host)
     sub = load_submission(work_dir)
     if sub is None:
         raise BuildError(
@@ -136,53 +135,22 @@ def watch(
             f"{work_dir} has not been submitted (no submission.json)",
             "run `trtllm-script-builder submit WORK_DIR` first",
         )
-    poller: Poller
-    prereqs: list[Prerequisite] = []
-    if sub.pid is not None:
-        if sub.host != socket.gethostname():
-            raise BuildError(
-                "work_dir",
-                f"pid {sub.pid} was started on {sub.host}, not on this host",
-                f"watch it on {sub.host}",
-            )
-        handle: LocalProcess | SlurmJob = LocalProcess(
-            sub.pid,
-            sub.pid_start,
-            sub.rc_file,
-            sub.log_file or "",
-            sub.host,
-            alloc_job_id=sub.alloc_job_id if sub.persistent else None,
-            container_name=sub.container_name,
-        )
-        poller, on = EachPoller(), hosts.host_for(None)
-    else:
-        assert sub.job_id is not None
-        # a job submitted over ssh was recorded with its host: asked there again
-        on = hosts.host_for(ssh_host or sub.ssh_host)
-        name = on.name if on.remote else sub.host
-        array_logs = None
-        if sub.array_job_id is not None:
-            base = spec.remote_work_dir or spec.work_dir or sub.work_dir
-            array_logs = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
-        handle = SlurmJob(
-            sub.job_id, on, on.read_from, sub.log_file, sub.err_file, name, array_logs=array_logs
-        )
-        poller = SlurmPoller(on)
-        for data in sub.prerequisites or []:
-            job = ChainJob.from_json(data)
-            # a batch's prerequisites are the batch's: only `watch DIR` cancels them
-            shared = job.shared or bool(sub.batch_dir)
-            pre = PrerequisiteJob(job, on, on.read_from, name)
-            prereqs.append(Prerequisite(job.kind, job.job_id, pre, shared=shared))
+    parts = backend.followed(spec, sub, ssh_host)
+    prereqs = parts.prereqs
     tracked = Tracked(
-        handle, spec, sub.scenario, sub.work_dir, on.read_from, source_commit=sub.source_commit
+        parts.handle,
+        spec,
+        sub.scenario,
+        sub.work_dir,
+        parts.host.read_from,
+        source_commit=sub.source_commit,
     )
     for p in prereqs:
         link(tracked, p)
     follow(
         [tracked],
         prereqs,
-        poller,
+        parts.poller,
         console,
         progress=_one_progress,
         stream=True,
