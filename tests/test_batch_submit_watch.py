@@ -22,7 +22,10 @@ from trtllm_script_builder.model.jobspec import SlurmParams
 from trtllm_script_builder.process import batch_results, host, slurm
 from trtllm_script_builder.process import watch as watch_mod
 from trtllm_script_builder.process.batch_results import batch_exit_status
-from trtllm_script_builder.process.batch_submit import (
+from trtllm_script_builder.process.follow import Prerequisite
+from trtllm_script_builder.process.handles import read_local
+from trtllm_script_builder.process.proc import CmdResult
+from trtllm_script_builder.process.slurm_submit import (
     BATCH_SUBMISSION,
     BatchJob,
     BatchSubmission,
@@ -33,9 +36,6 @@ from trtllm_script_builder.process.batch_submit import (
     shape,
     shared_lines,
 )
-from trtllm_script_builder.process.follow import Prerequisite
-from trtllm_script_builder.process.handles import read_local
-from trtllm_script_builder.process.proc import CmdResult
 from trtllm_script_builder.process.ssh import SshTarget
 from trtllm_script_builder.process.verdict import Verdict
 from trtllm_script_builder.process.watch import Console, watch_batch
@@ -670,14 +670,14 @@ class FakeSbatch:
 def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     other = COMPILE_KEY.replace("/wheel", "/wheel2") + " --benchmarks"
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, other, COMPILE_KEY])
     fake = FakeSbatch()
     monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     said: list[str] = []
-    batch = batch_submit.submit_batch(folder, say=said.append)
+    batch = slurm_submit.submit_batch(folder, say=said.append)
     dep = "--kill-on-invalid-dep=yes"
     # one import for all, one compile per key, then one array of the three jobs of one
     # compile and the other job alone, each after its own compile and the import
@@ -723,14 +723,14 @@ def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
 def test_compiles_differing_only_in_their_wheel_folder_get_a_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     keys = [COMPILE_KEY.replace("/wheel", f"/w{i}/wheel") for i in range(2)]
     keys.append(COMPILE_KEY + " --benchmarks")  # another build: not counted
     folder = chain_folder(tmp_path, keys)
     monkeypatch.setattr("trtllm_script_builder.process.host.run", FakeSbatch())
     said: list[str] = []
-    batch_submit.submit_batch(folder, say=said.append)
+    slurm_submit.submit_batch(folder, say=said.append)
     assert (
         "note: 2 compile jobs differ only in their wheel folder; set wheel_dir in the base "
         "request to build once for the whole batch"
@@ -743,14 +743,14 @@ def test_two_builds_into_one_wheel_folder_are_refused_before_anything_is_submitt
     """Each compile empties the folder and leaves its wheel there: the jobs of one build would
     install the other's wheel (or find none)."""
     from trtllm_script_builder.errors import BuildError
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     b200 = COMPILE_KEY.replace("90-real", "100-real")
     folder = chain_folder(tmp_path, [COMPILE_KEY, b200, COMPILE_KEY])
     fake = FakeSbatch()
     monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(BuildError) as exc:
-        batch_submit.submit_batch(folder)
+        slurm_submit.submit_batch(folder)
     assert str(exc.value) == (
         "error: wheel_dir: 2 different compiles of the batch build into /wheel (job0: /repo "
         "/sqsh/img.sqsh --cuda_architectures 90-real; job1: /repo /sqsh/img.sqsh "
@@ -767,13 +767,13 @@ def test_a_refused_sbatch_cancels_everything_the_submit_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str
 ) -> None:
     from trtllm_script_builder.errors import ToolFailed
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
     fake = FakeSbatch(fail=fail)
     monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(ToolFailed, match="Invalid account") as exc:
-        batch_submit.submit_batch(folder)
+        slurm_submit.submit_batch(folder)
     started = ["100"] if fail == "compile.slurm" else ["100", "101"]
     assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", *started]]
     assert f"cancelled the {len(started)} already submitted" in str(exc.value)
@@ -1064,7 +1064,7 @@ def remote_chain_folder(tmp_path: Path, count: int, roots: list[str] | None = No
 def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     folder = remote_chain_folder(tmp_path, 3)
     synced: list[tuple[str, str | None, str, Any]] = []
@@ -1078,8 +1078,8 @@ def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
 
     FakeSsh.made = []
     monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
-    monkeypatch.setattr(batch_submit, "_sync_for_compile", sync_for_compile)
-    batch = batch_submit.submit_batch(folder)
+    monkeypatch.setattr(slurm_submit, "_sync_for_compile", sync_for_compile)
+    batch = slurm_submit.submit_batch(folder)
     (ssh,) = FakeSsh.made
     # once for the three, named after the first job's folder (its `sync --force` hint)
     assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", "job0", SshTarget(ssh.target))]
@@ -1143,7 +1143,7 @@ def test_a_timeout_during_the_import_decides_both_prerequisites(
 def test_an_unreadable_batch_record_is_one_line(tmp_path: Path) -> None:
     """Not UTF-8, or not the record's shape: the same refusal as a job's submission.json."""
     from trtllm_script_builder.errors import BuildError
-    from trtllm_script_builder.process.batch_submit import load_batch_submission
+    from trtllm_script_builder.process.slurm_submit import load_batch_submission
 
     assert load_batch_submission(tmp_path) is None
     for text in (b"\xff\xfe{", b'{"jobs": 3}'):

@@ -579,7 +579,7 @@ def test_a_request_list_of_two_builds_gets_a_wheel_folder_per_build(env: Env, cl
     """build-many shares one <work_dir>/wheel between the jobs of one build (decision 71); an
     entry that builds for another architecture gets its own folder, so submit, which refuses
     two builds in one wheel folder (decision 83), takes the batch."""
-    from trtllm_script_builder.process.batch_submit import (
+    from trtllm_script_builder.process.slurm_submit import (
         _refuse_shared_wheel_dirs,
         load_jobs,
         read_index,

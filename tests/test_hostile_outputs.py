@@ -468,7 +468,7 @@ def _batch_record(tmp_path: Path, **changes: Any) -> Path:
     ids=["array", "job", "waits-for", "prerequisite", "escape"],
 )
 def test_an_edited_batch_submission_json_is_refused(tmp_path: Path, change: dict[str, Any]) -> None:
-    from trtllm_script_builder.process.batch_submit import load_batch_submission
+    from trtllm_script_builder.process.slurm_submit import load_batch_submission
 
     assert load_batch_submission(_batch_record(tmp_path)) is not None
     with pytest.raises(BuildError) as info:

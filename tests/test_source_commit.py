@@ -190,7 +190,7 @@ def test_the_verdict_carries_the_source_commit() -> None:
 def test_a_remote_batch_pins_every_job_to_the_synced_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     folder = remote_chain_folder(tmp_path, 3, ["/ROOT/repo"] * 3)
 
@@ -199,8 +199,8 @@ def test_a_remote_batch_pins_every_job_to_the_synced_commit(
 
     FakeSsh.made = []
     monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
-    monkeypatch.setattr(batch_submit, "_sync_for_compile", sync_for_compile)
-    batch = batch_submit.submit_batch(folder)
+    monkeypatch.setattr(slurm_submit, "_sync_for_compile", sync_for_compile)
+    batch = slurm_submit.submit_batch(folder)
     sbatches = [c for c in FakeSsh.made[0].calls if c[0] == "sbatch"]
     assert [Path(c[-1]).name for c in sbatches] == [
         "import.slurm",
@@ -218,7 +218,7 @@ def test_a_remote_batch_pins_every_job_to_the_synced_commit(
 def test_a_batch_syncing_two_checkouts_into_one_clone_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     folder = remote_chain_folder(tmp_path, 2, ["/ROOT/repo", "/ROOT/other"])
     synced: list[str] = []
@@ -228,9 +228,9 @@ def test_a_batch_syncing_two_checkouts_into_one_clone_is_refused(
 
     FakeSsh.made = []
     monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
-    monkeypatch.setattr(batch_submit, "_sync_for_compile", sync_for_compile)
+    monkeypatch.setattr(slurm_submit, "_sync_for_compile", sync_for_compile)
     with pytest.raises(BuildError) as info:
-        batch_submit.submit_batch(folder)
+        slurm_submit.submit_batch(folder)
     assert str(info.value).startswith(
         "error: remote_repo_path: the batch syncs both /ROOT/repo and /ROOT/other into "
         "login1:/remote/TensorRT-LLM"

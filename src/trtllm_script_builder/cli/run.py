@@ -119,7 +119,7 @@ def submit(
 
     Exit status: 0 submitted, 2 refused (already submitted, nothing built), 3 a tool failed.
     """
-    from trtllm_script_builder.process.batch_submit import is_batch, submit_batch
+    from trtllm_script_builder.process.slurm_submit import is_batch, submit_batch
     from trtllm_script_builder.process.submit import submit as do_submit
 
     try:
@@ -224,7 +224,7 @@ def _do_watch(
     quiet: bool,
     ssh_host: str | None,
 ) -> None:
-    from trtllm_script_builder.process.batch_submit import is_batch
+    from trtllm_script_builder.process.slurm_submit import is_batch
     from trtllm_script_builder.process.watch import Console, render_verdict, verdict_json
     from trtllm_script_builder.process.watch import watch as do_watch
 

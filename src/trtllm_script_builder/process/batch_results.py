@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from trtllm_script_builder.model.values import printable
-from trtllm_script_builder.process.batch_submit import BatchJob
 from trtllm_script_builder.process.follow import Loop, Tracked, WatchResult
 from trtllm_script_builder.process.handles import MAX_READ, Reader, junit_path, read_local
 from trtllm_script_builder.process.junit import JUnitError, junit_root
+from trtllm_script_builder.process.slurm_submit import BatchJob
 from trtllm_script_builder.process.verdict import Verdict
 
 RESULTS_FILE = "results.json"

@@ -10,11 +10,10 @@ and `dependency_args` of the returned jobs go on each test job's sbatch.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.handles import Reader, SlurmJob
 from trtllm_script_builder.process.proc import Runner
@@ -116,26 +115,6 @@ def submit_prerequisites(
 def has_compile(spec: JobSpec) -> bool:
     """The job waits for a compile of its checkout (on remote_slurm: a synced one)."""
     return any(p["kind"] == "compile" for p in spec.prerequisites or [])
-
-
-def sbatch_with(runner: Runner, cwd: Any, where: str = "", pin: Sequence[str] = ()) -> Sbatch:
-    """An Sbatch through `runner` (local, or ssh), run in `cwd`; `pin`: options for every job
-    it submits (the synced commit, decision 72)."""
-    from trtllm_script_builder.process.probe.collect import first_line
-    from trtllm_script_builder.process.slurm import submitted_id
-
-    def sbatch(script: str, extra: list[str]) -> str:
-        res = runner(["sbatch", "--parsable", *pin, *extra, script], cwd=cwd)
-        job = submitted_id(res) if res.rc == 0 else None
-        if job is None:
-            raise ToolFailed(
-                "sbatch",
-                f"{where}{script}: {first_line(res)}",
-                "check the job against the cluster (trtllm-script-builder check WORK_DIR)",
-            )
-        return job
-
-    return sbatch
 
 
 # ---------------------------------------------------------------- following the chain

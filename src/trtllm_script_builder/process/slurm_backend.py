@@ -1,6 +1,6 @@
 """The Slurm backend: a job for this machine's Slurm or for one reached over ssh (the host
 object says which, process/host.py), submitted as a batch of one by the one submit path
-(batch_submit.submit_slurm) and followed with its prerequisites by one squeue and at most one
+(slurm_submit.submit_slurm) and followed with its prerequisites by one squeue and at most one
 sacct per poll; or, in persistent mode, run inside a held allocation (process/persistent.py)
 and followed as a local process."""
 
@@ -11,16 +11,16 @@ from pathlib import Path
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process import host as hosts
-from trtllm_script_builder.process.batch_submit import (
+from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
+from trtllm_script_builder.process.follow import EachPoller, Followed, Prerequisite
+from trtllm_script_builder.process.handles import LocalProcess, LogNames, SlurmJob, SlurmPoller
+from trtllm_script_builder.process.slurm_submit import (
     REMOTE,
     Member,
     load_jobs,
     resolve_ssh_host,
     submit_slurm,
 )
-from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
-from trtllm_script_builder.process.follow import EachPoller, Followed, Prerequisite
-from trtllm_script_builder.process.handles import LocalProcess, LogNames, SlurmJob, SlurmPoller
 from trtllm_script_builder.process.submission import Say, Submission, recorded
 
 __all__ = ["SCENARIOS", "followed", "refuse_options", "resolve_ssh_host", "submit"]

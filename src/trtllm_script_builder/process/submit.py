@@ -1,6 +1,6 @@
 """`submit`: start a built job with its backend (docker_backend, slurm_backend) and record it in
 WORK_DIR/submission.json; a build-many folder goes through the same Slurm submit path
-(batch_submit.submit_slurm)."""
+(slurm_submit.submit_slurm)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,6 @@ from trtllm_script_builder.process.batch_results import (
     merge_junit,
     progress,
 )
-from trtllm_script_builder.process.batch_submit import load_batch_submission
 from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
 from trtllm_script_builder.process.figures import result_lines
 from trtllm_script_builder.process.follow import (
@@ -38,6 +37,7 @@ from trtllm_script_builder.process.follow import (
     link,
 )
 from trtllm_script_builder.process.handles import LogNames, SlurmJob, SlurmPoller
+from trtllm_script_builder.process.slurm_submit import load_batch_submission
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.submit import (
     load_submission,

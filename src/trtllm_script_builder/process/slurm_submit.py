@@ -1,25 +1,24 @@
-"""`submit DIR` on a build-many folder: every built job of its `jobs.json`, jobs of one shape as
-one Slurm job array (decision 67).
+"""The Slurm backend's one submit path (`submit_slurm`): one job (a batch of one) or every built
+job of a build-many folder's `jobs.json`, jobs of one shape as one Slurm job array (decision 67).
 
-Two jobs have the same shape when their scripts' `#SBATCH` lines are the same apart from the
-job name and the log file names, and they run in the same scenario. A shape of two jobs or
-more goes in as one array: a driver script in the batch folder carries the shared `#SBATCH`
-lines and `--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into job i's folder,
-sends its output where that job_spec says (with the task's own job id for `%j`) and runs the
-job's own script. A shape of one job goes in as a plain `sbatch`, as `submit JOBDIR` does.
+Two jobs have the same shape when their job_spec.json files describe the same allocation, host
+and prerequisites (decision shape-from-job-spec). A shape of two jobs or more goes in as one
+array: a driver script in the batch folder carries the shared `#SBATCH` lines and
+`--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into job i's folder, sends its
+output where that job_spec says (with the task's own job id for `%j`) and runs the job's own
+script. A shape of one job goes in as a plain `sbatch`.
 
 Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites (decisions 65, 71): each
 distinct one (by its job_spec `key`: one import per image file, one compile per checkout, image
-and build options) is submitted once for the whole batch, before the arrays, and every array
-or plain job that needs it goes in with `--dependency=afterok:...` and
-`--kill-on-invalid-dep=yes`. Jobs whose prerequisites differ never share an array (the keys are
-part of the shape). On remote_slurm the checkouts the compiles build are synced once first.
+and build options) is submitted once, before the arrays, and every array or plain job that
+needs it goes in with `--dependency=afterok:...` and `--kill-on-invalid-dep=yes`. On a remote
+cluster the checkouts the compiles build are synced once first.
 
 Each job folder gets its `submission.json` (so `watch JOBDIR` follows one job, its chain
-included), and the batch folder gets `batch_submission.json`, which `watch DIR` reads. On
-remote_slurm the jobs' files are copied to their remote_work_dir first and the drivers go
-beside them (remote_batch_dir). When one sbatch fails, everything this submit started is
-cancelled.
+included), and a batch folder gets `batch_submission.json`, which `watch DIR` reads. On a
+remote cluster the jobs' files are copied to their remote_work_dir first and the drivers go
+beside them (remote_batch_dir). When one sbatch fails or the submit is interrupted, everything
+it started is cancelled.
 """
 
 from __future__ import annotations
@@ -185,9 +184,10 @@ def directives(script: str) -> list[str]:
 
 
 def shape(spec: JobSpec) -> tuple[object, ...]:
-    """What makes jobs share one array, from their job_spec: where they run, the kind of
-    script (its #SBATCH lines are made from the allocation), the allocation, and the keys of
-    the prerequisites they wait for (one array has one --dependency)."""
+    """What makes jobs share one array, from their job_spec (decision shape-from-job-spec):
+    where they run, the kind of script (its #SBATCH lines are made from the allocation), the
+    allocation, and the keys of the prerequisites they wait for (one array has one
+    --dependency)."""
     params = spec.slurm_params
     return (
         spec.execution_scenario,
