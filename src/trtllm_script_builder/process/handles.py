@@ -263,10 +263,10 @@ class SlurmJob:
                 keep_err = st.stderr and st.stderr not in (st.stdout, "(null)")
                 self.err_path = st.stderr if keep_err else None
             self.paths_fixed = True
-        now = time.monotonic()
-        if st.terminal:
-            pass
-        elif not st.known:
+        if st.terminal or st.known:
+            self.unknown_since = None
+        else:
+            now = time.monotonic()
             self.unknown_since = self.unknown_since or now
             if now - self.unknown_since > UNKNOWN_GRACE:
                 raise ToolFailed(
@@ -274,8 +274,6 @@ class SlurmJob:
                     f"Slurm knows no job {self.job_id} (scontrol, squeue, sacct)",
                     "check the cluster; the job may be older than MinJobAge without accounting",
                 )
-        else:
-            self.unknown_since = None
         return st.terminal
 
     def logs(self, final: bool = False) -> Logs:

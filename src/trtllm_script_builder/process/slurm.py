@@ -26,7 +26,7 @@ TERMINAL = {
 }
 
 
-@dataclass
+@dataclass(slots=True)  # thousands made per poll of a batch
 class JobStatus:
     """What Slurm says about a job; `source` is the tool that said it."""
 
@@ -106,7 +106,10 @@ def status_from_scontrol(job_id: str, text: str) -> JobStatus:
 def _started_id(state: str | None, raw: str | None) -> str | None:
     """A pending array task is shown from its array's record (whose JobId is the array's);
     a started one has its own record and id."""
-    if whole_number(raw) is None or (state or "").split()[0] == "PENDING":
+    # asked for every row of every poll: digits checked without a regex (as whole_number)
+    if not raw or len(raw) > 18 or not (raw.isascii() and raw.isdigit()):
+        return None
+    if (state or "").startswith("PENDING"):
         return None
     return raw
 
