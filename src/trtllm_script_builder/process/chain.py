@@ -113,7 +113,7 @@ def submit_prerequisites(
 
 
 def has_compile(spec: JobSpec) -> bool:
-    """The job waits for a compile of its checkout (on remote_slurm: a synced one)."""
+    """The job waits for a compile of its checkout (on a remote cluster: a synced one)."""
     return any(p["kind"] == "compile" for p in spec.prerequisites or [])
 
 

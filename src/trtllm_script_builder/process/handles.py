@@ -50,7 +50,7 @@ def read_local(path: str, offset: int) -> bytes | None:
 
 
 def junit_path(spec: JobSpec, job_id: str | None) -> str | None:
-    """Where a pytest job writes its JUnit report (remote_work_dir for remote_slurm); None for
+    """Where a pytest job writes its JUnit report (remote_work_dir on a remote cluster); None for
     other jobs."""
     pattern = spec.junit_file_pattern
     if not pattern or spec.workflow_type != "pytest":

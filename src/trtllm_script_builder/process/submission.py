@@ -78,7 +78,7 @@ class Submission(BaseModel):
     array_job_id: str | None = None
     array_task_id: int | None = None
     batch_dir: str | None = None
-    # remote_slurm with a compile: the commit submit synced remote_repo_path to, which the
+    # a remote job with a compile: the commit submit synced remote_repo_path to, which the
     # jobs check the clone against when they start (decision 72).
     source_commit: str | None = None
 
