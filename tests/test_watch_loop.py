@@ -8,7 +8,7 @@ import io
 from typing import Any
 
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.follow import CANCEL_WAIT, EachPoller, Tracked, follow
+from trtllm_script_builder.process.follow import CANCEL_WAIT, EachPoller, Loop, Tracked
 from trtllm_script_builder.process.handles import Logs, read_local
 from trtllm_script_builder.process.verdict import Decision, LogLine, Verdict
 from trtllm_script_builder.process.watch import Console
@@ -98,7 +98,7 @@ def follow_one(job: FakeJob, **kw: Any) -> tuple[Any, Clock, str, str]:
     clock = Clock()
     out, err = io.StringIO(), io.StringIO()
     t = Tracked(job, SPEC, "local_docker", "/w", read_local)  # type: ignore[arg-type]
-    follow(
+    Loop(
         [t],
         [],
         EachPoller(),
@@ -109,7 +109,7 @@ def follow_one(job: FakeJob, **kw: Any) -> tuple[Any, Clock, str, str]:
         clock=clock,
         sleep=clock.sleep,
         **kw,
-    )
+    ).run()
     return t.result, clock, out.getvalue(), err.getvalue()
 
 

@@ -227,28 +227,29 @@ def _job_id(handle: Any) -> str:
     return str(getattr(handle, "job_id", ""))
 
 
+@dataclass
 class Loop:
-    """One follow of `tracked` and their `prereqs` (see the module's text)."""
+    """One follow of `tracked` and the `prereqs` they wait for to their ends or the deadline
+    (see the module's text): `Loop(...).run()`. `stream`: show each new log line;
+    `logs_each_poll`: read the running jobs' logs at every poll (else at their ends)."""
 
-    def __init__(
-        self,
-        tracked: list[Tracked],
-        prereqs: list[Prerequisite],
-        poller: Poller,
-        console: Any,
-        *,
-        stream: bool,
-        logs_each_poll: bool,
-        keep_running: bool,
-        on_done: Callable[[Tracked], None],
-        clock: Callable[[], float],
-        sleep: Callable[[float], None],
-    ) -> None:
-        self.tracked, self.prereqs, self.poller, self.console = tracked, prereqs, poller, console
-        self.stream, self.logs_each_poll = stream, logs_each_poll
-        self.keep_running, self.on_done = keep_running, on_done
-        self.clock, self.sleep = clock, sleep
-        self.start = clock()
+    tracked: list[Tracked]
+    prereqs: list[Prerequisite]
+    poller: Poller
+    console: Any
+    progress: Callable[[Loop], str]
+    on_done: Callable[[Tracked], None] = lambda _: None
+    stream: bool = False
+    logs_each_poll: bool = True
+    timeout: float | None = None
+    keep_running: bool = False
+    poll: float = 5.0
+    on_interrupt: Callable[[int], bool] | None = None
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def __post_init__(self) -> None:
+        self.start = self.clock()
         self.chain_deadline = 0.0
         self.timed_out = False
 
@@ -396,14 +397,8 @@ class Loop:
         waiting = [p for p in self.open_prereqs() if p.cancelled is not None and not p.shared]
         return not waiting or self.clock() >= self.chain_deadline
 
-    def run(
-        self,
-        *,
-        timeout: float | None,
-        poll: float,
-        progress: Callable[[Loop], str],
-        on_interrupt: Callable[[int], bool] | None,
-    ) -> Outcome:
+    def run(self) -> Outcome:
+        timeout, poll, on_interrupt = self.timeout, max(self.poll, 0.05), self.on_interrupt
         deadline = self.start + timeout if timeout else None
         cancelled: str | None = None
         while True:
@@ -460,7 +455,7 @@ class Loop:
                     cancelled = cancelled or "timeout"
                     self.cancel_open("timeout", True)
                 self.give_up(now)
-                self.console.progress(progress(self))
+                self.console.progress(self.progress(self))
                 pressing = any(t.cancel_deadline for t in self.open_jobs())
                 self.sleep(poll if not pressing else min(poll, self.poller.cancel_poll))
             except KeyboardInterrupt:
@@ -479,36 +474,3 @@ class Loop:
                 self.finish(t, self.timed_out)
         self.console.clear()
         return Outcome(self.timed_out, cancelled, self.clock() - self.start)
-
-
-def follow(
-    tracked: list[Tracked],
-    prereqs: list[Prerequisite],
-    poller: Poller,
-    console: Any,
-    *,
-    progress: Callable[[Loop], str],
-    on_done: Callable[[Tracked], None] = lambda _: None,
-    stream: bool = False,
-    logs_each_poll: bool = True,
-    timeout: float | None = None,
-    keep_running: bool = False,
-    poll: float = 5.0,
-    on_interrupt: Callable[[int], bool] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Outcome:
-    """Follow `tracked` (and the `prereqs` they wait for) to their ends or the deadline."""
-    loop = Loop(
-        tracked,
-        prereqs,
-        poller,
-        console,
-        stream=stream,
-        logs_each_poll=logs_each_poll,
-        keep_running=keep_running,
-        on_done=on_done,
-        clock=clock,
-        sleep=sleep,
-    )
-    return loop.run(timeout=timeout, poll=poll, progress=progress, on_interrupt=on_interrupt)

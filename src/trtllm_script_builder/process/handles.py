@@ -149,8 +149,6 @@ class JobHandle(Protocol):
 
     def logs(self, final: bool = False) -> Logs: ...
 
-    def cancel(self) -> None: ...
-
     def overdue(self) -> bool:
         """The cancel was not obeyed in time: True to stop watching, False when the handle
         pressed harder and the wait starts again."""
@@ -283,9 +281,6 @@ class SlurmJob:
                 f = self.followers.setdefault(path, Follower(path, self.read))
                 got.append((f.flush() if final else f.poll(), prefix))
         return got
-
-    def cancel(self) -> None:
-        self.runner(["scancel", self.job_id])
 
     def overdue(self) -> bool:
         return True

@@ -33,7 +33,6 @@ from trtllm_script_builder.process.follow import (
     Prerequisite,
     Tracked,
     WatchResult,
-    follow,
     link,
 )
 from trtllm_script_builder.process.handles import LogNames, SlurmJob, SlurmPoller
@@ -147,7 +146,7 @@ def watch(
     )
     for p in prereqs:
         link(tracked, p)
-    follow(
+    Loop(
         [tracked],
         prereqs,
         parts.poller,
@@ -156,10 +155,10 @@ def watch(
         stream=True,
         timeout=timeout,
         keep_running=keep_running,
-        poll=max(poll, 0.05),
+        poll=poll,
         clock=clock,
         sleep=sleep,
-    )
+    ).run()
     assert tracked.result is not None
     write_json(work_dir / VERDICT_FILE, tracked.result.to_json())
     return tracked.result
@@ -223,7 +222,7 @@ def watch_batch(
         d = t.result.decision
         console.say(f"[watch] {d.verdict.value}: {t.entry or t.work_dir} ({t.shown}: {d.reason})")
 
-    outcome = follow(
+    outcome = Loop(
         tracked,
         prereqs,
         SlurmPoller(on),
@@ -233,11 +232,11 @@ def watch_batch(
         logs_each_poll=not on.remote,
         timeout=timeout,
         keep_running=keep_running,
-        poll=max(poll, 0.05),
+        poll=poll,
         on_interrupt=on_interrupt,
         clock=clock,
         sleep=sleep,
-    )
+    ).run()
     results = [t.result for t in tracked if t.result is not None]
     junit, notes = merge_junit(folder, tracked, on.read_from)
     result = BatchResult(
