@@ -1152,3 +1152,11 @@ def test_an_unreadable_batch_record_is_one_line(tmp_path: Path) -> None:
             load_batch_submission(tmp_path)
         assert err.value.field == "work_dir" and "cannot be read (" in err.value.problem
         assert "\n" not in err.value.problem
+
+
+def test_ssh_host_on_a_local_batch_is_refused(tmp_path: Path) -> None:
+    """Its jobs run on this machine's cluster: asking a login node about them would be wrong."""
+    folder = make_batch(tmp_path, [("test_a", "7")])
+    with pytest.raises(BuildError) as info:
+        watch_batch(folder, console=Console(io.StringIO(), io.StringIO()), ssh_host="login1")
+    assert str(info.value).startswith("error: ssh_host: the batch is local_slurm"), str(info.value)

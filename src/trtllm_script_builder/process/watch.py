@@ -185,6 +185,8 @@ def watch_batch(
             f"{folder} has not been submitted as a batch (no batch_submission.json)",
             "run `trtllm-script-builder submit DIR` first",
         )
+    if ssh_host and batch.ssh_host is None:  # its jobs run on this machine's cluster
+        raise BuildError("ssh_host", f"the batch is {batch.scenario}", "drop --ssh-host")
     on = hosts.host_for(ssh_host or batch.ssh_host)
     tracked: list[Tracked] = []
     for job in batch.jobs:
