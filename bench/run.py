@@ -12,6 +12,11 @@ Measures (targets in brackets):
                                                                            [parsed once]
   4. more floors under (1): the interpreter alone, and what a build without click, pydantic
      and Jinja2 would still import (PyYAML and the stdlib)
+  6. the run loop following batches of 1,000 and 10,000 array tasks from a recorded Slurm
+     answer (half still in squeue, half ended in sacct, in the format the code parses): squeue
+     and sacct calls per poll, time per poll (CPU time judged: wall time on a shared machine
+     also measures the neighbours), memory per followed job at each size and its growth after
+     the first poll    [<= 1 sacct call per poll, <= 100 ms per poll at 10,000, flat memory]
   5. NeMo-Run rendering an equivalent sbatch script, when an interpreter with nemo_run is
      given (`--nemo-python`, or $NEMO_PYTHON); ratios against (1).
 Every round runs each command once, in turn, so a busy moment of a shared machine hits all of
@@ -50,6 +55,9 @@ MAX_BUILD_MIB = 50.0
 MIN_JOBS_PER_S = 2000.0
 MAX_GROWTH_MIB = 5.0  # peak RSS of N ids over that of N/10: "flat" with room for noise
 MIN_JUDGED_RUNS = 5
+# Targets of (6).
+MAX_SACCT_PER_POLL = 1
+MAX_POLL_MS = 100.0
 
 # Children write and read bytecode like an installed package; without it every run would
 # compile our modules from source and measure the compiler.
@@ -182,6 +190,79 @@ def bench_inspection(tmp: Path) -> dict[str, tuple[float, float, float]]:
     }
 
 
+# (6) the run loop: one child process per batch size, so each peak RSS is its own.
+RUN_LOOP = r"""
+import resource, sys, time
+from trtllm_script_builder.process.handles import SlurmJob, SlurmPoller
+from trtllm_script_builder.process.proc import CmdResult
+n, polls = int(sys.argv[1]), int(sys.argv[2])
+ids = [f"5000_{i}" for i in range(n)]
+# The recorded answers, one line per array task: squeue -h -r -o '%i|%A|%T|%r|%M|%L|%N' while
+# it runs, then sacct -X -n -P -o JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw,End once it
+# ended. A twentieth of the batch ends between two polls.
+running = {j: f"{j}|{6000 + i}|RUNNING|None|1:00|9:00|n{i % 64}" for i, j in enumerate(ids)}
+ended = {j: f"{j}|{'COMPLETED' if i % 3 else 'FAILED'}|{0 if i % 3 else 1}:0|00:01:00|"
+            f"n{i % 64}|{6000 + i}|2026-12-03T10:00:00" for i, j in enumerate(ids)}
+done_by = {j: 1 + i * polls // n for i, j in enumerate(ids)}  # the poll it is seen ended at
+calls = {"squeue": 0, "sacct": 0, "scontrol": 0, "other": 0}
+poll_no = 0
+def runner(argv, cwd=None):
+    tool = argv[0] if argv[0] in calls else "other"
+    calls[tool] += 1
+    asked = argv[argv.index("-j") + 1].split(",") if "-j" in argv else []
+    if tool == "squeue":
+        rows = [running[j] for j in asked if done_by[j] > poll_no]
+    elif tool == "sacct":
+        rows = [ended[j] for j in asked if j in ended and done_by[j] <= poll_no]
+    else:
+        rows = []
+    return CmdResult(0, "\n".join(rows) + "\n")
+def rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+data_rss = rss()  # the recorded answers themselves
+handles = [SlurmJob(j, runner, lambda *_: None, None, None, "h") for j in ids]
+poller = SlurmPoller(runner, accounting=True)
+walls, cpus, most = [], [], {"sacct": 0, "squeue": 0, "scontrol": 0}
+for poll_no in range(polls):
+    if poll_no == 1:  # every job has its status now: what follows must not grow
+        start_rss = rss()
+    before = dict(calls)
+    w, c = time.perf_counter(), time.process_time()
+    still = [h for h, end in zip(handles, poller.poll(handles)) if not end]
+    walls.append(time.perf_counter() - w)
+    cpus.append(time.process_time() - c)
+    for tool in most:
+        most[tool] = max(most[tool], calls[tool] - before[tool])
+    handles = still  # an ended job is decided and asked about no more, as in the run loop
+walls.sort()
+cpus.sort()
+print(walls[len(walls) // 2] * 1000, cpus[len(cpus) // 2] * 1000, most["sacct"],
+      most["squeue"] + most["scontrol"], (start_rss - data_rss) * 1024 / n, rss() - start_rss)
+"""
+
+
+def bench_run_loop(
+    sizes: tuple[int, ...] = (1_000, 10_000), polls: int = 20
+) -> dict[str, tuple[float, float, float]]:
+    out: dict[str, tuple[float, float, float]] = {}
+    for n in sizes:
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_LOOP, str(n), str(polls)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=ENV,
+        )
+        wall, cpu, sacct, others, per_job, growth = map(float, done.stdout.split())
+        out[f"run loop: wall ms per poll ({n} jobs)"] = (wall,) * 3
+        out[f"run loop: CPU ms per poll ({n} jobs)"] = (cpu,) * 3
+        out[f"run loop: sacct calls per poll, most ({n} jobs)"] = (sacct,) * 3
+        out[f"run loop: squeue + scontrol per poll, most ({n} jobs)"] = (others,) * 3
+        out[f"run loop: KiB per followed job ({n} jobs)"] = (per_job,) * 3
+        out[f"run loop: MiB grown after the first poll ({n} jobs)"] = (growth,) * 3
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -197,6 +278,7 @@ def main() -> None:
         results = bench_single(tmp, args.runs, args.nemo_python)
         results.update(bench_many(tmp, args.runs, args.jobs))
         results.update(bench_inspection(tmp))
+    results.update(bench_run_loop())
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
@@ -234,6 +316,11 @@ def judge(results: dict[str, tuple[float, float, float]], jobs: int) -> list[str
     rate = results[f"build-many: jobs/s ({jobs} ids)"][0]
     growth = results[f"build-many: peak MiB ({jobs} ids)"][0]
     growth -= results[f"build-many: peak MiB ({small} ids)"][0]
+    # CPU time: on a shared machine the wall clock also measures the neighbours
+    loop_ms = results["run loop: CPU ms per poll (10000 jobs)"][0]
+    loop_sacct = max(v[0] for k, v in results.items() if k.startswith("run loop: sacct"))
+    loop_grown = max(v[0] for k, v in results.items() if k.startswith("run loop: MiB grown"))
+    per_job = [v[0] for k, v in results.items() if k.startswith("run loop: KiB per")]
     checks = [
         (ratio <= MAX_RATIO, f"build / libraries wall ratio {ratio:.2f} > {MAX_RATIO}"),
         (mib <= MAX_BUILD_MIB, f"build peak {mib:.1f} MiB > {MAX_BUILD_MIB:.0f} MiB"),
@@ -241,6 +328,16 @@ def judge(results: dict[str, tuple[float, float, float]], jobs: int) -> list[str
         (
             growth <= MAX_GROWTH_MIB,
             f"build-many memory grows {growth:.1f} MiB from {small} to {jobs} ids",
+        ),
+        (loop_sacct <= MAX_SACCT_PER_POLL, f"run loop: {loop_sacct:g} sacct calls per poll"),
+        (loop_ms <= MAX_POLL_MS, f"run loop: {loop_ms:.0f} CPU ms per poll of 10,000 jobs"),
+        (
+            loop_grown <= MAX_GROWTH_MIB,
+            f"run loop memory grows {loop_grown:.1f} MiB over its polls",
+        ),
+        (
+            max(per_job) <= 2 * min(per_job) + 1,
+            f"run loop memory per job not flat from 1,000 to 10,000 jobs ({per_job} KiB)",
         ),
     ]
     return [text for ok, text in checks if not ok]

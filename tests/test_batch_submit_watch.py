@@ -5,19 +5,27 @@ and the batch watch loop with results.json and the merged JUnit report against a
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.process import batch_watch, slurm
-from trtllm_script_builder.process.batch_submit import (
+from trtllm_script_builder.model.jobspec import SlurmParams
+from trtllm_script_builder.process import batch_results, host, slurm
+from trtllm_script_builder.process import watch as watch_mod
+from trtllm_script_builder.process.batch_results import batch_exit_status
+from trtllm_script_builder.process.follow import Prerequisite
+from trtllm_script_builder.process.handles import read_local
+from trtllm_script_builder.process.proc import CmdResult
+from trtllm_script_builder.process.slurm_submit import (
     BATCH_SUBMISSION,
     BatchJob,
     BatchSubmission,
@@ -26,11 +34,13 @@ from trtllm_script_builder.process.batch_submit import (
     read_index,
     render_driver,
     shape,
+    shared_lines,
 )
-from trtllm_script_builder.process.batch_watch import batch_exit_status, watch_batch
-from trtllm_script_builder.process.proc import CmdResult
+from trtllm_script_builder.process.ssh import SshTarget
 from trtllm_script_builder.process.verdict import Verdict
-from trtllm_script_builder.process.watch import Console
+from trtllm_script_builder.process.watch import Console, watch_batch
+
+from .conftest import job_spec
 
 GOLDEN_SPEC = Path(__file__).parent / "golden" / "cat2_pytest_local_slurm" / "job_spec.json"
 
@@ -54,28 +64,52 @@ def script(name: str, gres: str = "gpu:1", time: str = "00:10:00") -> str:
 # ---------------------------------------------------------------- shapes
 
 
-def test_jobs_differing_only_in_their_names_and_logs_share_a_shape() -> None:
+def test_the_driver_takes_the_sbatch_lines_but_the_jobs_own() -> None:
     a, b = directives(script("a")), directives(script("b"))
     assert a != b
-    assert shape("local_slurm", a) == shape("local_slurm", b)
-    assert "#SBATCH --gres=gpu:8" not in shape("local_slurm", a)
-    assert shape("local_slurm", a) == (
-        "local_slurm",
+    assert shared_lines(a) == shared_lines(b)
+    assert "#SBATCH --gres=gpu:8" not in a  # after the first command: sbatch reads it no more
+    assert shared_lines(a) == [
         "#SBATCH --nodes=1",
         "#SBATCH --gres=gpu:1",
         "#SBATCH --time=00:10:00",
+    ]
+
+
+def _params(**over: Any) -> SlurmParams:
+    base = SlurmParams(
+        partition="gpu",
+        account="a",
+        time_limit="00:10:00",
+        nodes=1,
+        ntasks=1,
+        ntasks_per_node=1,
+        gpus_per_node=8,
+        gres="gpu:1",
+        mpi_plugin="pmix",
     )
+    return dataclasses.replace(base, **over)
+
+
+def spec(**fields: Any) -> Any:
+    return job_spec(**{"slurm_params": _params(), **fields})
+
+
+def test_jobs_of_one_allocation_share_a_shape_whatever_their_names() -> None:
+    """The shape comes from job_spec.json, not from the scripts' #SBATCH lines."""
+    one = shape(spec(model_name="a", script_path="/w/a/a.slurm"))
+    assert one == shape(spec(model_name="b", script_path="/w/b/b.slurm"))
+    others = [
+        shape(spec(slurm_params=_params(gres="gpu:2"))),
+        shape(spec(slurm_params=_params(time_limit="00:20:00"))),
+        shape(spec(execution_scenario="remote_slurm", ssh_host="login1")),
+        shape(spec(category=2)),
+    ]
+    assert len({one, *others}) == 5
 
 
 def test_group_by_shape_keeps_the_order_of_first_members() -> None:
-    keys = [
-        shape("local_slurm", directives(script("a", gres="gpu:2"))),
-        shape("local_slurm", directives(script("b"))),
-        shape("local_slurm", directives(script("c", gres="gpu:2"))),
-        shape("local_slurm", directives(script("d", time="00:20:00"))),
-        shape("remote_slurm", directives(script("e"))),
-        shape("local_slurm", directives(script("f"))),
-    ]
+    keys = [("x", 2), ("y",), ("x", 2), ("x", 3), ("z",), ("y",)]
     assert group_by_shape(keys) == [[0, 2], [1, 5], [3], [4]]
 
 
@@ -282,7 +316,7 @@ def test_an_end_sacct_does_not_know_yet_is_asked_of_scontrol() -> None:
 def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
     """A job that failed within a second: accounting may hold its start record already saying
     FAILED, with End=Unknown and ExitCode 0:0, before the completion record lands (decision
-    73). It is not taken as the end, in query_many (gone from squeue) nor in query."""
+    73). It is not taken as the end by query_many (gone from squeue, asked of scontrol)."""
     early = "9|FAILED|0:0|00:00:01|n1|9|Unknown\n"
     assert (slurm.sacct_rows(early)["9"].state, slurm.sacct_rows(early)["9"].terminal) == (
         slurm.ENDING,
@@ -304,12 +338,9 @@ def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
     got = slurm.query_many(runner, ["9"], accounting=True)
     assert calls == ["squeue", "sacct", "scontrol"]
     assert (got["9"].state, got["9"].exit_code) == ("FAILED", 1)
-    calls.clear()
-    st = slurm.query(runner, "9")
-    assert (st.state, st.exit_code, st.source) == ("FAILED", 1, "scontrol")
+    assert got["9"].source == "scontrol"
     # scontrol gave no answer while accounting still ends it: poll again, no verdict yet
     answers["scontrol"] = ""
-    assert not slurm.query(runner, "9").terminal
     assert not slurm.query_many(runner, ["9"], accounting=True)["9"].terminal
 
     # slurmctld has forgotten the job (MinJobAge) and the completion never landed: the start
@@ -319,8 +350,8 @@ def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
             return CmdResult(1, "", "slurm_load_jobs error: Invalid job id specified")
         return CmdResult(0, answers[argv[0]])
 
-    for st in (slurm.query(forgotten, "9"), slurm.query_many(forgotten, ["9"], True)["9"]):
-        assert (st.state, st.exit_code, st.terminal) == ("FAILED", None, True)
+    st = slurm.query_many(forgotten, ["9"], True)["9"]
+    assert (st.state, st.exit_code, st.terminal) == ("FAILED", None, True)
 
 
 def test_scontrol_takes_a_task_id_only_once_it_started() -> None:
@@ -409,8 +440,8 @@ class Clock:
 
 def run_watch(
     folder: Path, fake: FakeSlurm, monkeypatch: pytest.MonkeyPatch, **kw: Any
-) -> tuple[batch_watch.BatchResult, str]:
-    monkeypatch.setattr(batch_watch, "run", fake)
+) -> tuple[batch_results.BatchResult, str]:
+    monkeypatch.setattr(host, "run", fake)
     err = io.StringIO()
     clock = Clock()
     result = watch_batch(
@@ -501,7 +532,7 @@ def test_an_interrupt_cancels_when_told_and_waits_for_the_ends(
     folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7")])
     fake = FakeSlurm({"7_0": ["RUNNING"], "7_1": ["PENDING"]}, {"7_0": "8", "7_1": "9"})
     asked: list[int] = []
-    monkeypatch.setattr(batch_watch, "run", fake)
+    monkeypatch.setattr(host, "run", fake)
     clock = Clock()
 
     def sleep(s: float) -> None:
@@ -532,7 +563,7 @@ def test_an_interrupt_answered_no_leaves_the_jobs(
 ) -> None:
     folder = make_batch(tmp_path, [("test_a", "7")])
     fake = FakeSlurm({"7_0": ["RUNNING"]}, {"7_0": "8"})
-    monkeypatch.setattr(batch_watch, "run", fake)
+    monkeypatch.setattr(host, "run", fake)
 
     def sleep(s: float) -> None:
         raise KeyboardInterrupt
@@ -574,12 +605,15 @@ COMPILE_KEY = "compile:/repo /sqsh/img.sqsh --cuda_architectures 90-real --dist_
 
 
 def test_jobs_waiting_for_different_prerequisites_do_not_share_a_shape() -> None:
-    lines = directives(script("a"))
-    plain = shape("local_slurm", lines)
-    compiled = shape("local_slurm", lines, [IMPORT_KEY, COMPILE_KEY])
-    other = shape("local_slurm", lines, [IMPORT_KEY, COMPILE_KEY + " --benchmarks"])
+    def keyed(*keys: str, name: str = "m") -> tuple[object, ...]:
+        pre = [{"kind": "compile", "key": k, "script_path": "/w/c.slurm"} for k in keys]
+        return shape(spec(model_name=name, prerequisites=pre or None))
+
+    plain = keyed()
+    compiled = keyed(IMPORT_KEY, COMPILE_KEY)
+    other = keyed(IMPORT_KEY, COMPILE_KEY + " --benchmarks")
     assert len({plain, compiled, other}) == 3
-    assert compiled == shape("local_slurm", directives(script("b")), [IMPORT_KEY, COMPILE_KEY])
+    assert compiled == keyed(IMPORT_KEY, COMPILE_KEY, name="other")
     assert compiled[-2:] == (f"after {IMPORT_KEY}", f"after {COMPILE_KEY}")
 
 
@@ -636,14 +670,14 @@ class FakeSbatch:
 def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     other = COMPILE_KEY.replace("/wheel", "/wheel2") + " --benchmarks"
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, other, COMPILE_KEY])
     fake = FakeSbatch()
-    monkeypatch.setattr(batch_submit, "run", fake)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     said: list[str] = []
-    batch = batch_submit.submit_batch(folder, say=said.append)
+    batch = slurm_submit.submit_batch(folder, say=said.append)
     dep = "--kill-on-invalid-dep=yes"
     # one import for all, one compile per key, then one array of the three jobs of one
     # compile and the other job alone, each after its own compile and the import
@@ -689,14 +723,14 @@ def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
 def test_compiles_differing_only_in_their_wheel_folder_get_a_note(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     keys = [COMPILE_KEY.replace("/wheel", f"/w{i}/wheel") for i in range(2)]
     keys.append(COMPILE_KEY + " --benchmarks")  # another build: not counted
     folder = chain_folder(tmp_path, keys)
-    monkeypatch.setattr(batch_submit, "run", FakeSbatch())
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", FakeSbatch())
     said: list[str] = []
-    batch_submit.submit_batch(folder, say=said.append)
+    slurm_submit.submit_batch(folder, say=said.append)
     assert (
         "note: 2 compile jobs differ only in their wheel folder; set wheel_dir in the base "
         "request to build once for the whole batch"
@@ -709,14 +743,14 @@ def test_two_builds_into_one_wheel_folder_are_refused_before_anything_is_submitt
     """Each compile empties the folder and leaves its wheel there: the jobs of one build would
     install the other's wheel (or find none)."""
     from trtllm_script_builder.errors import BuildError
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     b200 = COMPILE_KEY.replace("90-real", "100-real")
     folder = chain_folder(tmp_path, [COMPILE_KEY, b200, COMPILE_KEY])
     fake = FakeSbatch()
-    monkeypatch.setattr(batch_submit, "run", fake)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(BuildError) as exc:
-        batch_submit.submit_batch(folder)
+        slurm_submit.submit_batch(folder)
     assert str(exc.value) == (
         "error: wheel_dir: 2 different compiles of the batch build into /wheel (job0: /repo "
         "/sqsh/img.sqsh --cuda_architectures 90-real; job1: /repo /sqsh/img.sqsh "
@@ -733,13 +767,13 @@ def test_a_refused_sbatch_cancels_everything_the_submit_started(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str
 ) -> None:
     from trtllm_script_builder.errors import ToolFailed
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
     fake = FakeSbatch(fail=fail)
-    monkeypatch.setattr(batch_submit, "run", fake)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(ToolFailed, match="Invalid account") as exc:
-        batch_submit.submit_batch(folder)
+        slurm_submit.submit_batch(folder)
     started = ["100"] if fail == "compile.slurm" else ["100", "101"]
     assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", *started]]
     assert f"cancelled the {len(started)} already submitted" in str(exc.value)
@@ -821,7 +855,7 @@ def test_a_failed_compile_is_every_waiting_jobs_verdict(
     )
     # the tasks had left the queue already: nothing to cancel
     assert not [c for c in fake.calls if c[0] == "scancel"]
-    out = batch_watch.render_results(result)
+    out = batch_results.render_results(result)
     assert out.count('error: identifier "k" is undefined') == 1  # the compile's, once
 
 
@@ -914,10 +948,10 @@ def test_an_import_nobody_needs_any_more_is_cancelled_and_waited_for(
     kinds = [(p["kind"], p["verdict"]) for p in data["prerequisites"]]
     if obeyed:
         assert kinds == [("import", "CANCELLED"), ("compile", "COMPILE_FAILED")]
-        assert result.elapsed < batch_watch.CANCEL_WAIT
+        assert result.elapsed < watch_mod.CANCEL_WAIT
     else:
         assert kinds[1] == ("compile", "COMPILE_FAILED")
-        assert result.elapsed >= batch_watch.CANCEL_WAIT
+        assert result.elapsed >= watch_mod.CANCEL_WAIT
 
 
 def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
@@ -936,20 +970,23 @@ def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
     reads: list[str] = []
 
     class Ssh:
+        remote = True
+        name = "login1"
+
         def __init__(self, target: Any) -> None:
-            assert target.host == "login1"
+            assert target == "login1"
 
         def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
             return fake(argv, cwd)
 
         def read_from(self, path: str, offset: int) -> bytes | None:
             reads.append(Path(path).name)
-            return batch_watch.read_local(path, offset)
+            return read_local(path, offset)
 
-    monkeypatch.setattr(batch_watch, "SshRunner", Ssh)
+    monkeypatch.setattr(host, "host_for", lambda name: Ssh(name) if name else host.Here())
     shown: list[str] = []
     monkeypatch.setattr(
-        batch_watch, "_progress", lambda *a: shown.append(real_progress(*a)) or shown[-1]
+        watch_mod, "progress", lambda *a: shown.append(real_progress(*a)) or shown[-1]
     )
     run_watch(folder, fake, monkeypatch, timeout=3.0)
     assert reads.count("cc_301.out") >= 2, reads  # every poll while it runs
@@ -957,7 +994,7 @@ def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
     assert any(line.endswith("compile job 301 RUNNING, built 62%") for line in shown), shown
 
 
-real_progress = batch_watch._progress
+real_progress = batch_results.progress
 
 
 def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
@@ -966,13 +1003,11 @@ def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
     log = tmp_path / "cc_301.out"
     log.write_text("[  9%] Building CXX object a.o\n[ 45%] Building CUDA object b.o\n")
     job = ChainJob("compile", COMPILE_KEY, "301", str(log), None)
-    handle = PrerequisiteJob(
-        job, FakeSlurm({}, {}), batch_watch.read_local, "h", 1.0, accounting=True
-    )
+    handle = PrerequisiteJob(job, FakeSlurm({}, {}), read_local, "h")
     handle.logs()
-    done = batch_watch.Prerequisite(job, handle)
-    status = slurm.JobStatus("301", state="RUNNING")
-    line = batch_watch._progress([], {"301": status}, [done])
+    handle.update(slurm.JobStatus("301", state="RUNNING"))
+    done = Prerequisite(job.kind, job.job_id, handle)
+    line = batch_results.progress(SimpleNamespace(tracked=[], prereqs=[done]))  # type: ignore[arg-type]
     assert (
         line
         == "[watch] 0/0 done, 0 running, 0 pending, 0 passed, 0 failed, 0 other; compile job 301 RUNNING, built 45%"
@@ -1029,7 +1064,7 @@ def remote_chain_folder(tmp_path: Path, count: int, roots: list[str] | None = No
 def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit, submit
+    from trtllm_script_builder.process import slurm_submit
 
     folder = remote_chain_folder(tmp_path, 3)
     synced: list[tuple[str, str | None, str, Any]] = []
@@ -1042,12 +1077,12 @@ def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
         return sync
 
     FakeSsh.made = []
-    monkeypatch.setattr(batch_submit, "SshRunner", FakeSsh)
-    monkeypatch.setattr(submit, "_sync_for_compile", sync_for_compile)
-    batch = batch_submit.submit_batch(folder)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
+    monkeypatch.setattr(slurm_submit, "_sync_for_compile", sync_for_compile)
+    batch = slurm_submit.submit_batch(folder)
     (ssh,) = FakeSsh.made
     # once for the three, named after the first job's folder (its `sync --force` hint)
-    assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", "job0", ssh.target)]
+    assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", "job0", SshTarget(ssh.target))]
     # the sync first, then the copies, then the import and compile from the first job's
     # remote folder and the array after them
     assert ssh.events[:2] == ["check", "sync"]
@@ -1108,7 +1143,7 @@ def test_a_timeout_during_the_import_decides_both_prerequisites(
 def test_an_unreadable_batch_record_is_one_line(tmp_path: Path) -> None:
     """Not UTF-8, or not the record's shape: the same refusal as a job's submission.json."""
     from trtllm_script_builder.errors import BuildError
-    from trtllm_script_builder.process.batch_submit import load_batch_submission
+    from trtllm_script_builder.process.slurm_submit import load_batch_submission
 
     assert load_batch_submission(tmp_path) is None
     for text in (b"\xff\xfe{", b'{"jobs": 3}'):
@@ -1117,3 +1152,11 @@ def test_an_unreadable_batch_record_is_one_line(tmp_path: Path) -> None:
             load_batch_submission(tmp_path)
         assert err.value.field == "work_dir" and "cannot be read (" in err.value.problem
         assert "\n" not in err.value.problem
+
+
+def test_ssh_host_on_a_local_batch_is_refused(tmp_path: Path) -> None:
+    """Its jobs run on this machine's cluster: asking a login node about them would be wrong."""
+    folder = make_batch(tmp_path, [("test_a", "7")])
+    with pytest.raises(BuildError) as info:
+        watch_batch(folder, console=Console(io.StringIO(), io.StringIO()), ssh_host="login1")
+    assert str(info.value).startswith("error: ssh_host: the batch is local_slurm"), str(info.value)

@@ -32,3 +32,7 @@ def test_bench_runs_and_reports_every_measure() -> None:
         assert figures[name] > 0, name
     # A 10,000-line test file that 1,000 ids point at is parsed once.
     assert figures["inspect: parses of that file"] == 1
+    # The run loop asks Slurm a fixed number of times per poll, whatever the batch's size.
+    for n in (1000, 10000):
+        assert figures[f"run loop: sacct calls per poll, most ({n} jobs)"] == 1
+        assert figures[f"run loop: squeue + scontrol per poll, most ({n} jobs)"] == 1

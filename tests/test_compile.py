@@ -372,7 +372,7 @@ def test_submit_chains_the_test_job(env: Env, cli, monkeypatch: pytest.MonkeyPat
         argvs.append(list(argv))
         return CmdResult(0, f"{40 + len(argvs)}\n")
 
-    monkeypatch.setattr(submit_mod, "run", sbatch)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", sbatch)
     sub = submit_mod.submit(env.work)
     assert argvs[-1] == [
         "sbatch",
@@ -452,7 +452,7 @@ def test_a_refused_test_job_takes_its_prerequisites_back(
             return CmdResult(1, "", "sbatch: error: Batch job submission failed: Invalid account")
         return CmdResult(0, f"{50 + len(argvs)}\n")
 
-    monkeypatch.setattr(submit_mod, "run", slurm)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", slurm)
     r = cli(["submit", str(env.work)])
     assert r.code == 3 and r.stderr.startswith("error: sbatch: "), r.stderr
     assert argvs[-1] == ["scancel", "51", "52"]
@@ -482,7 +482,7 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
                 CmdResult(0, f"{70 + len(seen['argv'])}\n") if argv[0] == "sbatch" else CmdResult(0)
             )
 
-    monkeypatch.setattr(submit_mod, "SshRunner", FakeSsh)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
     sub = submit_mod.submit(env.work)
     remote = "/lustre/rtester/TensorRT-LLM/work_dirs/work"
     assert "import.slurm" in seen["copied"] and "tiny_auto_test.slurm" in seen["copied"]
@@ -515,15 +515,15 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
 def test_the_compile_progress_is_read_from_either_generator(
     tmp_path: Path, lines: str, percent: str
 ) -> None:
-    from trtllm_script_builder.process import batch_watch
     from trtllm_script_builder.process.chain import PrerequisiteJob
+    from trtllm_script_builder.process.handles import read_local
 
     from .test_batch_submit_watch import COMPILE_KEY, FakeSlurm
 
     log = tmp_path / "cc_301.out"
     log.write_text(lines)
     job = ChainJob("compile", COMPILE_KEY, "301", str(log), None)
-    handle = PrerequisiteJob(job, FakeSlurm({}, {}), batch_watch.read_local, "h", 1.0)
+    handle = PrerequisiteJob(job, FakeSlurm({}, {}), read_local, "h")
     handle.logs()
     assert handle.percent == percent
 
@@ -579,9 +579,9 @@ def test_a_request_list_of_two_builds_gets_a_wheel_folder_per_build(env: Env, cl
     """build-many shares one <work_dir>/wheel between the jobs of one build (decision 71); an
     entry that builds for another architecture gets its own folder, so submit, which refuses
     two builds in one wheel folder (decision 83), takes the batch."""
-    from trtllm_script_builder.process.batch_submit import (
-        _load,
+    from trtllm_script_builder.process.slurm_submit import (
         _refuse_shared_wheel_dirs,
+        load_jobs,
         read_index,
     )
 
@@ -605,4 +605,4 @@ def test_a_request_list_of_two_builds_gets_a_wheel_folder_per_build(env: Env, cl
         dist.append(text.split("--dist_dir ", 1)[1].split()[0].strip("'\""))
     assert dist[0] == dist[2] == dist[3] == str(root / "wheel") != dist[1]
     assert dist[1].startswith(str(root / "wheel-"))
-    _refuse_shared_wheel_dirs(_load(read_index(root), False))  # nothing to refuse
+    _refuse_shared_wheel_dirs(load_jobs(read_index(root), False))  # nothing to refuse

@@ -471,7 +471,7 @@ def _batch_record(tmp_path: Path, **changes: Any) -> Path:
     ids=["array", "job", "waits-for", "prerequisite", "escape"],
 )
 def test_an_edited_batch_submission_json_is_refused(tmp_path: Path, change: dict[str, Any]) -> None:
-    from trtllm_script_builder.process.batch_submit import load_batch_submission
+    from trtllm_script_builder.process.slurm_submit import load_batch_submission
 
     assert load_batch_submission(_batch_record(tmp_path)) is not None
     with pytest.raises(BuildError) as info:
@@ -494,7 +494,7 @@ def test_a_tools_complaint_and_progress_lines_are_shown_escaped(
 
 
 def test_a_batchs_summary_shows_what_it_quotes_escaped() -> None:
-    from trtllm_script_builder.process.batch_watch import BatchResult, render_results
+    from trtllm_script_builder.process.batch_results import BatchResult, render_results
 
     result = BatchResult(
         "/b\x1b]0;t\x07", [], [], None, ["/b/x.xml not merged: \x9b2J"], False, None, 0.0

@@ -16,16 +16,17 @@ import pytest
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.process import submit as submit_mod
-from trtllm_script_builder.process.chain import decide_prerequisite, follow_chain
+from trtllm_script_builder.process.chain import decide_prerequisite
 from trtllm_script_builder.process.gitsync import SyncResult
-from trtllm_script_builder.process.handles import SlurmJob
 from trtllm_script_builder.process.proc import CmdResult
-from trtllm_script_builder.process.submission import Submission, load_submission
+from trtllm_script_builder.process.submission import Submission, load_submission, save_submission
 from trtllm_script_builder.process.verdict import Decision, LogLine, Verdict
-from trtllm_script_builder.process.watch import Followed, WatchResult
+from trtllm_script_builder.process.watch import WatchResult
 
 from .conftest import Env
 from .test_batch_submit_watch import FakeSsh, remote_chain_folder
+
+GOLDEN_SPEC = Path(__file__).parent / "golden" / "cat2_pytest_local_slurm" / "job_spec.json"
 
 SHA = "a1" * 20
 OTHER = "b2" * 20
@@ -66,7 +67,7 @@ def _fake_sync(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
         return SyncResult(SHA, method, True)
 
     monkeypatch.setattr(gitsync, "sync_checkout", sync_checkout)
-    monkeypatch.setattr(submit_mod, "SshRunner", _Ssh)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", _Ssh)
     _Ssh.made = []
 
 
@@ -189,7 +190,7 @@ def test_the_verdict_carries_the_source_commit() -> None:
 def test_a_remote_batch_pins_every_job_to_the_synced_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     folder = remote_chain_folder(tmp_path, 3, ["/ROOT/repo"] * 3)
 
@@ -197,9 +198,9 @@ def test_a_remote_batch_pins_every_job_to_the_synced_commit(
         return lambda target: SHA
 
     FakeSsh.made = []
-    monkeypatch.setattr(batch_submit, "SshRunner", FakeSsh)
-    monkeypatch.setattr(submit_mod, "_sync_for_compile", sync_for_compile)
-    batch = batch_submit.submit_batch(folder)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
+    monkeypatch.setattr(slurm_submit, "_sync_for_compile", sync_for_compile)
+    batch = slurm_submit.submit_batch(folder)
     sbatches = [c for c in FakeSsh.made[0].calls if c[0] == "sbatch"]
     assert [Path(c[-1]).name for c in sbatches] == [
         "import.slurm",
@@ -217,7 +218,7 @@ def test_a_remote_batch_pins_every_job_to_the_synced_commit(
 def test_a_batch_syncing_two_checkouts_into_one_clone_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trtllm_script_builder.process import batch_submit
+    from trtllm_script_builder.process import slurm_submit
 
     folder = remote_chain_folder(tmp_path, 2, ["/ROOT/repo", "/ROOT/other"])
     synced: list[str] = []
@@ -226,10 +227,10 @@ def test_a_batch_syncing_two_checkouts_into_one_clone_is_refused(
         return lambda target: synced.append(spec.repo_root)
 
     FakeSsh.made = []
-    monkeypatch.setattr(batch_submit, "SshRunner", FakeSsh)
-    monkeypatch.setattr(submit_mod, "_sync_for_compile", sync_for_compile)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", FakeSsh)
+    monkeypatch.setattr(slurm_submit, "_sync_for_compile", sync_for_compile)
     with pytest.raises(BuildError) as info:
-        batch_submit.submit_batch(folder)
+        slurm_submit.submit_batch(folder)
     assert str(info.value).startswith(
         "error: remote_repo_path: the batch syncs both /ROOT/repo and /ROOT/other into "
         "login1:/remote/TensorRT-LLM"
@@ -266,45 +267,79 @@ class _Console:
     def say(self, text: str) -> None:
         self.said.append(text)
 
+    def lines(self, lines: Any, prefix: str = "") -> None:
+        return None
 
-def _watch_chain_to_timeout(sub: Submission) -> tuple[list[list[str]], list[bool], Any, _Console]:
-    """follow_chain with a follow that runs into the deadline during the import: what it
-    asked `follow` to do on timeout, and what it cancelled itself."""
+    def progress(self, text: str) -> None:
+        return None
+
+    def clear(self) -> None:
+        return None
+
+
+def _watch_chain_to_timeout(
+    sub: Submission, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[list[str]], WatchResult, _Console]:
+    """`watch JOBDIR --timeout` of a job whose chain is still running: what it cancelled (a
+    fake Slurm where every job runs until it is cancelled)."""
+    from trtllm_script_builder.process import host
+    from trtllm_script_builder.process.watch import watch
+
     argvs: list[list[str]] = []
-    keeps: list[bool] = []
+    gone: set[str] = set()
 
     def runner(argv: Sequence[str], cwd: Any = None) -> CmdResult:
-        if argv[0] == "scancel":  # (the handles ask sacct whether accounting is on)
+        ids = argv[argv.index("-j") + 1].split(",") if "-j" in argv else []
+        if argv[0] == "scancel":
             argvs.append(list(argv))
+            gone.update(argv[1:])
+        elif argv[0] == "squeue":
+            rows = [
+                f"{j}|{j.split('_')[0]}|RUNNING|None|0:05|0:55|n1" for j in ids if j not in gone
+            ]
+            return CmdResult(0, "\n".join(rows) + "\n")
+        elif argv[0] == "sacct":
+            end = "2026-01-01T00:00:00"
+            rows = [f"{j}|CANCELLED by 0|0:15|00:00:05|n1|{j}|{end}" for j in ids if j in gone]
+            return CmdResult(0, "\n".join(rows) + "\n")
         return CmdResult(0)
 
-    def follow(handle: Any, spec: Any, console: Any, **kw: Any) -> Followed:
-        keeps.append(kw["keep_running"])
-        if not kw["keep_running"]:
-            handle.cancel()  # what watch_job does at the deadline
-        decision = Decision(Verdict.TIMEOUT, "the watch timeout ran out")
-        return Followed(decision, None if kw["keep_running"] else "timeout", True, 1.0)
-
-    assert sub.job_id is not None
-    test = SlurmJob(sub.job_id, runner, lambda *_: None, None, None, "h", 0.05)
+    monkeypatch.setattr(host, "run", runner)
+    spec = json.loads(GOLDEN_SPEC.read_text())
+    spec["work_dir"] = str(tmp_path)
+    (tmp_path / "job_spec.json").write_text(json.dumps(spec))
+    save_submission(tmp_path, sub.model_copy(update={"work_dir": str(tmp_path)}))
     console = _Console()
-    out = follow_chain(
-        sub, test, None, console, follow=follow, timeout=1.0, keep_running=False, poll=0.05
-    )  # type: ignore[arg-type]
-    return argvs, keeps, out, console
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    result = watch(
+        tmp_path,
+        timeout=1.0,
+        poll=0.05,
+        console=console,  # type: ignore[arg-type]
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
+    return argvs, result, console
 
 
 @pytest.mark.parametrize(("batch_dir", "shared"), [("/batch", False), (None, True)])
-def test_timeout_on_a_batch_job_cancels_only_that_job(batch_dir: str | None, shared: bool) -> None:
+def test_timeout_on_a_batch_job_cancels_only_that_job(
+    batch_dir: str | None, shared: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sub = _chain_sub(batch_dir, shared)
-    argvs, keeps, out, console = _watch_chain_to_timeout(sub)
-    assert keeps == [True]  # the import was followed, not cancelled at the deadline
+    argvs, result, console = _watch_chain_to_timeout(sub, tmp_path, monkeypatch)
     assert argvs == [["scancel", sub.job_id]]  # the job's own (array task), nothing else
-    assert out.decision.verdict is Verdict.TIMEOUT and out.cancelled == "timeout"
+    assert result.verdict is Verdict.TIMEOUT and result.cancelled == "timeout"
     assert any("keeps running" in s and "watch DIR" in s for s in console.said)
 
 
-def test_timeout_on_a_job_of_its_own_cancels_its_chain() -> None:
-    argvs, keeps, out, _ = _watch_chain_to_timeout(_chain_sub(None))
-    assert keeps == [False]
-    assert ["scancel", "40"] in argvs and argvs[-1] == ["scancel", "42"]
+def test_timeout_on_a_job_of_its_own_cancels_its_chain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argvs, result, _ = _watch_chain_to_timeout(_chain_sub(None), tmp_path, monkeypatch)
+    assert argvs == [["scancel", "40", "41", "42"]]  # one call for the chain and the job
+    assert result.verdict is Verdict.TIMEOUT and result.cancelled == "timeout"

@@ -10,7 +10,7 @@ import pytest
 
 from trtllm_script_builder.process import submit as submit_mod
 from trtllm_script_builder.process.proc import CmdResult
-from trtllm_script_builder.process.submit import log_path
+from trtllm_script_builder.process.submission import log_path
 
 from .conftest import Env
 
@@ -34,7 +34,7 @@ def test_local_submit_records_the_absolute_logs(
         assert argv[0] == "sbatch"
         return CmdResult(0, "4242\n")
 
-    monkeypatch.setattr(submit_mod, "run", sbatch)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", sbatch)
     sub = submit_mod.submit(env.work)
     assert sub.log_file == f"{env.work}/tiny_auto_test_4242.out"
     assert sub.err_file == f"{env.work}/tiny_auto_test_4242.err"
@@ -58,7 +58,7 @@ def test_remote_submit_joins_with_the_remote_work_dir(
     env: Env, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert cli([], env.request("remote_slurm", test_cmd=PYTEST_4)).code == 0
-    monkeypatch.setattr(submit_mod, "SshRunner", _FakeSsh)
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", _FakeSsh)
     sub = submit_mod.submit(env.work)
     remote = "/lustre/rtester/TensorRT-LLM/work_dirs/work"
     assert sub.log_file == f"{remote}/tiny_auto_test_99.out"

@@ -1,5 +1,6 @@
-"""The one watch loop (watch.watch_job) driven by a fake job handle on a fake clock: hang
-detection, the deadline, keep_running and an ignored cancel, without Slurm or processes."""
+"""The one run loop (follow.follow) driven by a fake job handle that answers for itself, on a
+fake clock: hang detection, the deadline, keep_running and an ignored cancel, without Slurm or
+processes."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import io
 from typing import Any
 
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.handles import Logs
+from trtllm_script_builder.process.follow import CANCEL_WAIT, EachPoller, Loop, Tracked
+from trtllm_script_builder.process.handles import Logs, read_local
 from trtllm_script_builder.process.verdict import Decision, LogLine, Verdict
-from trtllm_script_builder.process.watch import CANCEL_WAIT, Console, watch_job
+from trtllm_script_builder.process.watch import Console
 
 from .conftest import job_spec
 
@@ -81,6 +83,9 @@ class FakeJob:
     def ended_on_its_own(self) -> bool:
         return not self.cancels
 
+    def result_fields(self) -> dict[str, Any]:
+        return {"job_id": "7"}
+
     def decide(self, lines: list[LogLine], spec: JobSpec, timed_out: bool) -> Decision:
         if timed_out:
             return Decision(Verdict.TIMEOUT, "timed out")
@@ -89,24 +94,36 @@ class FakeJob:
         return Decision(Verdict.PASSED, f"{len(lines)} lines")
 
 
-def follow(job: FakeJob, **kw: Any) -> tuple[Any, Clock, str, str]:
+def follow_one(job: FakeJob, **kw: Any) -> tuple[Any, Clock, str, str]:
     clock = Clock()
     out, err = io.StringIO(), io.StringIO()
-    done = watch_job(job, SPEC, Console(out, err), poll=5.0, clock=clock, sleep=clock.sleep, **kw)
-    return done, clock, out.getvalue(), err.getvalue()
+    t = Tracked(job, SPEC, "local_docker", "/w", read_local)  # type: ignore[arg-type]
+    Loop(
+        [t],
+        [],
+        EachPoller(),
+        Console(out, err),
+        progress=lambda loop: job.progress(0, len(t.lines)),
+        stream=True,
+        poll=5.0,
+        clock=clock,
+        sleep=clock.sleep,
+        **kw,
+    ).run()
+    return t.result, clock, out.getvalue(), err.getvalue()
 
 
 def test_a_job_that_ends_is_followed_to_its_last_line() -> None:
     job = FakeJob([["step 1"], ["step 2"], ["1 passed"]], ends_after=3)
-    done, clock, out, _ = follow(job)
+    done, clock, out, _ = follow_one(job)
     assert (done.decision.verdict, done.cancelled, done.timed_out) == (Verdict.PASSED, None, False)
     assert out.splitlines() == ["step 1", "step 2", "1 passed"]
-    assert job.cancels == [] and clock.now == 1010.0  # two polls of 5 s
+    assert job.cancels == [] and clock.now == 1010.5  # two polls of 5 s, the last lines' wait
 
 
 def test_hang_in_the_log_cancels_at_once() -> None:
     job = FakeJob([["working"], ["Hang detected: no progress"], [], []], obeys_after=1)
-    done, clock, _, err = follow(job)
+    done, clock, _, err = follow_one(job)
     assert (done.decision.verdict, done.cancelled) == (Verdict.HANG_DETECTED, "hang")
     assert job.cancels == [2]  # on the poll that saw the line, once
     assert "'hang detected' in the log: cancelling job 7" in err
@@ -115,13 +132,13 @@ def test_hang_in_the_log_cancels_at_once() -> None:
 
 def test_hang_after_the_end_cancels_nothing() -> None:
     job = FakeJob([["Hang detected"]], ends_after=1)
-    done, _, _, _ = follow(job)
+    done, _, _, _ = follow_one(job)
     assert (done.cancelled, job.cancels) == (None, [])
 
 
 def test_deadline_cancels_and_reports_a_timeout() -> None:
     job = FakeJob([["running"]], obeys_after=2)
-    done, clock, _, err = follow(job, timeout=12)
+    done, clock, _, err = follow_one(job, timeout=12)
     assert (done.decision.verdict, done.cancelled, done.timed_out) == (
         Verdict.TIMEOUT,
         "timeout",
@@ -133,7 +150,7 @@ def test_deadline_cancels_and_reports_a_timeout() -> None:
 
 def test_keep_running_leaves_the_job_alone() -> None:
     job = FakeJob([["running"]])
-    done, _, _, err = follow(job, timeout=7, keep_running=True)
+    done, _, _, err = follow_one(job, timeout=7, keep_running=True)
     assert (done.timed_out, done.cancelled, job.cancels) == (True, None, [])
     assert "job 7 keeps running" in err
 
@@ -141,7 +158,7 @@ def test_keep_running_leaves_the_job_alone() -> None:
 def test_a_job_that_ends_on_its_own_after_the_cancel_is_not_a_timeout() -> None:
     job = FakeJob([["running"]], ends_after=3)
     job.ended_on_its_own = lambda: True  # type: ignore[method-assign]
-    done, _, _, _ = follow(job, timeout=4)
+    done, _, _, _ = follow_one(job, timeout=4)
     assert (done.cancelled, done.timed_out, done.decision.verdict) == (
         "timeout",
         False,
@@ -159,7 +176,7 @@ class Stubborn(FakeJob):
 
 def test_an_ignored_cancel_is_pressed_then_given_up() -> None:
     job = Stubborn([["running"]], obeys_after=None)
-    done, clock, _, _ = follow(job, timeout=1)
+    done, clock, _, _ = follow_one(job, timeout=1)
     assert job.overdues == 3 and len(job.cancels) == 1
     assert clock.now - 1000.0 >= 3 * CANCEL_WAIT  # another CANCEL_WAIT after each press
     assert done.cancelled == "timeout"

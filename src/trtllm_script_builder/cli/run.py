@@ -32,14 +32,14 @@ def _submit_options(f: Any) -> Any:
     f = click.option(
         "--persistent/--one-shot",
         default=False,
-        help="local_slurm: run inside a held allocation (reused while it fits; "
+        help="this machine's Slurm: run inside a held allocation (reused while it fits; "
         "`release` frees it) instead of sbatch; the job must be built with persistent_mode",
     )(f)
     f = click.option(
         "--ssh-host",
         default=None,
         metavar="HOST",
-        help="remote_slurm: ssh to this host (default: job_spec ssh_host, else slurm_env's)",
+        help="a remote Slurm job: ssh to this host (default: job_spec ssh_host, else slurm_env's)",
     )(f)
     f = click.option("--force", is_flag=True, help="submit even if WORK_DIR was submitted")(f)
     return f
@@ -99,13 +99,13 @@ def submit(
     #SBATCH shape as one Slurm job array, the others as plain jobs (docs/batches.md).
 
     \b
-    local_slurm   sbatch --parsable <script>; a job built with compile or sqsh_cache_dir
+    local Slurm   sbatch --parsable <script>; a job built with compile or sqsh_cache_dir
                   first submits import.slurm and compile.slurm, then the script with
                   --dependency=afterok:<their ids> --kill-on-invalid-dep=yes
                   --persistent: bash <script> inside a held allocation (see below)
-    remote_slurm  copy the script and extra_files to remote_work_dir over ssh
+    remote Slurm  copy the script and extra_files to remote_work_dir over ssh
                   (ControlMaster; ssh_host from job_spec, --ssh-host wins), sbatch there
-    local_docker  bash docker_cmd.sh > log_file 2>&1, in the background (pid recorded)
+    local Docker  bash docker_cmd.sh > log_file 2>&1, in the background (pid recorded)
 
     A work_dir is submitted once; --force submits it again. Persistent mode is opt-in even
     when job_spec says persistent_mode true, because a held allocation keeps its nodes busy
@@ -119,7 +119,7 @@ def submit(
 
     Exit status: 0 submitted, 2 refused (already submitted, nothing built), 3 a tool failed.
     """
-    from trtllm_script_builder.process.batch_submit import is_batch, submit_batch
+    from trtllm_script_builder.process.slurm_submit import is_batch, submit_batch
     from trtllm_script_builder.process.submit import submit as do_submit
 
     try:
@@ -184,7 +184,9 @@ def _submitted_line(sub: Any) -> str:
 @click.command("watch", epilog=VERDICT_HELP)
 @click.argument("work_dir", type=WORK_DIR)
 @_watch_options
-@click.option("--ssh-host", default=None, metavar="HOST", help="remote_slurm: ssh to this host")
+@click.option(
+    "--ssh-host", default=None, metavar="HOST", help="a remote Slurm job: ssh to this host"
+)
 def watch(
     work_dir: Path,
     timeout: float | None,
@@ -224,7 +226,7 @@ def _do_watch(
     quiet: bool,
     ssh_host: str | None,
 ) -> None:
-    from trtllm_script_builder.process.batch_submit import is_batch
+    from trtllm_script_builder.process.slurm_submit import is_batch
     from trtllm_script_builder.process.watch import Console, render_verdict, verdict_json
     from trtllm_script_builder.process.watch import watch as do_watch
 
@@ -279,8 +281,8 @@ def _watch_batch(
 ) -> None:
     import json
 
-    from trtllm_script_builder.process.batch_watch import render_results, watch_batch
-    from trtllm_script_builder.process.watch import Console
+    from trtllm_script_builder.process.batch_results import render_results
+    from trtllm_script_builder.process.watch import Console, watch_batch
 
     try:
         result = watch_batch(

@@ -10,14 +10,12 @@ and `dependency_args` of the returned jobs go on each test job's sbatch.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.handles import JobHandle, Reader, SlurmJob
+from trtllm_script_builder.process.handles import Reader, SlurmJob
 from trtllm_script_builder.process.proc import Runner
 from trtllm_script_builder.process.submission import log_path
 from trtllm_script_builder.process.verdict import (
@@ -115,35 +113,8 @@ def submit_prerequisites(
 
 
 def has_compile(spec: JobSpec) -> bool:
-    """The job waits for a compile of its checkout (on remote_slurm: a synced one)."""
+    """The job waits for a compile of its checkout (on a remote cluster: a synced one)."""
     return any(p["kind"] == "compile" for p in spec.prerequisites or [])
-
-
-def cancel_own(runner: Runner, jobs: list[ChainJob]) -> None:
-    """The test job could not be submitted: cancel the prerequisites submitted for it alone."""
-    own = [j.job_id for j in jobs if not j.shared]
-    if own:
-        runner(["scancel", *own])
-
-
-def sbatch_with(runner: Runner, cwd: Any, where: str = "", pin: Sequence[str] = ()) -> Sbatch:
-    """An Sbatch through `runner` (local, or ssh), run in `cwd`; `pin`: options for every job
-    it submits (the synced commit, decision 72)."""
-    from trtllm_script_builder.process.probe.collect import first_line
-    from trtllm_script_builder.process.slurm import submitted_id
-
-    def sbatch(script: str, extra: list[str]) -> str:
-        res = runner(["sbatch", "--parsable", *pin, *extra, script], cwd=cwd)
-        job = submitted_id(res) if res.rc == 0 else None
-        if job is None:
-            raise ToolFailed(
-                "sbatch",
-                f"{where}{script}: {first_line(res)}",
-                "check the job against the cluster (trtllm-script-builder check WORK_DIR)",
-            )
-        return job
-
-    return sbatch
 
 
 # ---------------------------------------------------------------- following the chain
@@ -159,13 +130,8 @@ class PrerequisiteJob(SlurmJob):
         runner: Runner,
         read: Reader,
         host: str | None,
-        poll: float,
-        *,
-        accounting: bool | None = None,
     ):
-        super().__init__(
-            job.job_id, runner, read, job.log_file, job.err_file, host, poll, accounting=accounting
-        )
+        super().__init__(job.job_id, runner, read, job.log_file, job.err_file, host)
         self.kind = job.kind
         self.what = f"{job.kind} job {job.job_id}"
         self.percent: str | None = None
@@ -251,107 +217,6 @@ def decide_prerequisite(
     )
     d.reason += ", so the test job never started"
     return d
-
-
-@dataclass
-class ChainOutcome:
-    """How following the prerequisites ended: a decision when one did not succeed."""
-
-    decision: Decision | None
-    cancelled: str | None
-    timed_out: bool
-    elapsed: float
-    handle: JobHandle | None  # the job that decided (for the result's job fields)
-    states: list[dict[str, Any]]
-
-
-def follow_prerequisites(
-    jobs: list[ChainJob],
-    spec: JobSpec,
-    console: Any,
-    runner: Runner,
-    read: Reader,
-    host: str | None,
-    *,
-    follow: Callable[..., Any],
-    timeout: float | None,
-    keep_running: bool,
-    poll: float,
-    batch: bool = False,
-    accounting: bool | None = None,
-) -> ChainOutcome:
-    """Follow each prerequisite to its end with `follow` (watch's loop), in order; stop at the
-    first that did not succeed. The deadline cancels a prerequisite only when it is this
-    job's own: one of a batch (`batch`, or `shared`) keeps running for the batch's other
-    jobs, and only `watch DIR` of the batch cancels it."""
-    start = time.monotonic()
-    states: list[dict[str, Any]] = []
-    for job in jobs:
-        left = None if timeout is None else max(timeout - (time.monotonic() - start), 0.001)
-        handle = PrerequisiteJob(job, runner, read, host, poll, accounting=accounting)
-        keep = keep_running or batch or job.shared
-        done = follow(handle, spec, console, timeout=left, keep_running=keep, poll=poll)
-        if done.timed_out and not keep_running and keep:
-            console.say(
-                f"[watch] the {handle.what} is the batch's, so it keeps running: "
-                "`watch DIR` of the batch cancels it"
-            )
-        d = done.decision
-        states.append(
-            {"kind": job.kind, "job_id": job.job_id, "state": d.state, "verdict": d.verdict.value}
-        )
-        if d.verdict is not Verdict.PASSED:
-            return ChainOutcome(
-                d, done.cancelled, done.timed_out, time.monotonic() - start, handle, states
-            )
-    return ChainOutcome(None, None, False, time.monotonic() - start, None, states)
-
-
-def stop_test_job(runner: Runner, job_id: str) -> None:
-    """The test job of a failed chain: Slurm cancels it (--kill-on-invalid-dep=yes); cancel it
-    here too, for a Slurm that kept it pending with DependencyNeverSatisfied."""
-    runner(["scancel", job_id])
-
-
-def follow_chain(
-    sub: Any,
-    test: SlurmJob,
-    spec: JobSpec,
-    console: Any,
-    *,
-    follow: Callable[..., Any],
-    timeout: float | None,
-    keep_running: bool,
-    poll: float,
-) -> ChainOutcome:
-    """`watch`'s first part for a submission with prerequisites: follow them; when one did not
-    succeed, make sure the test job (`test`) will not start and say so in the outcome. The
-    prerequisites of a batch's job (`sub.batch_dir`) are the batch's: only the test job is
-    cancelled here (unless `keep_running`)."""
-    jobs = [ChainJob.from_json(p) for p in sub.prerequisites]
-    out = follow_prerequisites(
-        jobs,
-        spec,
-        console,
-        test.runner,
-        test.read,
-        test.host,
-        follow=follow,
-        timeout=timeout,
-        keep_running=keep_running,
-        poll=poll,
-        batch=bool(getattr(sub, "batch_dir", None)),
-        accounting=test.accounting,  # the test job's handle asked the cluster already
-    )
-    if out.decision is not None:
-        if not (out.timed_out and keep_running):
-            stop_test_job(test.runner, test.job_id)
-            if out.timed_out and out.cancelled is None:  # a batch's prerequisite was left running
-                out.cancelled = "timeout"
-            note = f"test job {test.job_id} cancelled before it started"
-            out.decision.evidence = [*out.decision.evidence[: MAX_EVIDENCE - 1], note]
-        out.states.append({"kind": "test", "job_id": test.job_id, "state": None, "verdict": None})
-    return out
 
 
 _CHAIN_KEYS = ("kind", "key", "job_id", "log_file", "err_file", "shared")

@@ -1,7 +1,7 @@
 """Job handles `watch` follows: a Slurm job (local, or remote through ssh) and a local process
 (Docker, or a script inside a held allocation). Each knows how to ask whether its job has
 ended, read its logs, cancel it, and turn what it saw into a verdict; the loop that drives
-them (hang, deadline, cancel) is `watch.watch_job`, written once.
+them (hang, deadline, cancel) is `follow.follow`, written once.
 """
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import posixpath
 import signal
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from trtllm_script_builder.errors import ToolFailed
+from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process import slurm
@@ -49,7 +50,7 @@ def read_local(path: str, offset: int) -> bytes | None:
 
 
 def junit_path(spec: JobSpec, job_id: str | None) -> str | None:
-    """Where a pytest job writes its JUnit report (remote_work_dir for remote_slurm); None for
+    """Where a pytest job writes its JUnit report (remote_work_dir on a remote cluster); None for
     other jobs."""
     pattern = spec.junit_file_pattern
     if not pattern or spec.workflow_type != "pytest":
@@ -146,13 +147,7 @@ class JobHandle(Protocol):
     stop_verb: str  # "cancelling" a Slurm job, "stopping" a process
     cancel_poll: float  # longest sleep between polls once a cancel was sent
 
-    def refresh(self) -> bool:
-        """Ask how the job is; True once it has ended."""
-        ...
-
     def logs(self, final: bool = False) -> Logs: ...
-
-    def cancel(self) -> None: ...
 
     def overdue(self) -> bool:
         """The cancel was not obeyed in time: True to stop watching, False when the handle
@@ -199,8 +194,27 @@ class LogNames:
         return out, log_path(self.err_pattern, own_id, self.base) or err_path(out)
 
 
+class SlurmPoller:
+    """Slurm's side of the run loop: one squeue call and at most one sacct call per poll for
+    all the jobs (slurm.query_many), one scancel for all the jobs to cancel."""
+
+    cancel_poll = 1.0
+
+    def __init__(self, runner: Runner, accounting: bool | None = None) -> None:
+        self.runner = runner
+        self.accounting = slurm.accounting_on(runner) if accounting is None else accounting
+
+    def poll(self, handles: Sequence[Any]) -> list[bool]:
+        statuses = slurm.query_many(self.runner, [h.job_id for h in handles], self.accounting)
+        return [h.update(statuses[h.job_id]) for h in handles]
+
+    def cancel(self, handles: Sequence[Any]) -> None:
+        if handles:  # array tasks as `ARRAY_TASK`, pending or not
+            self.runner(["scancel", *(h.job_id for h in handles)])
+
+
 class SlurmJob:
-    """A Slurm job polled with scontrol (and sacct once it ended, when accounting answers)."""
+    """A Slurm job, asked about by SlurmPoller with the other jobs of its run."""
 
     stop_verb = "cancelling"
     cancel_poll = 1.0
@@ -213,16 +227,12 @@ class SlurmJob:
         out_path: str | None,
         err_path: str | None,
         host: str | None,
-        poll: float,
         *,
-        accounting: bool | None = None,
         array_logs: LogNames | None = None,
     ) -> None:
         self.job_id, self.runner, self.read, self.host = job_id, runner, read, host
         self.what = f"job {job_id}"
         self.out_path, self.err_path = out_path, err_path
-        self.poll = poll
-        self.accounting = slurm.accounting_on(runner) if accounting is None else accounting
         self.st = slurm.JobStatus(job_id)
         self.followers: dict[str, Follower] = {}
         self.paths_fixed = False
@@ -232,13 +242,9 @@ class SlurmJob:
         self.array_logs = array_logs
         self.own_id: str | None = None if array_logs else job_id
 
-    def refresh(self) -> bool:
-        return self.update(slurm.query(self.runner, self.job_id, self.accounting))
-
-    def update(self, st: slurm.JobStatus, settle: bool = True) -> bool:
-        """Take `st` (asked by this handle, or by a batch's one query for all its jobs) as the
-        job's status; True once the job has ended (after a short wait for its last log lines
-        unless not `settle`)."""
+    def update(self, st: slurm.JobStatus) -> bool:
+        """Take `st` (from the one query for all the jobs of a run) as the job's status; True
+        once the job has ended."""
         self.st = st
         if self.array_logs is not None:
             if self.own_id is None and st.raw_id:
@@ -255,20 +261,17 @@ class SlurmJob:
                 keep_err = st.stderr and st.stderr not in (st.stdout, "(null)")
                 self.err_path = st.stderr if keep_err else None
             self.paths_fixed = True
-        now = time.monotonic()
-        if st.terminal and settle:
-            time.sleep(min(self.poll, 0.5))  # the last lines may land just after the end
-        elif not st.known:
+        if st.terminal or st.known:
+            self.unknown_since = None
+        else:
+            now = time.monotonic()
             self.unknown_since = self.unknown_since or now
             if now - self.unknown_since > UNKNOWN_GRACE:
                 raise ToolFailed(
                     "job_id",
-                    f"Slurm knows no job {self.job_id} "
-                    f"(scontrol{', sacct' if self.accounting else ''})",
+                    f"Slurm knows no job {self.job_id} (scontrol, squeue, sacct)",
                     "check the cluster; the job may be older than MinJobAge without accounting",
                 )
-        else:
-            self.unknown_since = None
         return st.terminal
 
     def logs(self, final: bool = False) -> Logs:
@@ -278,9 +281,6 @@ class SlurmJob:
                 f = self.followers.setdefault(path, Follower(path, self.read))
                 got.append((f.flush() if final else f.poll(), prefix))
         return got
-
-    def cancel(self) -> None:
-        self.runner(["scancel", self.job_id])
 
     def overdue(self) -> bool:
         return True
@@ -363,6 +363,26 @@ class LocalProcess:
         self.follower = Follower(log, read_local)
         self.what = f"allocation {alloc_job_id}, pid {pid}" if alloc_job_id else f"pid {pid}"
         self.rc: int | None = None
+
+    @classmethod
+    def of(cls, sub: Any) -> LocalProcess:
+        """The process a submission.json names (Docker, or a script in a held allocation);
+        refused when it was started on another host."""
+        if sub.host != socket.gethostname():
+            raise BuildError(
+                "work_dir",
+                f"pid {sub.pid} was started on {sub.host}, not on this host",
+                f"watch it on {sub.host}",
+            )
+        return cls(
+            sub.pid,
+            sub.pid_start,
+            sub.rc_file,
+            sub.log_file or "",
+            sub.host,
+            alloc_job_id=sub.alloc_job_id if sub.persistent else None,
+            container_name=sub.container_name,
+        )
 
     def refresh(self) -> bool:
         self.rc = read_rc(self.rc_file)

@@ -1,4 +1,4 @@
-"""Asking Slurm about one job, through a runner (local, or `ssh HOST` for a remote cluster)."""
+"""Asking Slurm about jobs, through a runner (here, or `ssh HOST` for a remote cluster)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ TERMINAL = {
 }
 
 
-@dataclass
+@dataclass(slots=True)  # thousands made per poll of a batch
 class JobStatus:
     """What Slurm says about a job; `source` is the tool that said it."""
 
@@ -54,12 +54,19 @@ class JobStatus:
 
     @property
     def terminal(self) -> bool:
-        return (self.state or "").split()[0].rstrip("+") in TERMINAL if self.state else False
+        # asked several times per job and poll, for thousands of jobs: no split of the words
+        state = self.state
+        if not state:
+            return False
+        return state.partition(" ")[0].rstrip("+") in TERMINAL
+
+
+_EXIT_CODE = re.compile(r"\s*(\d+):(\d+)\s*")
 
 
 def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
     """`1:0` -> (1, 0); anything else -> (None, None)."""
-    m = re.fullmatch(r"\s*(\d+):(\d+)\s*", text or "")
+    m = _EXIT_CODE.fullmatch(text or "")
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
 
 
@@ -99,7 +106,10 @@ def status_from_scontrol(job_id: str, text: str) -> JobStatus:
 def _started_id(state: str | None, raw: str | None) -> str | None:
     """A pending array task is shown from its array's record (whose JobId is the array's);
     a started one has its own record and id."""
-    if whole_number(raw) is None or (state or "").split()[0] == "PENDING":
+    # asked for every row of every poll: digits checked without a regex (as whole_number)
+    if not raw or len(raw) > 18 or not (raw.isascii() and raw.isdigit()):
+        return None
+    if (state or "").startswith("PENDING"):
         return None
     return raw
 
@@ -190,30 +200,6 @@ def _forgotten(row: JobStatus, show: CmdResult) -> JobStatus:
     if row.ending_as and show.rc != 0 and "Invalid job id" in show.err:
         row.state, row.ending_as = row.ending_as, None
     return row
-
-
-def query(runner: Runner, job_id: str, accounting: bool = True) -> JobStatus:
-    """The job's status: scontrol while slurmctld remembers it; sacct for the final word."""
-    show = runner(["scontrol", "show", "job", "-o", job_id])
-    st = status_from_scontrol(job_id, show.out) if show.rc == 0 else JobStatus(job_id)
-    if st.known and not st.terminal:
-        return st
-    if accounting:
-        acct = sacct(runner, job_id)
-        # sacct can lag behind slurmctld by a moment; a final state from either wins
-        if acct.known and (acct.terminal or not st.known):
-            acct.stdout, acct.stderr = st.stdout, st.stderr
-            acct.reason = st.reason
-            acct.raw_id = acct.raw_id or st.raw_id
-            if not acct.terminal and st.terminal:
-                return st
-            return acct if st.known else _forgotten(acct, show)
-    return st
-
-
-def sacct(runner: Runner, job_id: str) -> JobStatus:
-    res = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays([job_id]), "-o", SACCT_FIELDS])
-    return status_from_sacct(job_id, res.out) if res.rc == 0 else JobStatus(job_id)
 
 
 # squeue -r lists every array task on its own line: `ARRAY_TASK` (%i), its own job id (%A;

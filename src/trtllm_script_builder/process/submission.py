@@ -6,6 +6,7 @@ import json
 import posixpath
 import re
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,11 +15,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
+from trtllm_script_builder.model.jobspec import JobSpec
 
 SUBMISSION = "submission.json"
 RC_FILE = ".run.exit_code"
 
 Say = Callable[[str], None]
+Undo = list[Callable[[], object]]  # what a submit started, undone when it fails or is stopped
 # A git object name (SHA-1 or SHA-256), as `git rev-parse HEAD` prints it.
 COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 SOURCE_VAR = "TSB_SOURCE_COMMIT"
@@ -75,7 +78,7 @@ class Submission(BaseModel):
     array_job_id: str | None = None
     array_task_id: int | None = None
     batch_dir: str | None = None
-    # remote_slurm with a compile: the commit submit synced remote_repo_path to, which the
+    # a remote job with a compile: the commit submit synced remote_repo_path to, which the
     # jobs check the clone against when they start (decision 72).
     source_commit: str | None = None
 
@@ -186,3 +189,46 @@ def write_json(path: Path, data: dict[str, object]) -> None:
 
 def save_submission(work_dir: Path, sub: Submission) -> None:
     write_json(work_dir / SUBMISSION, sub.model_dump(exclude_none=True))
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def script_of(spec: JobSpec) -> Path:
+    script = Path(spec.script_path)
+    if not script.is_file():
+        raise BuildError(
+            "script_path", f"{script} does not exist", "build the job again into this work_dir"
+        )
+    return script
+
+
+def recorded(work_dir: Path, start: Callable[[Undo], Submission]) -> Submission:
+    """Run `start` and record what it started in work_dir/submission.json; when it fails or
+    is interrupted before the record is written, what it noted in its undo list is undone:
+    a job nobody has a record of would run unwatched (decision 81)."""
+    from trtllm_script_builder.atomic import (
+        checkpoint,
+        cleanly,
+        signals_as_exceptions,
+        signals_held,
+    )
+
+    undo: Undo = []
+    with signals_as_exceptions():
+        try:
+            sub = start(undo)
+            checkpoint("submitted")
+            with signals_held():  # recorded, and then nothing of it is undone
+                save_submission(work_dir, sub)
+                undo.clear()
+        except BaseException:
+
+            def undo_all() -> None:
+                while undo:
+                    undo.pop()()
+
+            cleanly(undo_all)
+            raise
+    return sub

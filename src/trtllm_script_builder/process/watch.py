@@ -1,56 +1,52 @@
-"""`watch`: follow a submitted job to its end, stream its log, and give one verdict.
+"""`watch`: follow a submitted job, or every job of a submitted build-many folder, to its end
+with the one run loop (follow.py), stream a single job's log, and give one verdict per job.
 
-One loop (`watch_job`) follows a job handle (handles.py): a Slurm job (local, or remote
-through ssh) or a local process (Docker, or a script inside a held allocation). `hang
-detected` in the log cancels the job at once; the `--timeout` deadline cancels it too unless
-`keep_running`.
+A single job is a run of one: its prerequisites (decision 65) are followed in the same loop,
+their lines marked `[compile]` / `[import]`. A batch gets each job's `verdict.json`, then
+`results.json` and a merged `junit.xml` (batch_results.py); on a remote cluster a batch job's
+logs are read when it ends, not at every poll (the compile's log excepted: its progress).
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.model.values import printable
-from trtllm_script_builder.process.figures import result_lines
-from trtllm_script_builder.process.handles import (
-    JobHandle,
-    LocalProcess,
-    LogNames,
-    SlurmJob,
-    final_decision,
-    read_local,
+from trtllm_script_builder.process import host as hosts
+from trtllm_script_builder.process.batch_results import (
+    RESULTS_FILE,
+    BatchResult,
+    merge_junit,
+    progress,
 )
-from trtllm_script_builder.process.perf_sanity import add_perf_sanity
-from trtllm_script_builder.process.proc import Runner, run
+from trtllm_script_builder.process.chain import ChainJob, PrerequisiteJob
+from trtllm_script_builder.process.figures import result_lines
+from trtllm_script_builder.process.follow import (
+    CANCEL_WAIT,
+    Loop,
+    Prerequisite,
+    Tracked,
+    WatchResult,
+    link,
+)
+from trtllm_script_builder.process.handles import LogNames, SlurmJob, SlurmPoller
+from trtllm_script_builder.process.slurm_submit import load_batch_submission
 from trtllm_script_builder.process.spec_file import read_job_spec
-from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 from trtllm_script_builder.process.submit import (
-    Submission,
     load_submission,
-    refuse_ssh_host_off_remote,
-    resolve_ssh_host,
     write_json,
 )
-from trtllm_script_builder.process.verdict import (
-    HANG_TEXT,
-    Decision,
-    Kind,
-    LogLine,
-    Verdict,
-    classify,
-)
+from trtllm_script_builder.process.verdict import LogLine
+
+__all__ = ["CANCEL_WAIT", "Console", "WatchResult", "watch", "watch_batch"]
 
 VERDICT_FILE = "verdict.json"
-CANCEL_WAIT = 60.0  # seconds to wait for a cancelled job to end
 PROGRESS_EVERY = 30.0  # seconds between progress lines when stderr is not a terminal
 
 
@@ -102,129 +98,14 @@ class Console:
             self.shown = False
 
 
-@dataclass
-class WatchResult:
-    decision: Decision
-    scenario: str
-    work_dir: str
-    job_id: str | None = None
-    pid: int | None = None
-    host: str | None = None
-    signal: int | None = None
-    log_files: list[str] = field(default_factory=list)
-    cancelled: str | None = None  # "hang" / "timeout" when watch cancelled the job
-    timed_out: bool = False
-    elapsed: float = 0.0
-    chain: list[dict[str, Any]] | None = None  # the compile/import jobs followed first
-    source_commit: str | None = None  # the commit submit synced the clone to (decision 72)
-
-    @property
-    def verdict(self) -> Verdict:
-        return self.decision.verdict
-
-    @property
-    def exit_status(self) -> int:
-        return self.decision.exit_status
-
-    def to_json(self) -> dict[str, Any]:
-        d = self.decision
-        return {
-            "verdict": d.verdict.value,
-            "exit_code": d.exit_code,
-            "job_id": self.job_id,
-            "state": d.state,
-            "evidence": d.evidence,
-            "reason": d.reason,
-            "tests": d.tests.to_json() if d.tests else None,
-            "results": d.results,
-            "watch_exit_status": self.exit_status,
-            "scenario": self.scenario,
-            "pid": self.pid,
-            "host": self.host,
-            "signal": self.signal,
-            "log_files": self.log_files,
-            "cancelled_by_watch": self.cancelled,
-            "timed_out": self.timed_out,
-            "elapsed_seconds": round(self.elapsed, 1),
-            "work_dir": self.work_dir,
-            **({"chain": self.chain} if self.chain is not None else {}),
-            **({"source_commit": self.source_commit} if self.source_commit else {}),
-        }
-
-
-def _hang(lines: list[LogLine]) -> bool:
-    return any(
-        k in (Kind.PROGRAM, Kind.SETUP) and HANG_TEXT in ln.text.lower()
-        for k, ln in classify(lines)
-    )
-
-
-@dataclass
-class Followed:
-    """How following a job ended: the verdict and what watch itself did to the job."""
-
-    decision: Decision
-    cancelled: str | None  # "hang" / "timeout" when watch cancelled the job
-    timed_out: bool
-    elapsed: float
-
-
-def watch_job(
-    handle: JobHandle,
-    spec: JobSpec,
-    console: Console,
-    *,
-    timeout: float | None = None,
-    keep_running: bool = False,
-    poll: float = 5.0,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Followed:
-    """Follow `handle` to its end (or the deadline), streaming its logs to `console`."""
-    lines: list[LogLine] = []
-
-    def follow(final: bool = False) -> list[LogLine]:
-        new: list[LogLine] = []
-        for got, prefix in handle.logs(final):
-            console.lines(got, prefix)
-            new += got
-        lines.extend(new)
-        return new
-
-    start = clock()
-    deadline = start + timeout if timeout else None
-    cancelled: str | None = None
-    cancel_deadline = 0.0
-    timed_out = False
-    what = handle.what
-    while True:
-        ended = handle.refresh()
-        new = follow()
-        now = clock()
-        if cancelled is None and not ended and _hang(new):
-            console.say(f"[watch] {HANG_TEXT!r} in the log: {handle.stop_verb} {what}")
-            handle.cancel()
-            cancelled, cancel_deadline = "hang", now + CANCEL_WAIT
-        if ended:
-            break
-        if deadline is not None and now >= deadline and cancelled is None:
-            timed_out = True
-            if keep_running:
-                console.say(f"[watch] timeout after {timeout:g}s; {what} keeps running")
-                break
-            console.say(f"[watch] timeout after {timeout:g}s: {handle.stop_verb} {what}")
-            handle.cancel()
-            cancelled, cancel_deadline = "timeout", now + CANCEL_WAIT
-        if cancelled is not None and now >= cancel_deadline:
-            if handle.overdue():
-                break
-            cancel_deadline = now + CANCEL_WAIT
-        console.progress(handle.progress(now - start, len(lines)))
-        sleep(poll if cancelled is None else min(poll, handle.cancel_poll))
-    follow(final=True)
-    console.clear()
-    decision, timed_out = final_decision(handle, lines, spec, timed_out, keep_running)
-    return Followed(decision, cancelled, timed_out, clock() - start)
+def _one_progress(loop: Loop) -> str:
+    """A single job's progress line: the prerequisite it waits for, else its own."""
+    waiting = loop.open_prereqs()
+    if waiting:
+        p = waiting[0]
+        return p.handle.progress(loop.clock() - loop.start, len(p.lines))
+    t = loop.tracked[0]
+    return t.handle.progress(loop.clock() - loop.start, len(t.lines))
 
 
 def watch(
@@ -235,11 +116,17 @@ def watch(
     poll: float = 5.0,
     ssh_host: str | None = None,
     console: Console | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> WatchResult:
+    """Follow the job submitted from work_dir to its end (or the deadline)."""
     work_dir = work_dir.resolve()
     console = console or Console(sys.stdout, sys.stderr)
     spec = read_job_spec(work_dir)
-    refuse_ssh_host_off_remote(spec, ssh_host)
+    from trtllm_script_builder.process.submit import backend_for
+
+    backend = backend_for(spec)
+    backend.refuse_options(spec, ssh_host=ssh_host)
     sub = load_submission(work_dir)
     if sub is None:
         raise BuildError(
@@ -247,74 +134,147 @@ def watch(
             f"{work_dir} has not been submitted (no submission.json)",
             "run `trtllm-script-builder submit WORK_DIR` first",
         )
-    poll = max(poll, 0.05)
-    handle = _handle(spec, sub, poll, ssh_host)
-    chain = None
-    if sub.prerequisites and isinstance(handle, SlurmJob):  # the compile/import first (decision 65)
-        from trtllm_script_builder.process.chain import follow_chain
-
-        chain = follow_chain(
-            sub, handle, spec, console,
-            follow=watch_job, timeout=timeout, keep_running=keep_running, poll=poll,
-        )  # fmt: skip
-    if chain is not None and chain.decision is not None and chain.handle is not None:
-        done = Followed(chain.decision, chain.cancelled, chain.timed_out, chain.elapsed)
-        fields = chain.handle.result_fields()
-    else:
-        left = timeout  # what the chain left of it
-        if chain is not None and timeout is not None:
-            left = max(timeout - chain.elapsed, 0.001)
-        done = watch_job(handle, spec, console, timeout=left, keep_running=keep_running, poll=poll)
-        fields = handle.result_fields()
-        add_perf_sanity(done.decision, spec, getattr(handle, "read", read_local))
-    result = WatchResult(
-        done.decision,
+    parts = backend.followed(spec, sub, ssh_host)
+    prereqs = parts.prereqs
+    tracked = Tracked(
+        parts.handle,
+        spec,
         sub.scenario,
         sub.work_dir,
-        cancelled=done.cancelled,
-        timed_out=done.timed_out,
-        elapsed=done.elapsed + (chain.elapsed if chain and chain.decision is None else 0),
-        chain=chain.states if chain else None,
+        parts.host.read_from,
         source_commit=sub.source_commit,
-        **fields,
     )
-    write_json(work_dir / VERDICT_FILE, result.to_json())
+    for p in prereqs:
+        link(tracked, p)
+    Loop(
+        [tracked],
+        prereqs,
+        parts.poller,
+        console,
+        progress=_one_progress,
+        stream=True,
+        timeout=timeout,
+        keep_running=keep_running,
+        poll=poll,
+        clock=clock,
+        sleep=sleep,
+    ).run()
+    assert tracked.result is not None
+    write_json(work_dir / VERDICT_FILE, tracked.result.to_json())
+    return tracked.result
+
+
+def watch_batch(
+    folder: Path,
+    *,
+    timeout: float | None = None,
+    keep_running: bool = False,
+    poll: float = 5.0,
+    console: Console,
+    on_interrupt: Callable[[int], bool] | None = None,
+    ssh_host: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BatchResult:
+    """Follow every job of the submitted build-many folder to its end (or the deadline)."""
+    folder = folder.resolve()
+    batch = load_batch_submission(folder)
+    if batch is None:
+        raise BuildError(
+            "work_dir",
+            f"{folder} has not been submitted as a batch (no batch_submission.json)",
+            "run `trtllm-script-builder submit DIR` first",
+        )
+    if ssh_host and batch.ssh_host is None:  # its jobs run on this machine's cluster
+        raise BuildError("ssh_host", f"the batch is {batch.scenario}", "drop --ssh-host")
+    on = hosts.host_for(ssh_host or batch.ssh_host)
+    tracked: list[Tracked] = []
+    for job in batch.jobs:
+        spec = read_job_spec(Path(job.work_dir))
+        base = spec.remote_work_dir or spec.work_dir or job.work_dir
+        names = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
+        out = err = None
+        if job.array_job_id is None:
+            out, err = names.paths(job.job_id)
+        handle = SlurmJob(
+            job.job_id,
+            on,
+            on.read_from,
+            out,
+            err,
+            batch.host,
+            array_logs=names if job.array_job_id is not None else None,
+        )
+        tracked.append(
+            Tracked(
+                handle,
+                spec,
+                batch.scenario,
+                job.work_dir,
+                on.read_from,
+                entry=job.entry,
+                source_commit=job.source_commit,
+            )
+        )
+    prereqs = _prerequisites(batch, tracked, on)
+
+    def done(t: Tracked) -> None:
+        assert t.result is not None
+        write_json(Path(t.work_dir) / VERDICT_FILE, t.result.to_json())
+        d = t.result.decision
+        console.say(f"[watch] {d.verdict.value}: {t.entry or t.work_dir} ({t.shown}: {d.reason})")
+
+    outcome = Loop(
+        tracked,
+        prereqs,
+        SlurmPoller(on),
+        console,
+        progress=progress,
+        on_done=done,
+        logs_each_poll=not on.remote,
+        timeout=timeout,
+        keep_running=keep_running,
+        poll=poll,
+        on_interrupt=on_interrupt,
+        clock=clock,
+        sleep=sleep,
+    ).run()
+    results = [t.result for t in tracked if t.result is not None]
+    junit, notes = merge_junit(folder, tracked, on.read_from)
+    result = BatchResult(
+        str(folder),
+        results,
+        list(batch.jobs),
+        junit,
+        notes,
+        outcome.timed_out,
+        outcome.cancelled,
+        outcome.elapsed,
+        [p.to_json() for p in prereqs],
+    )
+    write_json(folder / RESULTS_FILE, result.to_json())
     return result
 
 
-def _handle(spec: JobSpec, sub: Submission, poll: float, ssh_host: str | None) -> JobHandle:
-    if sub.pid is not None:
-        if sub.host != socket.gethostname():
-            raise BuildError(
-                "work_dir",
-                f"pid {sub.pid} was started on {sub.host}, not on this host",
-                f"watch it on {sub.host}",
-            )
-        return LocalProcess(
-            sub.pid,
-            sub.pid_start,
-            sub.rc_file,
-            sub.log_file or "",
-            sub.host,
-            alloc_job_id=sub.alloc_job_id if sub.persistent else None,
-            container_name=sub.container_name,
-        )
-    assert sub.job_id is not None
-    runner: Runner
-    if sub.scenario == "remote_slurm":
-        host = ssh_host or sub.ssh_host or resolve_ssh_host(spec, None)
-        ssh = SshRunner(SshTarget(host))
-        runner, read = ssh, ssh.read_from
-    else:
-        host = sub.host
-        runner, read = run, read_local
-    array_logs = None
-    if sub.array_job_id is not None:
-        base = spec.remote_work_dir or spec.work_dir or sub.work_dir
-        array_logs = LogNames(spec.log_file_pattern, spec.error_file_pattern, base)
-    return SlurmJob(
-        sub.job_id, runner, read, sub.log_file, sub.err_file, host, poll, array_logs=array_logs
-    )
+def _prerequisites(batch: object, tracked: list[Tracked], on: hosts.Host) -> list[Prerequisite]:
+    """The batch's prerequisites, each linked both ways with the test jobs that wait for it."""
+    by_id: dict[str, Prerequisite] = {}
+    for data in getattr(batch, "prerequisites", None) or []:
+        job = ChainJob.from_json(data)
+        handle = PrerequisiteJob(job, on, on.read_from, getattr(batch, "host", None))
+        by_id[job.job_id] = Prerequisite(job.kind, job.job_id, handle)
+    for t, job in zip(tracked, getattr(batch, "jobs", []), strict=True):
+        for job_id in job.prerequisites or []:
+            p = by_id.get(job_id)
+            if p is None:
+                raise BuildError(
+                    "work_dir",
+                    f"{job.work_dir} waits for job {job_id}, which batch_submission.json "
+                    "does not list",
+                    "submit the batch again with --force",
+                )
+            link(t, p)
+    return [p for p in by_id.values() if p.users]  # one no job waits for is not followed
 
 
 def render_verdict(result: WatchResult) -> str:

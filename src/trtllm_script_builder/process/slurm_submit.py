@@ -1,35 +1,35 @@
-"""`submit DIR` on a build-many folder: every built job of its `jobs.json`, jobs of one shape as
-one Slurm job array (decision 67).
+"""The Slurm backend's one submit path (`submit_slurm`): one job (a batch of one) or every built
+job of a build-many folder's `jobs.json`, jobs of one shape as one Slurm job array (decision 67).
 
-Two jobs have the same shape when their scripts' `#SBATCH` lines are the same apart from the
-job name and the log file names, and they run in the same scenario. A shape of two jobs or
-more goes in as one array: a driver script in the batch folder carries the shared `#SBATCH`
-lines and `--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into job i's folder,
-sends its output where that job_spec says (with the task's own job id for `%j`) and runs the
-job's own script. A shape of one job goes in as a plain `sbatch`, as `submit JOBDIR` does.
+Two jobs have the same shape when their job_spec.json files describe the same allocation, host
+and prerequisites (decision shape-from-job-spec). A shape of two jobs or more goes in as one
+array: a driver script in the batch folder carries the shared `#SBATCH` lines and
+`--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into job i's folder, sends its
+output where that job_spec says (with the task's own job id for `%j`) and runs the job's own
+script. A shape of one job goes in as a plain `sbatch`.
 
 Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites (decisions 65, 71): each
 distinct one (by its job_spec `key`: one import per image file, one compile per checkout, image
-and build options) is submitted once for the whole batch, before the arrays, and every array
-or plain job that needs it goes in with `--dependency=afterok:...` and
-`--kill-on-invalid-dep=yes`. Jobs whose prerequisites differ never share an array (the keys are
-part of the shape). On remote_slurm the checkouts the compiles build are synced once first.
+and build options) is submitted once, before the arrays, and every array or plain job that
+needs it goes in with `--dependency=afterok:...` and `--kill-on-invalid-dep=yes`. On a remote
+cluster the checkouts the compiles build are synced once first.
 
 Each job folder gets its `submission.json` (so `watch JOBDIR` follows one job, its chain
-included), and the batch folder gets `batch_submission.json`, which `watch DIR` reads. On
-remote_slurm the jobs' files are copied to their remote_work_dir first and the drivers go
-beside them (remote_batch_dir). When one sbatch fails, everything this submit started is
-cancelled.
+included), and a batch folder gets `batch_submission.json`, which `watch DIR` reads. On a
+remote cluster the jobs' files are copied to their remote_work_dir first and the drivers go
+beside them (remote_batch_dir). When one sbatch fails or the submit is interrupted, everything
+it started is cancelled.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 import shlex
 import socket
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process import host as hosts
 from trtllm_script_builder.process.chain import (
     ChainJob,
     dependency_args,
@@ -47,15 +48,16 @@ from trtllm_script_builder.process.chain import (
 )
 from trtllm_script_builder.process.gitsync import ssh_failed
 from trtllm_script_builder.process.handles import LogNames
+from trtllm_script_builder.process.host import Host
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import Runner, run
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
-from trtllm_script_builder.process.ssh import SshRunner, SshTarget
+from trtllm_script_builder.process.ssh import SshTarget
 from trtllm_script_builder.process.submission import (
     Say,
     Submission,
     load_submission,
+    now,
     read_record,
     record_problem,
     save_submission,
@@ -181,16 +183,29 @@ def directives(script: str) -> list[str]:
     return out
 
 
-def shape(scenario: str, lines: list[str], prerequisites: Sequence[str] = ()) -> tuple[str, ...]:
-    """What makes jobs share one array: the scenario, the #SBATCH lines but their own, and
-    the keys of the prerequisites they wait for (one array has one --dependency)."""
-    own = (ln for ln in lines if not _OWN.match(ln))
-    return (scenario, *own, *(f"after {key}" for key in prerequisites))
+def shape(spec: JobSpec) -> tuple[object, ...]:
+    """What makes jobs share one array, from their job_spec (decision shape-from-job-spec):
+    where they run, the kind of script (its #SBATCH lines are made from the allocation), the
+    allocation, and the keys of the prerequisites they wait for (one array has one
+    --dependency)."""
+    params = spec.slurm_params
+    return (
+        spec.execution_scenario,
+        spec.ssh_host,
+        spec.category,
+        *(dataclasses.astuple(params) if params is not None else (spec.script_path,)),
+        *(f"after {p['key']}" for p in spec.prerequisites or []),
+    )
 
 
-def group_by_shape(keys: list[tuple[str, ...]]) -> list[list[int]]:
+def shared_lines(lines: list[str]) -> list[str]:
+    """A script's #SBATCH lines but those naming the job's own things (name, logs)."""
+    return [ln for ln in lines if not _OWN.match(ln)]
+
+
+def group_by_shape(keys: Sequence[tuple[object, ...]]) -> list[list[int]]:
     """Indexes of equal keys, groups in the order of their first member."""
-    groups: dict[tuple[str, ...], list[int]] = {}
+    groups: dict[tuple[object, ...], list[int]] = {}
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
     return list(groups.values())
@@ -252,9 +267,35 @@ def render_driver(
 
 
 def _now() -> str:
-    from trtllm_script_builder.process.submit import _now as now
-
     return now()
+
+
+def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshTarget], str | None]:
+    """The step a remote compile chain takes first: the compile job builds remote_repo_path,
+    so the local checkout's full state is brought there (decision 58) before anything is
+    copied or submitted. The step gives the commit the clone is now at, which the chain's
+    jobs check when they start (decision 72); None when remote_repo_path is the checkout
+    itself (a shared filesystem: the jobs read its files as they are, not a commit)."""
+    from trtllm_script_builder.process import gitsync
+
+    assert spec.remote_repo_path is not None
+    remote_repo = spec.remote_repo_path
+    # `submit --force` submits again; discarding the clone's changes is `sync --force`'s job
+    hint = (
+        f"discard them with `trtllm-script-builder sync {shlex.quote(str(work_dir))} --force`, "
+        "then submit again"
+    )
+
+    def sync(target: SshTarget) -> str | None:
+        result = gitsync.sync_checkout(
+            target, Path(spec.repo_root), remote_repo, say=say, force_hint=hint
+        )
+        say(
+            f"synced {spec.repo_root} to {target.host}:{remote_repo} at {result.commit} ({result.method})"
+        )
+        return None if result.method == "shared" else result.commit
+
+    return sync
 
 
 @dataclass
@@ -265,7 +306,7 @@ class _Job:
     lines: list[str]
 
 
-def _load(members: list[Member], force: bool) -> list[_Job]:
+def load_jobs(members: list[Member], force: bool) -> list[_Job]:
     jobs: list[_Job] = []
     for m in members:
         spec = read_job_spec(m.work_dir)
@@ -303,6 +344,18 @@ def _load(members: list[Member], force: bool) -> list[_Job]:
 
 
 SCENARIOS = ("local_slurm", "remote_slurm")
+REMOTE = "remote_slurm"
+
+
+def resolve_ssh_host(spec: JobSpec, override: str | None) -> str:
+    host = override or spec.ssh_host or (spec.slurm_env or {}).get("ssh_host")
+    if not host:
+        raise BuildError(
+            "ssh_host",
+            "job_spec.json and its slurm_env name no ssh_host",
+            "pass --ssh-host HOST (or probe the cluster with probe --ssh HOST)",
+        )
+    return str(host)
 
 
 def _job_name(lines: list[str]) -> str:
@@ -315,12 +368,11 @@ def _job_name(lines: list[str]) -> str:
 
 @dataclass
 class _Target:
-    """Where the batch goes: this host's Slurm, or a remote one through ssh."""
+    """Where the jobs go: the Slurm of this machine's host, or one reached over ssh."""
 
-    runner: Runner
+    runner: Host
     host: str
     ssh_host: str | None = None
-    ssh: SshRunner | None = None
     # (repo_root, remote_repo_path) -> the commit synced there (decision 72)
     commits: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
 
@@ -338,7 +390,7 @@ class _Target:
         job_dir: Path,
         extra: Sequence[str] = (),
     ) -> str:
-        res = self.runner(["sbatch", "--parsable", *extra, script], Path(cwd))
+        res = self.runner(["sbatch", "--parsable", *extra, script], cwd)
         job = submitted_id(res) if res.rc == 0 else None
         if job is None:
             undone = f"; cancelled the {len(started)} already submitted" if started else ""
@@ -355,22 +407,36 @@ class _Target:
         return job
 
 
-def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
-    from trtllm_script_builder.process.submit import resolve_ssh_host
-
-    hosts = {resolve_ssh_host(j.spec, override) for j in jobs}
-    if len(hosts) > 1:
+def _target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
+    """This machine's Slurm, or the remote one the jobs name: reached, its checkouts synced
+    for the compiles, and the jobs' files copied to their remote_work_dir."""
+    if jobs[0].spec.execution_scenario != REMOTE:
+        if override:
+            scenario = jobs[0].spec.execution_scenario
+            raise BuildError(
+                "ssh_host",
+                f"the job is {scenario}, which runs on this machine's cluster or Docker",
+                "drop --ssh-host (it is for remote_slurm jobs)",
+            )
+        return _Target(hosts.host_for(None), socket.gethostname())
+    names = {resolve_ssh_host(j.spec, override) for j in jobs}
+    if len(names) > 1:
         raise BuildError(
             "ssh_host",
-            f"the batch's jobs name more than one host ({', '.join(sorted(hosts))})",
+            f"the batch's jobs name more than one host ({', '.join(sorted(names))})",
             "pass --ssh-host HOST",
         )
-    host = hosts.pop()
-    runner = SshRunner(SshTarget(host))
-    hello = runner.check()
+    host = names.pop()
+    on = hosts.OverSsh(host)
+    hello = on.check()
     if hello.rc != 0:
         raise ssh_failed(hello, host)
-    commits = _sync_checkouts(jobs, runner.target, say)
+    commits = _sync_checkouts(jobs, SshTarget(host), say)
+    for repo in dict.fromkeys(j.spec.remote_repo_path for j in jobs if j.spec.remote_repo_path):
+        if on(["test", "-d", repo]).rc != 0:
+            say(
+                f"warning: {repo} does not exist on {host}; the job mounts it (sync the repo there first)"
+            )
     # each job's files into its remote_work_dir: one copy per folder
     by_dir: dict[str, list[Path]] = {}
     for j in jobs:
@@ -386,15 +452,18 @@ def _remote_target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
                 )
             files.append(Path(extra))
     for remote_dir, files in by_dir.items():
-        copied = runner.copy(files, remote_dir)
+        copied = on.copy(files, remote_dir)
         if copied.rc != 0:
             raise ToolFailed(
                 "remote_work_dir",
                 f"copying to {host}:{remote_dir} failed: {first_line(copied)}",
                 "check that the folder can be written",
             )
-    say(f"copied the scripts of {len(jobs)} job(s) to {host} ({len(by_dir)} folder(s))")
-    return _Target(runner, host, host, runner, commits)
+        if len(by_dir) == 1:
+            say(f"copied {len(files)} file(s) to {host}:{remote_dir}")
+    if len(by_dir) > 1:
+        say(f"copied the scripts of {len(jobs)} job(s) to {host} ({len(by_dir)} folder(s))")
+    return _Target(on, host, host, commits)
 
 
 def _sync_checkouts(
@@ -403,8 +472,6 @@ def _sync_checkouts(
     """The remote compiles build remote_repo_path: bring each checkout there once (the step
     single-job submit takes, decision 58), before anything is copied or submitted. Gives the
     commit each clone is at, which the jobs check when they start (decision 72)."""
-    from trtllm_script_builder.process.submit import _sync_for_compile
-
     compiling = [j for j in jobs if has_compile(j.spec)]
     into: dict[str | None, str] = {}
     for j in compiling:  # one clone holds one state: two checkouts cannot both be there
@@ -466,9 +533,6 @@ def submit_batch(
 ) -> BatchSubmission:
     """Submit every built job of the build-many folder `folder`; refuses a folder (or a job of
     it) already submitted unless `force`."""
-    from trtllm_script_builder.atomic import cleanly, signals_as_exceptions
-    from trtllm_script_builder.resolve.job import check_sbatch_value
-
     folder = folder.resolve()
     previous = load_batch_submission(folder)
     if previous is not None and not force:
@@ -482,23 +546,45 @@ def submit_batch(
         raise BuildError(
             "work_dir", f"{folder / BATCH_INDEX} lists no built job", "run build-many again"
         )
-    jobs = _load(members, force)
+    _, batch = submit_slurm(
+        load_jobs(members, force),
+        folder=folder,
+        max_running=max_running,
+        ssh_host=ssh_host,
+        say=say,
+    )
+    assert batch is not None
+    return batch
+
+
+def submit_slurm(
+    jobs: list[_Job],
+    *,
+    folder: Path | None = None,
+    max_running: int | None = None,
+    ssh_host: str | None = None,
+    say: Say = lambda _: None,
+) -> tuple[list[Submission], BatchSubmission | None]:
+    """The one way jobs go to Slurm, one job (`folder` None) or a build-many folder's: their
+    prerequisites once each, then jobs of one shape as one array (a batch's), the others as
+    plain jobs; every job's submission.json, and the batch's record. When an sbatch fails or
+    the run is interrupted, everything it started is cancelled (decision 81)."""
+    from trtllm_script_builder.atomic import cleanly, signals_as_exceptions
+    from trtllm_script_builder.resolve.job import check_sbatch_value
+
     _refuse_shared_wheel_dirs(jobs)
-    scenario = jobs[0].spec.execution_scenario
-    remote = scenario == "remote_slurm"
-    if ssh_host and not remote:
-        raise BuildError("ssh_host", f"the batch is {scenario}", "drop --ssh-host")
-    keys = [[p["key"] for p in j.spec.prerequisites or []] for j in jobs]
-    groups = group_by_shape([shape(scenario, j.lines, k) for j, k in zip(jobs, keys, strict=True)])
+    groups = group_by_shape([shape(j.spec) for j in jobs])
+    target = _target(jobs, ssh_host, say)
+    remote = target.ssh_host is not None
     driver_dir = str(folder)
-    if remote and any(len(g) > 1 for g in groups):
-        driver_dir = remote_batch_dir([_remote(j).work_dir for j in jobs], folder.name)
-    check_sbatch_value(driver_dir, "remote_work_dir" if remote else "work_dir")
-    target = _remote_target(jobs, ssh_host, say) if remote else _Target(run, socket.gethostname())
+    if folder is not None:
+        if remote and any(len(g) > 1 for g in groups):
+            driver_dir = remote_batch_dir([_remote(j).work_dir for j in jobs], folder.name)
+        check_sbatch_value(driver_dir, "remote_work_dir" if remote else "work_dir")
     started: list[str] = []
     with signals_as_exceptions():
         try:
-            return _submit_all(folder, jobs, target, started, driver_dir, max_running, say)
+            return _submit_all(folder, jobs, groups, target, started, driver_dir, max_running, say)
         except BaseException:  # interrupted, or failed: nothing of this run is left running
             if started:
                 cleanly(lambda: _cancel(target, started))
@@ -511,22 +597,21 @@ def _cancel(target: _Target, started: list[str]) -> None:
 
 
 def _submit_all(
-    folder: Path,
+    folder: Path | None,
     jobs: list[_Job],
+    groups: list[list[int]],
     target: _Target,
     started: list[str],
     driver_dir: str,
     max_running: int | None,
     say: Say,
-) -> BatchSubmission:
-    """Every array and job of the batch, then their records (decision 81)."""
+) -> tuple[list[Submission], BatchSubmission | None]:
+    """Every array and job, then their records (decision 81)."""
     from trtllm_script_builder.atomic import checkpoint, signals_held, write_file
     from trtllm_script_builder.process.submission import err_path, log_path
 
     scenario = jobs[0].spec.execution_scenario
-    remote = scenario == "remote_slurm"
-    keys = [[p["key"] for p in j.spec.prerequisites or []] for j in jobs]
-    groups = group_by_shape([shape(scenario, j.lines, k) for j, k in zip(jobs, keys, strict=True)])
+    remote = target.ssh_host is not None
     arrays: list[BatchArray] = []
     rows: list[BatchJob | None] = [None] * len(jobs)
     subs: list[Submission | None] = [None] * len(jobs)
@@ -540,7 +625,7 @@ def _submit_all(
             return target.sbatch(script, at.work_dir, started, j.member.work_dir, pin + extra)
 
         chains.append(submit_prerequisites(j.spec, sbatch, at.work_dir, remote=remote, known=known))
-    for c in known.values():
+    for c in known.values() if len(jobs) > 1 else ():  # one job's record says them
         users = sum(1 for chain in chains if any(p.key == c.key for p in chain))
         say(f"submitted {c.kind} job {c.job_id} for {users} job(s)")
     _hint_wheel_dirs(known, say)
@@ -567,7 +652,7 @@ def _submit_all(
             err_file=err,
             array_job_id=array,
             array_task_id=task,
-            batch_dir=str(folder),
+            batch_dir=str(folder) if folder is not None else None,
             source_commit=target.commit(j.spec),
         )
         rows[i] = BatchJob(
@@ -588,9 +673,10 @@ def _submit_all(
             at = _where(j, remote)
             job = target.sbatch(at.script, at.work_dir, started, j.member.work_dir, after)
             record(g[0], job, None, None)
-            if chains[g[0]]:
+            if chains[g[0]] and len(jobs) > 1:
                 say(f"submitted job {job}{_after_text(chains[g[0]])} ({j.member.work_dir.name})")
             continue
+        assert folder is not None  # one job is a group of one
         k = len(arrays)
         tasks = []
         for i in g:
@@ -602,7 +688,15 @@ def _submit_all(
             err = log_path(j.spec.error_file_pattern, "%j", at.work_dir) or err_path(out) or ""
             tasks.append((at.work_dir, at.script, out, err))
         first = jobs[g[0]]
-        shared = [ln for ln in first.lines if not _OWN.match(ln)]
+        shared = shared_lines(first.lines)
+        for i in g[1:]:  # the array asks for the first job's allocation on behalf of all
+            if shared_lines(jobs[i].lines) != shared:
+                raise BuildError(
+                    "script_path",
+                    f"{jobs[i].script} asks Slurm for another allocation than {first.script}, "
+                    "though their job_spec.json files describe the same one (an edited script)",
+                    "build the jobs again",
+                )
         text = render_driver(
             shared,
             _job_name(first.lines),
@@ -612,8 +706,8 @@ def _submit_all(
         )
         driver = folder / f"batch_array{k}.slurm"
         write_file(driver, text)
-        if target.ssh is not None:
-            copied = target.ssh.copy([driver], driver_dir)
+        if remote:
+            copied = target.runner.copy([driver], driver_dir)
             if copied.rc != 0:
                 if started:
                     _cancel(target, started)
@@ -631,25 +725,28 @@ def _submit_all(
         waits = _after_text(chains[g[0]])
         say(f"submitted array {array}: {len(g)} jobs of one shape{throttle}{waits} ({driver.name})")
     checkpoint("submitted")
-    batch = BatchSubmission(
-        batch_dir=str(folder),
-        scenario=scenario,
-        submitted_at=_now(),
-        host=target.host,
-        ssh_host=target.ssh_host,
-        remote_batch_dir=driver_dir if remote else None,
-        max_running=max_running,
-        arrays=arrays,
-        jobs=[r for r in rows if r is not None],
-        prerequisites=[c.to_json() for c in known.values()] or None,
-    )
-    with signals_held():  # the records whole, and then nothing of the batch is undone
-        for j, sub in zip(jobs, subs, strict=True):
-            assert sub is not None
+    batch = None
+    if folder is not None:
+        batch = BatchSubmission(
+            batch_dir=str(folder),
+            scenario=scenario,
+            submitted_at=_now(),
+            host=target.host,
+            ssh_host=target.ssh_host,
+            remote_batch_dir=driver_dir if remote else None,
+            max_running=max_running,
+            arrays=arrays,
+            jobs=[r for r in rows if r is not None],
+            prerequisites=[c.to_json() for c in known.values()] or None,
+        )
+    saved = [sub for sub in subs if sub is not None]
+    with signals_held():  # the records whole, and then nothing of the run is undone
+        for j, sub in zip(jobs, saved, strict=True):
             save_submission(j.member.work_dir, sub)
-        write_json(folder / BATCH_SUBMISSION, batch.model_dump(exclude_none=True))
+        if batch is not None and folder is not None:
+            write_json(folder / BATCH_SUBMISSION, batch.model_dump(exclude_none=True))
         started.clear()
-    return batch
+    return saved, batch
 
 
 def _after_text(chain: list[ChainJob]) -> str:

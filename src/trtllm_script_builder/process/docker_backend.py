@@ -1,0 +1,95 @@
+"""The Docker backend: a job built for a local Docker container is started on this machine as
+`bash docker_cmd.sh` in the background (its pid and start time recorded), and followed by pid
+and the exit-status file its wrapper writes; stopping it kills its process group and the
+container it named."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from pathlib import Path
+
+from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.follow import EachPoller, Followed
+from trtllm_script_builder.process.handles import LocalProcess
+from trtllm_script_builder.process.host import Here
+from trtllm_script_builder.process.proc import kill_group, spawn_detached, start_time
+from trtllm_script_builder.process.submission import (
+    RC_FILE,
+    Say,
+    Submission,
+    Undo,
+    now,
+    recorded,
+    script_of,
+)
+
+SCENARIOS = ("local_docker",)
+
+
+def refuse_options(spec: JobSpec, *, ssh_host: str | None, persistent: bool = False) -> None:
+    """Options this backend cannot honour, refused rather than ignored."""
+    if ssh_host:
+        raise BuildError(
+            "ssh_host",
+            f"the job is {spec.execution_scenario}, which runs on this machine's cluster or Docker",
+            "drop --ssh-host (it is for remote_slurm jobs)",
+        )
+    if persistent:
+        raise BuildError(
+            "persistent",
+            f"persistent mode is for local_slurm, not {spec.execution_scenario}",
+            "drop --persistent",
+        )
+
+
+def submit(
+    spec: JobSpec,
+    work_dir: Path,
+    *,
+    ssh_host: str | None = None,
+    persistent: bool = False,
+    alloc_time: str | None = None,
+    say: Say = lambda _: None,
+) -> Submission:
+    return recorded(work_dir, lambda undo: _start(spec, work_dir, undo))
+
+
+def _start(spec: JobSpec, work_dir: Path, undo: Undo) -> Submission:
+    script = script_of(spec)
+    log = Path(spec.log_file or work_dir / f"{spec.model_name}_local.log")
+    rc_file = work_dir / RC_FILE
+    pid = spawn_detached(script, log, rc_file, cwd=work_dir)
+    undo.append(lambda: kill_group(pid))
+    return Submission(
+        scenario=spec.execution_scenario,
+        work_dir=str(work_dir),
+        submitted_at=now(),
+        host=socket.gethostname(),
+        script=str(script),
+        pid=pid,
+        pid_start=start_time(pid),
+        rc_file=str(rc_file),
+        log_file=str(log),
+        container_name=_docker_name(spec.docker_cmd),
+    )
+
+
+def _docker_name(docker_cmd: str | None) -> str | None:
+    if not docker_cmd:
+        return None
+    try:
+        words = shlex.split(docker_cmd)
+    except ValueError:
+        return None
+    for i, w in enumerate(words[:-1]):
+        if w == "--name":
+            return words[i + 1]
+        if w.startswith("--name="):
+            return w.partition("=")[2]
+    return None
+
+
+def followed(spec: JobSpec, sub: Submission, ssh_host: str | None) -> Followed:
+    return Followed(LocalProcess.of(sub), EachPoller(), Here(), [])
