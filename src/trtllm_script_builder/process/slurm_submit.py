@@ -23,7 +23,6 @@ it started is cancelled.
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import re
 import shlex
@@ -193,7 +192,7 @@ def shape(spec: JobSpec) -> tuple[object, ...]:
         spec.execution_scenario,
         spec.ssh_host,
         spec.category,
-        *(dataclasses.astuple(params) if params is not None else (spec.script_path,)),
+        params.model_dump_json() if params is not None else spec.script_path,
         *(f"after {p['key']}" for p in spec.prerequisites or []),
     )
 
