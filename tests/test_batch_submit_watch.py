@@ -5,7 +5,6 @@ and the batch watch loop with results.json and the merged JUnit report against a
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import shutil
@@ -88,7 +87,7 @@ def _params(**over: Any) -> SlurmParams:
         gres="gpu:1",
         mpi_plugin="pmix",
     )
-    return dataclasses.replace(base, **over)
+    return base.model_copy(update=over)
 
 
 def spec(**fields: Any) -> Any:
@@ -213,7 +212,7 @@ class FakeSlurm:
         seq = self.states[job]
         return seq[min(self.polls, len(seq) - 1)]
 
-    def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+    def __call__(self, argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
         argv = list(argv)
         self.calls.append(argv)
         if argv[0] == "squeue":
@@ -283,7 +282,7 @@ def test_a_task_cancelled_before_it_started_takes_its_arrays_record() -> None:
     assert slurm.status_from_sacct("101_4", waiting).state is None
     calls: list[list[str]] = []
 
-    def runner(argv: Any, cwd: Any = None) -> CmdResult:
+    def runner(argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
         calls.append(list(argv))
         return CmdResult(0, "" if argv[0] == "squeue" else ended)
 
@@ -302,7 +301,7 @@ def test_an_end_sacct_does_not_know_yet_is_asked_of_scontrol() -> None:
     }
     calls: list[list[str]] = []
 
-    def runner(argv: Any, cwd: Any = None) -> CmdResult:
+    def runner(argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
         calls.append(list(argv))
         return CmdResult(0, answers[argv[0]])
 
@@ -331,7 +330,7 @@ def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
     answers = {"squeue": "", "sacct": early, "scontrol": show}
     calls: list[str] = []
 
-    def runner(argv: Any, cwd: Any = None) -> CmdResult:
+    def runner(argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
         calls.append(argv[0])
         return CmdResult(0, answers[argv[0]])
 
@@ -653,7 +652,7 @@ class FakeSbatch:
         self.calls: list[list[str]] = []
         self.next = 100
 
-    def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+    def __call__(self, argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
         argv = list(argv)
         self.calls.append(argv)
         if argv[0] == "sbatch":
@@ -976,7 +975,7 @@ def test_a_remote_batch_reads_the_compiles_log_as_it_grows(
         def __init__(self, target: Any) -> None:
             assert target == "login1"
 
-        def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+        def __call__(self, argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
             return fake(argv, cwd)
 
         def read_from(self, path: str, offset: int) -> bytes | None:
@@ -1033,7 +1032,7 @@ class FakeSsh(FakeSbatch):
         self.events.append(f"copy {remote_dir}")
         return CmdResult(0)
 
-    def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+    def __call__(self, argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
         self.events.append(f"{argv[0]} in {cwd}")
         return super().__call__(argv, cwd)
 
@@ -1119,7 +1118,7 @@ def test_a_timeout_during_the_import_decides_both_prerequisites(
                 return "PENDING"
             return super().state(job)
 
-        def __call__(self, argv: Any, cwd: Any = None) -> CmdResult:
+        def __call__(self, argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
             if argv[0] == "scancel":
                 self.at = self.polls
             return super().__call__(argv, cwd)

@@ -476,7 +476,7 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
             seen["copied"] += [Path(f).name for f in files]
             return CmdResult(0)
 
-        def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+        def __call__(self, argv: Sequence[str], cwd: Path | None = None, **_: Any) -> CmdResult:
             seen["argv"].append(list(argv))
             return (
                 CmdResult(0, f"{70 + len(seen['argv'])}\n") if argv[0] == "sbatch" else CmdResult(0)

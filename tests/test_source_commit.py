@@ -53,7 +53,7 @@ class _Ssh:
     def copy(self, files: Sequence[Path], remote_dir: str) -> CmdResult:
         return CmdResult(0)
 
-    def __call__(self, argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None, **_: Any) -> CmdResult:
         self.argvs.append(list(argv))
         if argv[0] == "sbatch":
             return CmdResult(0, f"{70 + len(self.argvs)}\n")
@@ -288,7 +288,7 @@ def _watch_chain_to_timeout(
     argvs: list[list[str]] = []
     gone: set[str] = set()
 
-    def runner(argv: Sequence[str], cwd: Any = None) -> CmdResult:
+    def runner(argv: Sequence[str], cwd: Any = None, **_: Any) -> CmdResult:
         ids = argv[argv.index("-j") + 1].split(",") if "-j" in argv else []
         if argv[0] == "scancel":
             argvs.append(list(argv))
