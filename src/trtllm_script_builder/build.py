@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trtllm_script_builder.atomic import signals_as_exceptions, write_file
+from trtllm_script_builder.atomic import write_file
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
@@ -124,13 +124,12 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
     fresh = mode is None  # build-many's case: nothing to guard or to replace
     if not force and not fresh:
         _guard(result, _old_spec(result.work_dir))
-    with signals_as_exceptions():  # Ctrl-C or a kill: the finally clauses below still run
-        if result.submit is None:
-            try:
-                return write_atomically(result.work_dir, result.files, _stale)
-            except OSError as exc:
-                raise unwritable(exc) from None
-        return _run_submit_step(result, unwritable)
+    if result.submit is None:
+        try:
+            return write_atomically(result.work_dir, result.files, _stale)
+        except OSError as exc:
+            raise unwritable(exc) from None
+    return _run_submit_step(result, unwritable)
 
 
 # What Path.exists() takes for "not there"; any other error (a name too long) is the user's.

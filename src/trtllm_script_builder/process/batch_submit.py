@@ -466,7 +466,7 @@ def submit_batch(
 ) -> BatchSubmission:
     """Submit every built job of the build-many folder `folder`; refuses a folder (or a job of
     it) already submitted unless `force`."""
-    from trtllm_script_builder.atomic import cleanly, signals_as_exceptions
+    from trtllm_script_builder.atomic import cleanly
     from trtllm_script_builder.resolve.job import check_sbatch_value
 
     folder = folder.resolve()
@@ -496,13 +496,12 @@ def submit_batch(
     check_sbatch_value(driver_dir, "remote_work_dir" if remote else "work_dir")
     target = _remote_target(jobs, ssh_host, say) if remote else _Target(run, socket.gethostname())
     started: list[str] = []
-    with signals_as_exceptions():
-        try:
-            return _submit_all(folder, jobs, target, started, driver_dir, max_running, say)
-        except BaseException:  # interrupted, or failed: nothing of this run is left running
-            if started:
-                cleanly(lambda: _cancel(target, started))
-            raise
+    try:
+        return _submit_all(folder, jobs, target, started, driver_dir, max_running, say)
+    except BaseException:  # interrupted, or failed: nothing of this run is left running
+        if started:
+            cleanly(lambda: _cancel(target, started))
+        raise
 
 
 def _cancel(target: _Target, started: list[str]) -> None:
@@ -520,7 +519,7 @@ def _submit_all(
     say: Say,
 ) -> BatchSubmission:
     """Every array and job of the batch, then their records (decision 81)."""
-    from trtllm_script_builder.atomic import checkpoint, signals_held, write_file
+    from trtllm_script_builder.atomic import signals_held, write_file
     from trtllm_script_builder.process.submission import err_path, log_path
 
     scenario = jobs[0].spec.execution_scenario
@@ -630,7 +629,6 @@ def _submit_all(
         throttle = f", at most {max_running} at once" if max_running else ""
         waits = _after_text(chains[g[0]])
         say(f"submitted array {array}: {len(g)} jobs of one shape{throttle}{waits} ({driver.name})")
-    checkpoint("submitted")
     batch = BatchSubmission(
         batch_dir=str(folder),
         scenario=scenario,

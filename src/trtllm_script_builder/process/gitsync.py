@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtllm_script_builder.atomic import checkpoint, signals_as_exceptions
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.probe.collect import first_line
@@ -431,7 +430,6 @@ def _clone_url(local: _Local) -> str | None:
 # ---------------------------------------------------------------- the procedure
 
 
-@signals_as_exceptions()  # SIGTERM, SIGHUP: the snapshot folder and a new clone go (decision 80)
 def sync_checkout(
     target: SshTarget,
     local_repo: Path,
@@ -461,7 +459,6 @@ def sync_checkout(
     tmp = Path(tempfile.mkdtemp(prefix="tsb-sync-"))
     try:
         snap = _snapshot(local, tmp)
-        checkpoint("snapshot")
         notes = list(snap.notes)
         sha = snap.commit
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from trtllm_script_builder.atomic import checkpoint, cleanly, signals_as_exceptions, signals_held
+from trtllm_script_builder.atomic import cleanly, signals_held
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.chain import (
@@ -117,30 +117,28 @@ def submit(
     # What this run started, undone when it is interrupted or fails before its record is
     # written: a job nobody has a record of would run unwatched (decision 81).
     undo: list[Callable[[], object]] = []
-    with signals_as_exceptions():
-        try:
-            if scenario == "local_docker":
-                sub = _submit_docker(spec, work_dir, undo)
-            elif scenario == "remote_slurm":
-                sub = _submit_remote(spec, work_dir, ssh_host, say, undo)
-            elif persistent:
-                from trtllm_script_builder.process.persistent import submit_persistent
+    try:
+        if scenario == "local_docker":
+            sub = _submit_docker(spec, work_dir, undo)
+        elif scenario == "remote_slurm":
+            sub = _submit_remote(spec, work_dir, ssh_host, say, undo)
+        elif persistent:
+            from trtllm_script_builder.process.persistent import submit_persistent
 
-                sub = submit_persistent(spec, work_dir, alloc_time, say)
-            else:
-                sub = _submit_local(spec, work_dir, undo)
-            checkpoint("submitted")
-            with signals_held():  # recorded, and then nothing of it is undone
-                save_submission(work_dir, sub)
-                undo.clear()
-        except BaseException:
+            sub = submit_persistent(spec, work_dir, alloc_time, say)
+        else:
+            sub = _submit_local(spec, work_dir, undo)
+        with signals_held():  # recorded, and then nothing of it is undone
+            save_submission(work_dir, sub)
+            undo.clear()
+    except BaseException:
 
-            def undo_all() -> None:
-                while undo:
-                    undo.pop()()
+        def undo_all() -> None:
+            while undo:
+                undo.pop()()
 
-            cleanly(undo_all)
-            raise
+        cleanly(undo_all)
+        raise
     return sub
 
 
