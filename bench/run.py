@@ -3,7 +3,8 @@
     python bench/run.py [--runs 15] [--jobs 10000] [--nemo-python PATH]
 
 Measures (targets in brackets):
-  1. one `build` of the bundled pytest example, wall time and peak RSS, in the same rounds as
+  1. one `build` of the bundled pytest example, wall time and peak RSS (with its template cache,
+     and beside it without one: what the cache saves), in the same rounds as
      `python -c "import pydantic, jinja2, click, yaml"` (the libraries it stands on); the
      ratio of the two medians is the build's own cost           [ratio <= 1.25, <= 50 MiB]
   2. `build-many` of N test ids: jobs per second after start-up, peak RSS at N/10 and N
@@ -56,11 +57,13 @@ MIN_JUDGED_RUNS = 5
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run(cmd: list[str], cwd: Path | None = None) -> tuple[float, float, int]:
+def run(
+    cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[float, float, int]:
     """Wall seconds, peak RSS in MiB, exit code of one whole process."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        cmd, cwd=cwd, env={**ENV, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -74,6 +77,10 @@ def run(cmd: list[str], cwd: Path | None = None) -> tuple[float, float, int]:
 
 def stats(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
+
+
+CACHE_ENV_VAR = "TRTLLM_SCRIPT_BUILDER_CACHE_DIR"
+NO_CACHE = "build without template cache"
 
 
 def cli() -> list[str]:
@@ -96,12 +103,18 @@ def bench_single(
     if nemo_python:
         nemo = str(ROOT / "bench" / "nemo_render.py")
         others["NeMo-Run render"] = [nemo_python, nemo, str(tmp / "nemo.sbatch")]
-    walls: dict[str, list[float]] = {k: [] for k in ["build", *others]}
+    walls: dict[str, list[float]] = {k: [] for k in ["build", NO_CACHE, *others]}
     rss: dict[str, list[float]] = {k: [] for k in walls}
+    # The template cache, and none: what it saves, side by side (round -1 fills it).
+    cache = {CACHE_ENV_VAR: str(tmp / "template-cache")}
+    envs = {"build": cache, NO_CACHE: {CACHE_ENV_VAR: ""}}
     for i in range(-1, runs):  # round -1 warms up and is not counted
-        cmds = {"build": [*cli(), "build", str(EXAMPLE), "--work-dir", str(tmp / f"single{i}")]}
+        cmds = {
+            name: [*cli(), "build", str(EXAMPLE), "--work-dir", str(tmp / f"{name[:5]}{i}")]
+            for name in ("build", NO_CACHE)
+        }
         for name, cmd in {**cmds, **others}.items():
-            wall, mem, _ = run(cmd)
+            wall, mem, _ = run(cmd, env=envs.get(name))
             if i >= 0:
                 walls[name].append(wall * 1000)
                 rss[name].append(mem)
@@ -213,6 +226,9 @@ def main() -> None:
     build = results["build: wall ms"][0]
     results["build / libraries: wall ratio"] = (build / floor,) * 3
     print(f"build above its libraries' floor: {build - floor:.0f} ms (median)")
+    saved = results[f"{NO_CACHE}: wall ms"][0] - build
+    results["template cache saves: ms per build"] = (saved,) * 3
+    print(f"the template cache saves {saved:.0f} ms per build (median without it - with it)")
     print(f"build / libraries, ratio of the medians: {build / floor:.2f} (target <= {MAX_RATIO})")
     missed = judge(results, args.jobs)
     if args.runs < MIN_JUDGED_RUNS:

@@ -19,6 +19,7 @@ from trtllm_script_builder.model.jobspec import OutFile
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv, load_slurm_env
+from trtllm_script_builder.output.template_cache import use_template_cache
 from trtllm_script_builder.output.writer import staged_set, write_atomically, write_files
 from trtllm_script_builder.render.job import render_job
 from trtllm_script_builder.render.spec import BuildResult, SubmitStep
@@ -51,6 +52,7 @@ def load_cluster(req: Request) -> Cluster | None:
 def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) -> BuildResult:
     check_request(req)  # a missing command or Slurm field is named before any file is read
     job = resolve(req, load_cluster(req), site or SiteConfig(), ask, checked=True)
+    use_template_cache()
     return render_job(job)
 
 
