@@ -95,5 +95,7 @@ def test_a_rebuild_with_the_same_files_keeps_its_generation(tmp_path: Path) -> N
     (tmp_path / "job_spec.json").write_text("old")
     write_atomically(tmp_path, FILES)
     first = generations(tmp_path)
+    (tmp_path / "job.slurm").unlink()  # a link removed by hand comes back
     write_atomically(tmp_path, FILES)
     assert generations(tmp_path) == first
+    assert (tmp_path / "job.slurm").read_text() == "#!/bin/bash\n"

@@ -1,16 +1,9 @@
-"""Single files replaced whole, the folder lock, leftovers swept, signals held (decision 63).
+"""Single files replaced whole, the folder lock, leftovers swept, signals (decision 63).
 
-The lowest layer, so every layer that keeps a file (output, the runner's records) writes it
-the same way; a job folder's set of files is `output.sets`' job, on top of these.
-
-* A temporary name always carries this tool's tag, the host and the pid
-  (`.<name>.tsb-<host>-<pid>.tmp`). `sweep` removes those of a process of this host that is no
-  longer running, so what a SIGKILL (which nothing can catch) leaves behind goes with the next
-  run that writes into the same folder.
-* `signals_to_exceptions` is entered once, by the command line's entry: SIGINT, SIGTERM and
-  SIGHUP then raise where the program is, so every `finally` and `except` that removes a
-  temporary runs. `signals_held` blocks them for a step that must not be split; they arrive
-  when it is done.
+The lowest layer, so every layer that keeps a file writes it the same way; a job folder's
+set of files is `output.sets`' job, on top of these. A temporary name carries this tool's
+tag, the host and the pid (`.<name>.tsb-<host>-<pid>.tmp`): `sweep` removes those of a
+process of this host that is gone, so what a SIGKILL left goes with the next run there.
 """
 
 from __future__ import annotations
@@ -137,9 +130,8 @@ def folder_lock(folder: str, wait: bool = True) -> Iterator[None]:
 
 
 class Interrupted(BaseException):
-    """SIGTERM or SIGHUP, raised where the program was, so cleanups run. Not a
-    KeyboardInterrupt: what answers Ctrl-C (watch's "the job keeps running") does not answer
-    a kill, which ends the process by its signal once the cleanups ran."""
+    """SIGTERM or SIGHUP, raised where the program was, so cleanups run; not a
+    KeyboardInterrupt, which Ctrl-C's own answers (watch's "the job keeps running") catch."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -148,14 +140,11 @@ class Interrupted(BaseException):
 
 @contextlib.contextmanager
 def signals_to_exceptions() -> Iterator[None]:
-    """For the block (the whole command): SIGINT raises KeyboardInterrupt, SIGTERM and SIGHUP
-    `Interrupted`, once; a second signal must not break the cleanups the first one started.
-
-    A signal that was ignored stays ignored. After the block the old handlers come back, and
-    a SIGTERM or SIGHUP whose old handler was the default is sent again, so the process ends
-    as the sender meant, after every cleanup ran. Only the main thread can install handlers:
-    elsewhere this does nothing.
-    """
+    """For the block (a whole command, entered by the CLI alone): SIGINT raises
+    KeyboardInterrupt, SIGTERM and SIGHUP `Interrupted`, once, so a second signal does not
+    break the cleanups of the first. An ignored signal stays ignored; after the block the old
+    handlers come back, and a SIGTERM or SIGHUP whose old handler was the default is sent
+    again, so the process ends as the sender meant. Outside the main thread: nothing."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():

@@ -30,23 +30,13 @@ _LINKED = f"{SETS}/{CURRENT}/"
 
 
 def install(stage: str, folder: str, stale: Callable[[str], set[str]] | None = None) -> None:
-    """Make the set staged in `stage` (a folder inside `folder`) the folder's current set.
-
-    Under the folder's lock, with signals held. A regular file at a name of the old or the
-    new set (one written before the folder had generations, or the user's own) is first
-    taken into a generation that is made current, so the paths become links while what they
-    read stays the same; a name that cannot be replaced (an immutable file, a mount point)
-    puts the files back and raises: the folder is as it was (decision 76). Then the staged
-    set becomes a generation, links to its new names are made (they read as missing, as in
-    the old set), `current` is switched, and old generations and links the new set does not
-    fill go. `stale`, called under the lock, names files of the old set beyond the new set's
-    names.
-    """
+    """Make the set staged in `stage` (a folder inside `folder`) the folder's current set,
+    under the folder's lock with signals held (decisions 63, 76 and 77). `stale`, called
+    under the lock, names files of the old set beyond the new set's names."""
     names = sorted(os.listdir(stage))
     with folder_lock(folder), signals_held():
-        for n in names:
-            path = os.path.join(folder, n)
-            if os.path.isdir(path) and not os.path.islink(path):  # never replaced by a file
+        for path in (os.path.join(folder, n) for n in names):
+            if stat.S_ISDIR(_mode(path)):  # a folder is never replaced by a file
                 raise FileExistsError(errno.EEXIST, f"{path} is in the way of a file", path)
         sets = os.path.join(folder, SETS)
         made = not os.path.lexists(sets)
@@ -61,21 +51,25 @@ def install(stage: str, folder: str, stale: Callable[[str], set[str]] | None = N
                 remove(sets)
             raise
         gen = _digest(stage)
-        if _current(sets) == gen:
+        same = _current(sets) == gen
+        if same:  # the set there already: its links only (one may have been removed)
             remove(stage)
         else:
             remove(os.path.join(sets, gen))
             os.rename(stage, os.path.join(sets, gen))
-            for n in names:
-                _link(folder, n)
+        for n in names:
+            _link(folder, n)
+        if not same:
             _switch(sets, gen)
         _tidy(sets)
         _drop_unfilled(folder)
 
 
 def _adopt(folder: str, names: list[str]) -> None:
-    """The regular files among `names` become links to a generation holding them."""
-    real = [n for n in names if _regular(os.path.join(folder, n))]
+    """The regular files among `names` (a folder built before it had generations, the user's
+    own) become links to a generation holding them, made current first: what they read never
+    changes. One that cannot be replaced (immutable, a mount point) puts the rest back."""
+    real = [n for n in names if stat.S_ISREG(_mode(os.path.join(folder, n)))]
     if not real:
         return
     sets = os.path.join(folder, SETS)
@@ -171,11 +165,11 @@ def _drop_unfilled(folder: str) -> None:
                     os.unlink(e.path)
 
 
-def _regular(path: str) -> bool:
+def _mode(path: str) -> int:
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        return os.lstat(path).st_mode
     except OSError:
-        return False
+        return 0
 
 
 def _digest(folder: str) -> str:

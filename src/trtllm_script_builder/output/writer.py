@@ -9,19 +9,9 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from trtllm_script_builder.atomic import (
-    cleanly,
-    make_folders,
-    open_atomically,
-    remove_made,
-    sweep_once,
-    temp_name,
-    write_file,
-)
+from trtllm_script_builder.atomic import cleanly, make_folders, remove_made, sweep_once, temp_name
 from trtllm_script_builder.model.jobspec import OutFile
 from trtllm_script_builder.output.sets import STAGE, install
-
-__all__ = ["open_atomically", "staged_set", "write_atomically", "write_file", "write_files"]
 
 
 def write_atomically(
