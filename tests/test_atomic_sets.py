@@ -531,9 +531,10 @@ def test_signals_become_exceptions_and_the_old_handlers_come_back() -> None:
         os.kill(os.getpid(), signal.SIGHUP)  # the old handler is back
         time.sleep(0.05)
         assert seen == [signal.SIGHUP]
-        with pytest.raises(KeyboardInterrupt), signals_to_exceptions():
+        with pytest.raises(KeyboardInterrupt), signals_to_exceptions():  # Python's own
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         ignored = signal.signal(signal.SIGHUP, signal.SIG_IGN)
         with signals_to_exceptions():  # an ignored signal stays ignored
             os.kill(os.getpid(), signal.SIGHUP)

@@ -140,11 +140,12 @@ class Interrupted(BaseException):
 
 @contextlib.contextmanager
 def signals_to_exceptions() -> Iterator[None]:
-    """For the block (a whole command, entered by the CLI alone): SIGINT raises
-    KeyboardInterrupt, SIGTERM and SIGHUP `Interrupted`, once, so a second signal does not
-    break the cleanups of the first. An ignored signal stays ignored; after the block the old
-    handlers come back, and a SIGTERM or SIGHUP whose old handler was the default is sent
-    again, so the process ends as the sender meant. Outside the main thread: nothing."""
+    """For the block (a whole command, entered by the CLI alone): SIGTERM and SIGHUP raise
+    `Interrupted`, once, so a second one does not break the cleanups of the first; SIGINT
+    stays Python's KeyboardInterrupt (a second Ctrl-C at a prompt still aborts it). An
+    ignored signal stays ignored; after the block the old handlers come back, and a signal
+    whose old handler was the default is sent again, so the process ends as the sender
+    meant. Outside the main thread: nothing."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -156,10 +157,10 @@ def signals_to_exceptions() -> Iterator[None]:
         if caught:
             return
         caught.append(signum)
-        raise KeyboardInterrupt if signum == signal.SIGINT else Interrupted(signum)
+        raise Interrupted(signum)
 
     old: dict[int, Any] = {}
-    for caught_sig in CAUGHT:
+    for caught_sig in (signal.SIGTERM, signal.SIGHUP):
         prev = signal.getsignal(caught_sig)
         if prev is not signal.SIG_IGN and prev is not None:
             old[caught_sig] = signal.signal(caught_sig, handler)
@@ -168,7 +169,7 @@ def signals_to_exceptions() -> Iterator[None]:
     finally:
         for sig, before in old.items():
             signal.signal(sig, before)
-        if caught and caught[0] != signal.SIGINT and old.get(caught[0]) is signal.SIG_DFL:
+        if caught and old.get(caught[0]) is signal.SIG_DFL:
             sys.stdout.flush()
             sys.stderr.flush()
             signal.raise_signal(caught[0])
