@@ -3,7 +3,8 @@
     python bench/run.py [--runs 15] [--jobs 10000] [--nemo-python PATH]
 
 Measures (targets in brackets):
-  1. one `build` of the bundled pytest example, wall time and peak RSS, in the same rounds as
+  1. one `build` of the bundled pytest example, wall time and peak RSS (with its template cache,
+     and beside it without one: what the cache saves), in the same rounds as
      `python -c "import pydantic, jinja2, click, yaml"` (the libraries it stands on); the
      ratio of the two medians is the build's own cost            [ratio <= 1.5, <= 50 MiB]
   2. `build-many` of N test ids: jobs per second after start-up, peak RSS at N/10 and N
@@ -12,12 +13,14 @@ Measures (targets in brackets):
                                                                            [parsed once]
   4. more floors under (1): the interpreter alone, and what a build without click, pydantic
      and Jinja2 would still import (PyYAML and the stdlib)
+  5. resolve + render in a process that imported everything, with and without the template
+     cache (what the cache saves, without start-up's noise)
   6. the run loop following batches of 1,000 and 10,000 array tasks from a recorded Slurm
      answer (half still in squeue, half ended in sacct, in the format the code parses): squeue
      and sacct calls per poll, time per poll (CPU time judged: wall time on a shared machine
      also measures the neighbours), memory per followed job at each size and its growth after
      the first poll    [<= 1 sacct call per poll, <= 100 ms per poll at 10,000, flat memory]
-  5. NeMo-Run rendering an equivalent sbatch script, when an interpreter with nemo_run is
+  7. NeMo-Run rendering an equivalent sbatch script, when an interpreter with nemo_run is
      given (`--nemo-python`, or $NEMO_PYTHON); ratios against (1).
 Every round runs each command once, in turn, so a busy moment of a shared machine hits all of
 them alike; one round before the measured ones warms the disk cache and writes bytecode, as an
@@ -64,11 +67,13 @@ MAX_POLL_MS = 100.0
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run(cmd: list[str], cwd: Path | None = None) -> tuple[float, float, int]:
+def run(
+    cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[float, float, int]:
     """Wall seconds, peak RSS in MiB, exit code of one whole process."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        cmd, cwd=cwd, env={**ENV, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -82,6 +87,10 @@ def run(cmd: list[str], cwd: Path | None = None) -> tuple[float, float, int]:
 
 def stats(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), min(values), max(values)
+
+
+CACHE_ENV_VAR = "TRTLLM_SCRIPT_BUILDER_CACHE_DIR"
+NO_CACHE = "build without template cache"
 
 
 def cli() -> list[str]:
@@ -104,12 +113,18 @@ def bench_single(
     if nemo_python:
         nemo = str(ROOT / "bench" / "nemo_render.py")
         others["NeMo-Run render"] = [nemo_python, nemo, str(tmp / "nemo.sbatch")]
-    walls: dict[str, list[float]] = {k: [] for k in ["build", *others]}
+    walls: dict[str, list[float]] = {k: [] for k in ["build", NO_CACHE, *others]}
     rss: dict[str, list[float]] = {k: [] for k in walls}
+    # The template cache, and none: what it saves, side by side (round -1 fills it).
+    cache = {CACHE_ENV_VAR: str(tmp / "template-cache")}
+    envs = {"build": cache, NO_CACHE: {CACHE_ENV_VAR: ""}}
     for i in range(-1, runs):  # round -1 warms up and is not counted
-        cmds = {"build": [*cli(), "build", str(EXAMPLE), "--work-dir", str(tmp / f"single{i}")]}
+        cmds = {
+            name: [*cli(), "build", str(EXAMPLE), "--work-dir", str(tmp / f"{name[:5]}{i}")]
+            for name in ("build", NO_CACHE)
+        }
         for name, cmd in {**cmds, **others}.items():
-            wall, mem, _ = run(cmd)
+            wall, mem, _ = run(cmd, env=envs.get(name))
             if i >= 0:
                 walls[name].append(wall * 1000)
                 rss[name].append(mem)
@@ -149,6 +164,39 @@ def bench_many(tmp: Path, runs: int, jobs: int) -> dict[str, tuple[float, float,
         f"build-many: peak MiB ({small} ids)": stats(out["rss_small"]),
         f"build-many: peak MiB ({jobs} ids)": stats(out["rss_big"]),
     }
+
+
+# One build's resolve and render in a process that has imported everything: the part the
+# template cache speeds up, measured apart from start-up's noise.
+IN_PROCESS = """
+import sys, time
+from pathlib import Path
+import yaml
+from trtllm_script_builder.build import build
+from trtllm_script_builder.model.request import load_request
+p = Path(sys.argv[1])
+req = load_request(yaml.safe_load(p.read_text()), p.parent, {"work_dir": sys.argv[2]})
+t = time.perf_counter()
+build(req)
+print((time.perf_counter() - t) * 1000)
+"""
+
+
+def bench_template_cache(tmp: Path, runs: int) -> dict[str, tuple[float, float, float]]:
+    envs = {"with": str(tmp / "in-process-cache"), "without": ""}
+    ms: dict[str, list[float]] = {k: [] for k in envs}
+    for i in range(-1, runs):  # round -1 fills the cache
+        for name, folder in envs.items():
+            done = subprocess.run(
+                [sys.executable, "-c", IN_PROCESS, str(EXAMPLE), str(tmp / "in-process")],
+                env={**ENV, CACHE_ENV_VAR: folder},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            if i >= 0:
+                ms[name].append(float(done.stdout))
+    return {f"resolve + render, {k} template cache: ms": stats(v) for k, v in ms.items()}
 
 
 INSPECT = """
@@ -278,6 +326,7 @@ def main() -> None:
         results = bench_single(tmp, args.runs, args.nemo_python)
         results.update(bench_many(tmp, args.runs, args.jobs))
         results.update(bench_inspection(tmp))
+        results.update(bench_template_cache(tmp, args.runs))
     results.update(bench_run_loop())
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
@@ -295,6 +344,13 @@ def main() -> None:
     build = results["build: wall ms"][0]
     results["build / libraries: wall ratio"] = (build / floor,) * 3
     print(f"build above its libraries' floor: {build - floor:.0f} ms (median)")
+    saved = results[f"{NO_CACHE}: wall ms"][0] - build
+    inner = [results[f"resolve + render, {k} template cache: ms"][0] for k in ("without", "with")]
+    results["template cache saves: ms per build"] = (saved,) * 3
+    print(
+        f"the template cache saves {saved:.0f} ms per whole build, {inner[0] - inner[1]:.0f} ms"
+        " of resolve + render in process (medians, without it - with it)"
+    )
     print(f"build / libraries, ratio of the medians: {build / floor:.2f} (target <= {MAX_RATIO})")
     missed = judge(results, args.jobs)
     if args.runs < MIN_JUDGED_RUNS:

@@ -249,11 +249,14 @@ def job_spec(**fields: Any) -> JobSpec:
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
-    """Every file under path with its bytes, to prove a refusal changed nothing."""
+    """Every file under path with its bytes, as a reader sees them (a rebuilt folder's files
+    are links into `.tsb-sets`, which is not listed), to prove a refusal changed nothing."""
     if not path.exists():
         return {}
     return {
-        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+        str(p.relative_to(path)): p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and ".tsb-sets" not in p.relative_to(path).parts
     }
 
 

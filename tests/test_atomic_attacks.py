@@ -1,8 +1,8 @@
 """Nothing lost, under what a careless user or a second run does (decisions 63 and 76-80).
 
-* A rebuild whose set cannot be moved whole (a file of the old set that cannot be replaced:
+* A rebuild whose set cannot be made current (a file of the old set that cannot be replaced:
   immutable, or a mount point) leaves the folder exactly as it was: no new script beside the
-  old job_spec.json, no `.commit` folder.
+  old job_spec.json, no generation.
 * Two builds into one folder at once: one whole set wins, with no script of the other left.
 * Two build-many runs into one folder: the second is refused while the first writes.
 * A SIGTERM or SIGHUP while a single file is written (`report`'s report.html, `watch`'s
@@ -28,8 +28,11 @@ import pytest
 from .conftest import Env
 from .test_atomic_sets import (
     CMD,
+    IN_INSTALL,
     NEW,
     OLD,
+    leftovers,
+    paused,
     perf_request,
     request_file,
     run,
@@ -79,7 +82,7 @@ def test_a_rebuild_that_cannot_replace_one_file_changes_nothing(
         after = tree(place)
     assert p.returncode == 2, err
     assert "cannot write into" in err and "Operation not permitted" in err
-    assert after == before, temps(after)
+    assert after == before and not leftovers(place), temps(after)
     assert set_time(work) == OLD
 
 
@@ -91,35 +94,33 @@ def request_named(env: Env, work: Path, name: str, model: str) -> str:
 
 
 def test_two_builds_into_one_folder_at_once_leave_one_whole_set(env: Env, place: Path) -> None:
-    """The first is held inside its moves (TSB_TEST_PAUSE_AT=commit) while the second runs."""
+    """The first is held inside its switch (its lock held) while the second runs."""
     work = place / "work"
     run(["build", request_named(env, work, "x.json", "modelx")])
-    first = start(["build", "--force", request_named(env, work, "y.json", "modely")], "commit")
-    assert first.stderr is not None
-    assert first.stderr.readline().strip() == "tsb-pause commit"
+    first = paused(
+        ["build", "--force", request_named(env, work, "y.json", "modely")], IN_INSTALL, 3
+    )
     second = start(["build", "--force", request_named(env, work, "z.json", "modelz")])
     _, err = second.communicate(timeout=60)
     assert second.returncode == 0, err
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     spec = json.loads((work / "job_spec.json").read_text())
-    names = sorted(p.name for p in work.iterdir())
-    # The one that moved last is the set there; no script of another job beside it.
+    names = sorted(tree(work))
+    # The one that switched last is the set there; no script of another job beside it.
     assert names == sorted(["job_spec.json", spec["script_name"]]), names
-    assert set_time(work) == OLD and not temps(tree(place))
+    assert set_time(work) == OLD and not leftovers(place)
 
 
 def test_two_builds_of_one_job_at_once_do_not_mix_their_files(env: Env, place: Path) -> None:
     work = place / "work"
     run(["build", request_file(env, work, OLD, "old.json")])
-    first = start(["build", request_file(env, work, NEW, "new.json")], "commit")
-    assert first.stderr is not None
-    assert first.stderr.readline().strip() == "tsb-pause commit"
+    first = paused(["build", request_file(env, work, NEW, "new.json")], IN_INSTALL, 3)
     run(["build", request_file(env, work, OLD, "old2.json")])
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     set_time(work)  # job_spec.json and its script agree
-    assert not temps(tree(place))
+    assert not leftovers(place)
 
 
 def test_a_second_build_many_into_a_folder_being_written_is_refused(env: Env, place: Path) -> None:
@@ -129,9 +130,7 @@ def test_a_second_build_many_into_a_folder_being_written_is_refused(env: Env, pl
     base.write_text(json.dumps({k: v for k, v in env.request().items() if k != "work_dir"}))
     root = place / "many"
     args = ["build-many", str(listing), "--base", str(base), "--work-dir", str(root)]
-    first = start(args, "staged")
-    assert first.stderr is not None
-    assert first.stderr.readline().strip() == "tsb-pause staged"
+    first = paused(args, "os.rename", 5)  # its first job folder staged, the lock held
     second = start([*args, "--force"])
     _, err = second.communicate(timeout=60)
     _, err1 = first.communicate(timeout=60)
@@ -164,9 +163,7 @@ def verdict_folder(tmp_path: Path) -> Path:
 def test_a_signal_while_report_writes_leaves_no_temporary(tmp_path: Path, sig: int) -> None:
     work = verdict_folder(tmp_path)
     before = tree(tmp_path)
-    p = start(["report", str(work)], "written")
-    assert p.stderr is not None
-    assert p.stderr.readline().strip() == "tsb-pause written"
+    p = paused(["report", str(work)], "os.replace")  # written under its temporary name
     p.send_signal(sig)
     p.communicate(timeout=60)
     assert p.returncode == (130 if sig == signal.SIGINT else -sig)
@@ -176,9 +173,7 @@ def test_a_signal_while_report_writes_leaves_no_temporary(tmp_path: Path, sig: i
 def test_schema_into_a_new_folder_interrupted_leaves_nothing(tmp_path: Path) -> None:
     before = tree(tmp_path)
     out = tmp_path / "new" / "deep" / "request.schema.json"
-    p = start(["schema", "request", "-o", str(out)], "staged")
-    assert p.stderr is not None
-    assert p.stderr.readline().strip() == "tsb-pause staged"
+    p = paused(["schema", "request", "-o", str(out)], "os.replace")
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=60)
     assert p.returncode == -signal.SIGTERM
@@ -218,8 +213,9 @@ def test_submit_pys_children_end_with_it(env: Env, tmp_path: Path) -> None:
 
 
 def test_the_commit_lock_is_let_go_after_the_commit(tmp_path: Path) -> None:
-    """Another process can lock the folder once a commit is done, and cannot during one."""
-    from trtllm_script_builder.atomic import commit_set, folder_lock, temp_name
+    """Another process can lock the folder once a switch is done, and cannot during one."""
+    from trtllm_script_builder.atomic import folder_lock, temp_name
+    from trtllm_script_builder.output.sets import SETS, install
 
     probe = (
         "import fcntl, os, sys\n"
@@ -236,10 +232,10 @@ def test_the_commit_lock_is_let_go_after_the_commit(tmp_path: Path) -> None:
     (stage / "job_spec.json").write_text("new")
     with folder_lock(str(tmp_path)):
         assert not free()
-        commit_set(str(stage), str(tmp_path))  # the lock is this process's already
+        install(str(stage), str(tmp_path))  # the lock is this process's already
         assert not free()
     assert free()
-    assert [p.name for p in tmp_path.iterdir()] == ["job_spec.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SETS, "job_spec.json"]
 
 
 PID_SUBMIT = '''\
@@ -288,14 +284,14 @@ def test_a_named_pipe_called_job_spec_json_does_not_hang_a_rebuild(env: Env, pla
     finally:
         p.kill()
     assert p.returncode == 0, err
-    assert set_time(work) == NEW and not temps(tree(place))
+    assert set_time(work) == NEW and not leftovers(place)
 
 
 def test_a_perf_sanity_rebuild_into_a_repo_root_that_cannot_replace_a_file_changes_nothing(
     env: Env, tmp_path: Path
 ) -> None:
     """submit.py's test_list.txt (part of the set) cannot replace the repo's own: the launch
-    script and job_spec.json moved before it are taken back."""
+    script turned into a link before it is put back."""
     from .test_atomic_sets import repo_like
 
     outside = repo_like(env, tmp_path)
@@ -306,34 +302,33 @@ def test_a_perf_sanity_rebuild_into_a_repo_root_that_cannot_replace_a_file_chang
         _, err = p.communicate(timeout=60)
         after = tree(env.repo)
     assert p.returncode == 2, err
-    assert after == before, temps(after)
+    assert after == before and not (env.repo / ".tsb-sets").exists(), temps(after)
     assert tree(outside) == out_before
 
 
-def test_a_failed_commit_puts_back_merged_folders_too(tmp_path: Path) -> None:
-    """A set with a folder merged into the old one: its replaced and its new files are undone
-    with the rest when a later move fails; links are replaced as names, never followed."""
-    from trtllm_script_builder.atomic import commit_set, temp_name
+def test_a_failed_switch_puts_back_what_it_replaced(tmp_path: Path) -> None:
+    """The set's old files are put back when one of them cannot be replaced; a link of the
+    user's at one of the set's names is replaced as a name, never followed."""
+    from trtllm_script_builder.atomic import temp_name
+    from trtllm_script_builder.output.sets import install
 
     outside = tmp_path / "outside.txt"
     outside.write_text("outside")
     work = tmp_path / "work"
-    (work / "sub").mkdir(parents=True)
-    (work / "sub" / "a.txt").write_text("old a")
+    work.mkdir()
+    (work / "a.txt").write_text("old a")
     (work / "b.txt").symlink_to(outside)
     (work / "job_spec.json").write_text("old spec")
     stage = work / temp_name("tsb-set")
-    (stage / "sub").mkdir(parents=True)
-    (stage / "sub" / "a.txt").write_text("new a")
-    (stage / "sub" / "new.txt").write_text("new")
-    (stage / "b.txt").write_text("new b")
-    (stage / "c.txt").write_text("new c")
-    (stage / "job_spec.json").write_text("new spec")
+    stage.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt", "job_spec.json"):
+        (stage / name).write_text(f"new {name}")
     before = tree(tmp_path)
     with immutable(work / "job_spec.json"):
         with pytest.raises(PermissionError):
-            commit_set(str(stage), str(work))
+            install(str(stage), str(work))
         after = tree(tmp_path)
-    # as it was, less the staged set (discarded) and with no backup or `.commit` left
-    assert after == {k: v for k, v in before.items() if not temps([k])}
+    # as it was (the staged set is the writer's to discard), and no generation left
+    assert after == before
+    assert not (work / ".tsb-sets").exists()
     assert outside.read_text() == "outside"

@@ -1,7 +1,9 @@
 """Nothing lost (decision 63): `build`, `build --force` and `build-many` are killed by SIGINT,
-SIGTERM, SIGHUP and SIGKILL at fixed points (the TSB_TEST_PAUSE_AT hook) and at seeded random
-moments; every time the old set or the new one is there whole, nothing else in the work
-folder's parent changed, and no temporary is left (after a SIGKILL: none after the next run).
+SIGTERM, SIGHUP and SIGKILL at fixed points, at every change a rebuild makes to the file
+system, and at seeded random moments; every time the folder reads as the old set or the new
+one whole (job_spec.json and the script it names agree), nothing else in the work folder's
+parent changed, and no temporary is left (after a SIGKILL: none after the next run). The
+stops are made by `tests/interrupt_at.py`, a wrapper of the test suite's own.
 A perf-sanity build whose submit.py fails or is interrupted leaves a repository root used as
 work_dir exactly as it was: nested folders, modes, symlinks (a dangling one, one pointing
 outside, one to a folder) and `.git`.
@@ -15,6 +17,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -25,21 +28,19 @@ from typing import Any
 
 import pytest
 
-from trtllm_script_builder.atomic import (
-    Interrupted,
-    commit_set,
-    signals_as_exceptions,
-    sweep,
-    temp_name,
-)
+from trtllm_script_builder.atomic import Interrupted, signals_to_exceptions, sweep, temp_name
+from trtllm_script_builder.output.sets import CURRENT, SETS, install
 
 from .conftest import Env
 
 CMD = "pytest accuracy/test_tiny.py::TestTiny::test_one"
 OLD, NEW = "01:00:00", "02:00:00"
-TEMP = re.compile(r"\.tsb-[A-Za-z0-9_.-]+-[0-9]+\.(tmp|commit)$")
+TEMP = re.compile(r"\.tsb-[A-Za-z0-9_.-]+-[0-9]+\.tmp$")
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 PERF = "pytest perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2pp3] TIMEOUT (60)"
+WRAPPER = str(Path(__file__).with_name("interrupt_at.py"))
+BEFORE_INSTALL = "trtllm_script_builder.output.writer.install"  # a set staged, nothing moved
+IN_INSTALL = "os.symlink"  # inside the switch of an existing folder's set, signals held
 
 
 def dead_pid() -> int:
@@ -49,34 +50,61 @@ def dead_pid() -> int:
     return int(done.stdout)
 
 
-def name_of(name: str, pid: int, kind: str = "tmp") -> str:
+def name_of(name: str, pid: int) -> str:
     """The temporary name process pid of this host gives `name`."""
-    return temp_name(name, kind).replace(f"-{os.getpid()}.", f"-{pid}.")
+    return temp_name(name).replace(f"-{os.getpid()}.", f"-{pid}.")
 
 
 Tree = dict[str, tuple[Any, ...]]
 
 
+def _entry(p: str) -> tuple[Any, ...]:
+    st = os.lstat(p)
+    if stat.S_ISLNK(st.st_mode):
+        return ("link", os.readlink(p))
+    if stat.S_ISDIR(st.st_mode):
+        return ("dir", stat.S_IMODE(st.st_mode))
+    return ("file", stat.S_IMODE(st.st_mode), hashlib.sha256(Path(p).read_bytes()).hexdigest())
+
+
 def tree(root: Path) -> Tree:
-    """Every path under root: its type, mode, content hash or symlink target (never followed)."""
+    """Every path under root as a reader sees it: its type, mode, content hash or symlink
+    target (never followed), except that a set's link (`name -> .tsb-sets/current/name`) is
+    the entry it reads, and the sets' own folder is left out (see `leftovers`)."""
     out: dict[str, tuple[Any, ...]] = {}
     for dirpath, dirnames, filenames in os.walk(root):
+        if SETS in dirnames:
+            dirnames.remove(SETS)
         for name in dirnames + filenames:
             p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            rel = os.path.relpath(p, root)
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(p))
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir", stat.S_IMODE(st.st_mode))
-            else:
-                digest = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-                out[rel] = ("file", stat.S_IMODE(st.st_mode), digest)
+            entry = _entry(p)
+            if entry[0] == "link" and entry[1].startswith(f"{SETS}/{CURRENT}/"):
+                entry = _entry(os.path.realpath(p)) if os.path.exists(p) else ("unfilled",)
+            out[os.path.relpath(p, root)] = entry
     return out
 
 
-def temps(t: dict[str, tuple[Any, ...]]) -> list[str]:
+def temps(t: Tree) -> list[str]:
     return [p for p in t if any(TEMP.search(part) for part in p.split("/"))]
+
+
+def visible(root: Path) -> Tree:
+    """`tree` less the temporaries (what a SIGKILL left, which the next run removes)."""
+    t = tree(root)
+    return {k: v for k, v in t.items() if not temps([k])}
+
+
+def leftovers(root: Path) -> list[str]:
+    """Temporaries anywhere under root, and in each folder's `.tsb-sets` whatever is not
+    `current` or the generation it names (a killed run's, read by nobody)."""
+    found = temps(tree(root))
+    for sets in root.rglob(SETS):
+        names = sorted(p.name for p in sets.iterdir())
+        current = os.readlink(sets / CURRENT) if (sets / CURRENT).is_symlink() else None
+        found += [f"{sets}/{n}" for n in names if n not in (CURRENT, current)]
+        if current is None or current not in names:
+            found.append(f"{sets} has no current set")
+    return found
 
 
 def set_time(work: Path) -> str:
@@ -88,14 +116,11 @@ def set_time(work: Path) -> str:
     return m.group(1)
 
 
-def start(args: list[str], pause: str | None = None, **popen: Any) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    env.pop("TSB_TEST_PAUSE_AT", None)
-    if pause:
-        env.update(TSB_TEST_PAUSE_AT=pause, TSB_TEST_PAUSE_SECONDS="1")
+def start(args: list[str], stop: str | None = None, **popen: Any) -> subprocess.Popen[str]:
+    """The command line, run as is or (`stop`: a spec of `interrupt_at.py`) with a stop."""
+    head = [WRAPPER, stop] if stop else ["-m", "trtllm_script_builder"]
     return subprocess.Popen(
-        [sys.executable, "-m", "trtllm_script_builder", *args],
-        env=env,
+        [sys.executable, *head, *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -103,20 +128,27 @@ def start(args: list[str], pause: str | None = None, **popen: Any) -> subprocess
     )
 
 
-def run(args: list[str]) -> None:
-    p = start(args)
+def run(args: list[str], stop: str | None = None) -> str:
+    p = start(args, stop)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
+    return err
 
 
-def kill_at(args: list[str], pause: str, sig: int) -> int:
-    """Start, wait for the pause point, send sig; the exit status."""
-    p = start(args, pause)
+def paused(args: list[str], at: str, seconds: float = 1, **popen: Any) -> subprocess.Popen[str]:
+    """Started, and now paused (for `seconds`) before the first call of `at`."""
+    p = start(args, f"pause:{at}@{seconds}", **popen)
     assert p.stderr is not None
     said = []
-    while (line := p.stderr.readline()) and line.strip() != f"tsb-pause {pause}":
+    while (line := p.stderr.readline()) and line.strip() != f"tsb-pause {at}":
         said.append(line)
     assert line, "".join(said)  # the point was reached
+    return p
+
+
+def kill_at(args: list[str], at: str, sig: int) -> int:
+    """Start, wait for the pause point, send sig; the exit status."""
+    p = paused(args, at)
     p.send_signal(sig)
     p.communicate(timeout=60)
     return p.returncode
@@ -151,7 +183,7 @@ def test_a_new_job_folder_appears_whole_or_not_at_all(env: Env, place: Path) -> 
     req = request_file(env, work, NEW, "new.json")
     before = tree(place)
     for sig in SIGNALS:
-        code = kill_at(["build", req], "staged", sig)
+        code = kill_at(["build", req], "os.rename", sig)  # the staged folder, not yet renamed
         assert code == (130 if sig == signal.SIGINT else -sig)
         after = tree(place)
         if sig == signal.SIGKILL:  # cannot be caught: its folder is left, and swept next
@@ -160,7 +192,7 @@ def test_a_new_job_folder_appears_whole_or_not_at_all(env: Env, place: Path) -> 
         else:
             assert after == before
     run(["build", req])
-    assert set_time(work) == NEW and not temps(tree(place))
+    assert set_time(work) == NEW and not leftovers(place)
 
 
 def both_sets(env: Env, work: Path, place: Path) -> tuple[dict[str, str], dict[str, Tree]]:
@@ -182,32 +214,80 @@ def test_force_over_an_existing_job_swaps_the_whole_set(env: Env, place: Path) -
     reqs, trees = both_sets(env, work, place)
     assert set_time(work) == OLD and trees[OLD] != trees[NEW]
     now = OLD
-    for point in ("staged", "commit"):
+    for point in (BEFORE_INSTALL, IN_INSTALL):
         for sig in SIGNALS:
             want = NEW if now == OLD else OLD
             code = kill_at(["build", "--force", reqs[want]], point, sig)
             after = tree(place)
-            if sig == signal.SIGKILL:
-                leftover = temps(after)
-                assert leftover, after
-                if point == "commit":  # the set was renamed to .commit: the next run moves it
-                    # (and the old entries it kept, to put back had a move failed)
-                    tops = {p.split("/")[1] for p in leftover}
-                    assert sorted(sweep(work)) == sorted(tops)
-                    assert any(t.endswith(".commit") for t in tops)
-                    assert tree(place) == trees[want]
-                    now = want
-                else:
-                    assert {k: v for k, v in after.items() if k not in leftover} == trees[now]
-                    run(["build", "--force", reqs[now]])  # the next run sweeps
-                    assert tree(place) == trees[now]
-            elif point == "commit":  # held back until the set is moved, then the signal ends it
+            if sig == signal.SIGKILL:  # cannot be caught: the old set until the switch
+                assert leftovers(place), after
+                assert visible(place) == trees[now]
+                run(["build", "--force", reqs[now]])  # the next run sweeps
+                assert tree(place) == trees[now] and not leftovers(place)
+            elif point == IN_INSTALL:  # held back until the set is switched, then it ends
                 assert code == (130 if sig == signal.SIGINT else -sig)
                 assert after == trees[want], sig
                 now = want
             else:
+                assert code == (130 if sig == signal.SIGINT else -sig)
                 assert after == trees[now], sig
             assert set_time(work) == now
+            assert sig == signal.SIGKILL or not leftovers(place)
+
+
+def fresh_old(env: Env, work: Path, reqs: dict[str, str]) -> None:
+    """work holds the OLD set as a first build writes it: plain files, no generations."""
+    shutil.rmtree(work, ignore_errors=True)
+    run(["build", reqs[OLD]])
+
+
+def current_old(env: Env, work: Path, reqs: dict[str, str]) -> None:
+    """work holds the OLD set as a rebuild leaves it: links to its current generation (the
+    run also sweeps what a killed one left)."""
+    run(["build", "--force", reqs[OLD]])
+
+
+@pytest.mark.parametrize("layout", [fresh_old, current_old])
+def test_a_rebuild_killed_at_every_step_reads_as_one_whole_set(
+    env: Env, place: Path, layout: Any
+) -> None:
+    """SIGKILL before each change a rebuild makes to the file system, one run per change:
+    the folder reads as the old set or the new one; the next run leaves no trace."""
+    work = place / "work"
+    reqs, trees = both_sets(env, work, place)
+    layout(env, work, reqs)
+    err = run(["build", "--force", reqs[NEW]], "count")
+    steps = int(re.findall(r"tsb-ops (\d+)", err)[-1])
+    assert steps >= 4
+    seen = []
+    for k in range(1, steps + 1):
+        layout(env, work, reqs)
+        assert tree(place) == trees[OLD] and not leftovers(place)
+        p = start(["build", "--force", reqs[NEW]], f"kill:SIGKILL:{k}")
+        p.communicate(timeout=60)
+        assert p.returncode == -signal.SIGKILL, k
+        assert visible(place) in (trees[OLD], trees[NEW]), k
+        seen.append(set_time(work))
+    assert set(seen) == {OLD, NEW}  # killed before the switch and after it
+    run(["build", "--force", reqs[NEW]])
+    assert tree(place) == trees[NEW] and not leftovers(place)
+
+
+def test_a_rebuild_terminated_at_every_step_leaves_no_trace(env: Env, place: Path) -> None:
+    """SIGTERM before each change: the old set and nothing more, or (once the switch had
+    begun, signals held) the new one."""
+    work = place / "work"
+    reqs, trees = both_sets(env, work, place)
+    err = run(["build", "--force", reqs[NEW]], "count")
+    run(["build", "--force", reqs[OLD]])
+    steps = int(re.findall(r"tsb-ops (\d+)", err)[-1])
+    for k in range(1, steps + 1):
+        p = start(["build", "--force", reqs[NEW]], f"kill:SIGTERM:{k}")
+        p.communicate(timeout=60)
+        assert p.returncode == -signal.SIGTERM, k
+        assert tree(place) in (trees[OLD], trees[NEW]) and not leftovers(place), k
+        set_time(work)
+        run(["build", "--force", reqs[OLD]])
 
 
 def test_random_kills_of_build_force_keep_one_whole_set(env: Env, place: Path) -> None:
@@ -219,10 +299,9 @@ def test_random_kills_of_build_force_keep_one_whole_set(env: Env, place: Path) -
         now = set_time(work)
         want = NEW if now == OLD else OLD
         kill_after(["build", "--force", reqs[want]], delay, sig)
-        sweep(work)  # what the next run does first (a SIGKILL's leftovers)
-        sweep(place)
-        after = tree(place)
-        assert after in (trees[OLD], trees[NEW]), (sig, delay)
+        assert visible(place) in (trees[OLD], trees[NEW]), (sig, delay)
+        if sig != signal.SIGKILL:
+            assert not leftovers(place), (sig, delay)
 
 
 def test_build_many_killed_leaves_whole_jobs_and_no_index_temporary(env: Env, place: Path) -> None:
@@ -340,8 +419,9 @@ def test_perf_sanity_into_a_repo_root_changes_only_its_own_files(env: Env, tmp_p
     assert sorted(set(after) - set(before)) == ["job_spec.json", "slurm_launch.sh"]
     changed = sorted(k for k in before if after[k] != before[k])
     assert changed == ["test_list.txt"]  # submit.py's own output, part of the set
-    assert tree(outside) == out_before and not temps(after)
+    assert tree(outside) == out_before and not leftovers(env.repo)
     assert set_time(env.repo)
+    assert os.readlink(env.repo / "test_list.txt") == f"{SETS}/{CURRENT}/test_list.txt"
 
 
 def test_perf_sanity_failing_submit_py_leaves_a_repo_root_as_it_was(
@@ -356,6 +436,7 @@ def test_perf_sanity_failing_submit_py_leaves_a_repo_root_as_it_was(
     _, err = p.communicate(timeout=60)
     assert p.returncode == 3 and "KeyError" in err
     assert tree(env.repo) == before and tree(outside) == out_before
+    assert not (env.repo / SETS).exists()
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
@@ -388,6 +469,7 @@ def test_perf_sanity_interrupted_submit_py_leaves_a_repo_root_as_it_was(
         else:
             time.sleep(0.1)  # submit.py was stopped and waited for: nothing more appears
         assert tree(env.repo) == before and tree(outside) == out_before
+        assert not (env.repo / SETS).exists()
     finally:
         if p is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -414,57 +496,82 @@ def test_sweep_leaves_a_live_process_and_another_host_alone(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, other.name])
 
 
-def test_commit_finishes_what_a_killed_run_started(tmp_path: Path) -> None:
-    """A `.commit` folder holds a whole set: the sweep moves the rest, job_spec.json last."""
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "job.slurm").write_text("old script")
-    (work / "job_spec.json").write_text("old spec")
-    (work / "slurm-1.out").write_text("a log")
-    committing = work / name_of("tsb-set", dead_pid(), "commit")
-    committing.mkdir()
-    (committing / "job_spec.json").write_text("new spec")
-    os.replace(work / "job.slurm", work / "gone")  # as if job.slurm was the first moved
-    (work / "job.slurm").write_text("new script")
-    (work / "gone").unlink()
-    sweep(work)
-    assert {p.name: p.read_text() for p in work.iterdir()} == {
-        "job.slurm": "new script",
-        "job_spec.json": "new spec",
-        "slurm-1.out": "a log",
-    }
+def staged(folder: Path, files: dict[str, str]) -> str:
+    stage = folder / temp_name("tsb-set")
+    stage.mkdir()
+    for name, text in files.items():
+        (stage / name).write_text(text)
+    return str(stage)
 
 
-def test_commit_set_moves_everything_and_keeps_the_rest(tmp_path: Path) -> None:
+def test_install_switches_the_set_and_keeps_the_rest(tmp_path: Path) -> None:
     (tmp_path / "keep").write_text("mine")
     (tmp_path / "job_spec.json").write_text("old")
-    stage = tmp_path / temp_name("tsb-set")
-    stage.mkdir()
-    (stage / "job_spec.json").write_text("new")
-    (stage / "run.sh").write_text("new")
-    commit_set(str(stage), str(tmp_path))
-    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+    (tmp_path / "old.slurm").write_text("old")
+    install(staged(tmp_path, {"job_spec.json": "new", "run.sh": "new"}), str(tmp_path))
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.name != SETS} == {
         "keep": "mine",
         "job_spec.json": "new",
         "run.sh": "new",
+        "old.slurm": "old",  # not named as the old set's (no `stale`): the user's, kept
     }
+    install(staged(tmp_path, {"job_spec.json": "newer"}), str(tmp_path), lambda _: {"old.slurm"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SETS, "job_spec.json", "keep"]
+    assert not leftovers(tmp_path)
 
 
-def test_signals_become_an_exception_and_the_old_handlers_come_back() -> None:
+def test_signals_become_exceptions_and_the_old_handlers_come_back() -> None:
     seen: list[int] = []
     previous = signal.signal(signal.SIGHUP, lambda s, f: seen.append(s))
     try:
-        with pytest.raises(Interrupted) as caught, signals_as_exceptions():
+        with pytest.raises(Interrupted) as caught, signals_to_exceptions():
             os.kill(os.getpid(), signal.SIGHUP)
             time.sleep(1)
         assert caught.value.signum == signal.SIGHUP and seen == []
         os.kill(os.getpid(), signal.SIGHUP)  # the old handler is back
         time.sleep(0.05)
         assert seen == [signal.SIGHUP]
+        with pytest.raises(KeyboardInterrupt), signals_to_exceptions():  # Python's own
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         ignored = signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        with signals_as_exceptions():  # an ignored signal stays ignored
+        with signals_to_exceptions():  # an ignored signal stays ignored
             os.kill(os.getpid(), signal.SIGHUP)
             time.sleep(0.05)
         signal.signal(signal.SIGHUP, ignored)
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_second_signal_does_not_break_the_cleanup_of_the_first() -> None:
+    done = []
+    previous = signal.signal(signal.SIGHUP, lambda s, f: None)
+    try:
+        with pytest.raises(Interrupted), signals_to_exceptions():
+            try:
+                os.kill(os.getpid(), signal.SIGHUP)
+                time.sleep(1)
+            finally:
+                os.kill(os.getpid(), signal.SIGHUP)
+                time.sleep(0.05)
+                done.append(True)
+        assert done == [True]
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_kill_ends_the_command_by_its_signal_after_its_cleanups(tmp_path: Path) -> None:
+    """SIGTERM during a command: its `finally` ran, and the process ends by SIGTERM."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from trtllm_script_builder.atomic import signals_to_exceptions\n"
+        "with signals_to_exceptions():\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)\n"
+        "    finally:\n"
+        "        open(sys.argv[1], 'w').write('cleaned')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "mark")], timeout=30)
+    assert done.returncode == -signal.SIGTERM
+    assert (tmp_path / "mark").read_text() == "cleaned"

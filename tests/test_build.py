@@ -273,11 +273,11 @@ def test_a_folder_of_another_or_a_submitted_job_is_kept_unless_forced(env: Env, 
     assert (
         cli([], env.request(bench_cmd="trtllm-bench -m x throughput --tp 2")).code == 0
     )  # same job
-    before = {p.name: p.read_bytes() for p in env.work.iterdir()}
+    before = snapshot(env.work)
     r = cli([], env.request(custom_cmd="true"))
     assert r.code == 2 and r.stderr.startswith("error: work_dir: ") and "x_bench.slurm" in r.stderr
     assert "--force" in r.stderr
-    assert {p.name: p.read_bytes() for p in env.work.iterdir()} == before  # nothing written
+    assert snapshot(env.work) == before  # nothing written
     assert cli(["--force"], env.request(custom_cmd="true")).code == 0
     # the old job's script went with it; what the tool did not write stays
     assert not (env.work / "x_bench.slurm").exists()

@@ -1,4 +1,5 @@
-"""Compiled templates cached on disk: reused across processes, never trusted over the source."""
+"""Compiled templates cached on disk by the writing step: reused across processes, never
+trusted over the source; render alone writes nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from trtllm_script_builder import render as r
+from trtllm_script_builder import render
+from trtllm_script_builder.output import template_cache as r
 
 CTX = {"name": "a b", "n": 3}
 SOURCE = "x={{ name | q }} n={{ n }}\n"
@@ -20,9 +22,9 @@ def env(folder: Path | None, source: str = SOURCE) -> jinja2.Environment:
     e = jinja2.Environment(
         loader=jinja2.DictLoader({"t.j2": source}),
         bytecode_cache=r.TemplateCache(folder) if folder else None,
-        **r.OPTIONS,
+        **render.OPTIONS,
     )
-    e.filters["q"] = r.quote
+    e.filters["q"] = render.quote
     return e
 
 
@@ -94,3 +96,17 @@ def test_scripts_are_identical_cold_warm_and_without_cache(tmp_path: Path) -> No
         outputs.append(script.read_text().replace(str(work), "WORK"))
     assert outputs[0] == outputs[1] == outputs[2]
     assert any((tmp_path / "cache").iterdir())
+
+
+def test_render_alone_writes_no_cache(tmp_path: Path) -> None:
+    """The render layer writes nothing; the writing step gives it the cache."""
+    folder = tmp_path / "cache"
+    env = {**os.environ, r.CACHE_ENV_VAR: str(folder)}
+    given = "from trtllm_script_builder.output.template_cache import use_template_cache\n"
+    code = "from trtllm_script_builder.render import render\nrender('_clear_mpi.j2')\n"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert not folder.exists()
+    subprocess.run(
+        [sys.executable, "-c", given + "use_template_cache()\n" + code], env=env, check=True
+    )
+    assert [p.suffix for p in folder.iterdir()] == [".j2c"]

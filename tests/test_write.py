@@ -17,7 +17,12 @@ BROKEN = [FILES[0], OutFile("no/such/dir/x", "")]
 
 
 def listing(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    """What a reader of the folder sees: the generations of its sets are not listed."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if ".tsb-sets" not in p.parts)
+
+
+def generations(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / ".tsb-sets").iterdir())
 
 
 def test_a_new_folder_appears_with_every_file_and_nothing_else(tmp_path: Path) -> None:
@@ -42,7 +47,13 @@ def test_an_existing_folder_keeps_its_other_files_and_gets_new_contents(tmp_path
     write_atomically(tmp_path, FILES)
     assert listing(tmp_path) == ["job.slurm", "job_spec.json", "keep.txt"]
     assert (tmp_path / "job_spec.json").read_text() == "{}\n"
-    assert (tmp_path / "keep.txt").read_text() == "mine"
+    assert (tmp_path / "keep.txt").read_text() == "mine" and not (
+        tmp_path / "keep.txt"
+    ).is_symlink()
+    # The set's paths read its current generation; the one that held the old file is gone.
+    assert os.readlink(tmp_path / "job.slurm") == ".tsb-sets/current/job.slurm"
+    (gen,) = [g for g in generations(tmp_path) if g != "current"]
+    assert os.readlink(tmp_path / ".tsb-sets" / "current") == gen
 
 
 def test_a_failure_in_a_new_folder_leaves_no_folder_parent_or_temporary(tmp_path: Path) -> None:
@@ -55,7 +66,7 @@ def test_a_failure_in_an_existing_folder_changes_nothing(tmp_path: Path) -> None
     (tmp_path / "job.slurm").write_text("old script")
     with pytest.raises(OSError):
         write_atomically(tmp_path, BROKEN)
-    assert listing(tmp_path) == ["job.slurm"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.slurm"]
     assert (tmp_path / "job.slurm").read_text() == "old script"
 
 
@@ -72,6 +83,19 @@ def test_a_folder_in_the_way_of_a_file_is_refused_before_anything_moves(tmp_path
 
 def test_an_existing_folder_is_written_through_no_lasting_temporary(tmp_path: Path) -> None:
     (tmp_path / "slurm-1.out").write_text("a log")
-    for _ in range(2):
-        write_atomically(tmp_path, FILES)
-        assert listing(tmp_path) == ["job.slurm", "job_spec.json", "slurm-1.out"]
+    for files in (FILES, FILES[:1], FILES):
+        write_atomically(tmp_path, files)
+        assert listing(tmp_path) == sorted(["slurm-1.out", *(f.name for f in files)])
+        assert len(generations(tmp_path)) == 2  # `current` and the one it names
+    assert (tmp_path / "slurm-1.out").read_text() == "a log"
+
+
+def test_a_rebuild_with_the_same_files_keeps_its_generation(tmp_path: Path) -> None:
+    """The same set has the same generation name: nothing is switched."""
+    (tmp_path / "job_spec.json").write_text("old")
+    write_atomically(tmp_path, FILES)
+    first = generations(tmp_path)
+    (tmp_path / "job.slurm").unlink()  # a link removed by hand comes back
+    write_atomically(tmp_path, FILES)
+    assert generations(tmp_path) == first
+    assert (tmp_path / "job.slurm").read_text() == "#!/bin/bash\n"

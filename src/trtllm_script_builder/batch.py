@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from trtllm_script_builder.atomic import signals_as_exceptions, sweep
+from trtllm_script_builder.atomic import sweep
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import text_problem
 
@@ -450,7 +450,6 @@ def _job_dir(e: Entry, root: Path, used: dict[str, int], names: Names) -> str:
     return job_dir
 
 
-@signals_as_exceptions()  # a kill removes the index's temporary file (decision 63)
 def build_many(
     list_path: Path,
     base: dict[str, Any],

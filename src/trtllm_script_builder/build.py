@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trtllm_script_builder.atomic import signals_as_exceptions, write_file
+from trtllm_script_builder.atomic import write_file
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
@@ -19,6 +19,7 @@ from trtllm_script_builder.model.jobspec import OutFile
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv, load_slurm_env
+from trtllm_script_builder.output.template_cache import use_template_cache
 from trtllm_script_builder.output.writer import staged_set, write_atomically, write_files
 from trtllm_script_builder.render.job import render_job
 from trtllm_script_builder.render.spec import BuildResult, SubmitStep
@@ -51,6 +52,7 @@ def load_cluster(req: Request) -> Cluster | None:
 def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) -> BuildResult:
     check_request(req)  # a missing command or Slurm field is named before any file is read
     job = resolve(req, load_cluster(req), site or SiteConfig(), ask, checked=True)
+    use_template_cache()
     return render_job(job)
 
 
@@ -124,13 +126,12 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
     fresh = mode is None  # build-many's case: nothing to guard or to replace
     if not force and not fresh:
         _guard(result, _old_spec(result.work_dir))
-    with signals_as_exceptions():  # Ctrl-C or a kill: the finally clauses below still run
-        if result.submit is None:
-            try:
-                return write_atomically(result.work_dir, result.files, _stale)
-            except OSError as exc:
-                raise unwritable(exc) from None
-        return _run_submit_step(result, unwritable)
+    if result.submit is None:
+        try:
+            return write_atomically(result.work_dir, result.files, _stale)
+        except OSError as exc:
+            raise unwritable(exc) from None
+    return _run_submit_step(result, unwritable)
 
 
 # What Path.exists() takes for "not there"; any other error (a name too long) is the user's.

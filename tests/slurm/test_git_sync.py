@@ -478,18 +478,24 @@ def test_sync_command_reads_the_job_spec(world: World, tmp_path: Path) -> None:
 def test_a_signal_during_sync_leaves_no_temporary_folder(world: World, sig: int) -> None:
     """SIGTERM and SIGHUP run the sync's cleanups too (decision 80): its snapshot folder in
     TMPDIR goes, the checkout and the cluster side are as they were."""
+    # Paused (a wrapper of the test's own) once the snapshot is made, nothing sent yet; the
+    # signals are exceptions as the command line's entry makes them.
     code = (
-        "import sys; from pathlib import Path\n"
-        "from trtllm_script_builder.process.gitsync import sync_checkout\n"
+        "import sys, time; from pathlib import Path\n"
+        "from trtllm_script_builder.atomic import signals_to_exceptions\n"
+        "from trtllm_script_builder.process import gitsync\n"
         "from trtllm_script_builder.process.ssh import SshTarget\n"
-        "sync_checkout(SshTarget(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])\n"
+        "snapshot = gitsync._snapshot\n"
+        "def paused(*a):\n"
+        "    made = snapshot(*a)\n"
+        "    print('tsb-pause snapshot', file=sys.stderr, flush=True)\n"
+        "    time.sleep(5)\n"
+        "    return made\n"
+        "gitsync._snapshot = paused\n"
+        "with signals_to_exceptions():\n"
+        "    gitsync.sync_checkout(SshTarget(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])\n"
     )
-    env = {
-        **os.environ,
-        "TMPDIR": str(world.tmp),
-        "TSB_TEST_PAUSE_AT": "snapshot",
-        "TSB_TEST_PAUSE_SECONDS": "5",
-    }
+    env = {**os.environ, "TMPDIR": str(world.tmp)}
     with untouched(world):
         p = subprocess.Popen(
             [sys.executable, "-c", code, HOST, str(world.work), str(world.remote)],

@@ -1,7 +1,8 @@
 """An interrupted `submit` leaves nothing running that it has no record of (decision 81).
 
 `submit` (one job, and a build-many batch) is stopped by SIGTERM, SIGINT and SIGHUP after
-its sbatch calls succeeded and before its records were written (TSB_TEST_PAUSE_AT=submitted):
+its sbatch calls succeeded and before its records were written (stopped by the test suite's
+`tests/interrupt_at.py` where the records' block begins):
 every job it submitted is cancelled in the live cluster and the folder is as it was (no
 submission.json, no batch_submission.json, no temporary).
 """
@@ -9,7 +10,6 @@ submission.json, no batch_submission.json, no temporary).
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import make_repo
 from tests.slurm.test_submit_watch import probed_env, sacct_state, write_request
-from tests.test_atomic_sets import temps, tree
+from tests.test_atomic_sets import paused, temps, tree
 
 if TYPE_CHECKING:
     from conftest import SlurmCluster
@@ -37,21 +37,10 @@ def jobs_named(name: str) -> list[str]:
     return out.split()
 
 
-def interrupted(args: list[str], sig: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "TSB_TEST_PAUSE_AT": "submitted", "TSB_TEST_PAUSE_SECONDS": "2"}
-    p = subprocess.Popen(
-        [sys.executable, "-m", "trtllm_script_builder", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert p.stderr is not None
-    said = []
-    while (line := p.stderr.readline()) and line.strip() != "tsb-pause submitted":
-        said.append(line)
-    assert line, "".join(said)
-    return p
+def interrupted(args: list[str], batch: bool = False) -> subprocess.Popen[str]:
+    """Paused after its sbatch calls, before the block that writes its records."""
+    # one job and a batch write their records alike, in the one submit path
+    return paused(args, "trtllm_script_builder.atomic.signals_held", 2)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
@@ -71,7 +60,7 @@ def test_an_interrupted_submit_cancels_its_job(
     assert build.returncode == 0, build.stderr
     work = tmp_path / "job"
     before = tree(work)
-    p = interrupted(["submit", str(work)], sig)
+    p = interrupted(["submit", str(work)])
     jobs = jobs_named(f"{name}_custom")
     try:
         assert len(jobs) == 1  # it was submitted
@@ -112,7 +101,7 @@ def test_an_interrupted_batch_submit_cancels_every_array(
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
     before = tree(batch)
-    p = interrupted(["submit", str(batch)], signal.SIGTERM)
+    p = interrupted(["submit", str(batch)], batch=True)
     deadline = time.monotonic() + 10
     jobs: list[str] = []
     while not jobs and time.monotonic() < deadline:

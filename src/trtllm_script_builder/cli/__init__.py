@@ -113,7 +113,15 @@ def _choice_hint(param: Any, message: str) -> str:
 class LazyGroup(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Usage errors get the tool's one-line form (`error: <field>: ...; <fix>`), exit 2."""
+        from trtllm_script_builder.atomic import signals_to_exceptions
+
         kwargs["standalone_mode"] = False
+        # The one place signals become exceptions: every command's cleanups run on Ctrl-C,
+        # SIGTERM and SIGHUP, and a kill still ends the process by its signal (decision 63).
+        with signals_to_exceptions():
+            return self._main(*args, **kwargs)
+
+    def _main(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.Exit as done:

@@ -107,13 +107,12 @@ def schema_command(name: str, output: str | None) -> None:
         return
     from pathlib import Path
 
+    from trtllm_script_builder.atomic import write_file
     from trtllm_script_builder.errors import BuildError
-    from trtllm_script_builder.model.jobspec import OutFile
-    from trtllm_script_builder.output.writer import write_atomically
 
     out = Path(output)
     try:
-        write_atomically(out.parent, [OutFile(out.name, text)])
+        write_file(out, text)
     except OSError as exc:
         error = BuildError("output", f"cannot write {out} ({exc.strerror})", "give a writable path")
         click.echo(error.line(), err=True)

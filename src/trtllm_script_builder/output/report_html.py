@@ -20,9 +20,9 @@ from urllib.parse import quote
 
 import jinja2
 
+from trtllm_script_builder.atomic import write_file
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.datafile import parse_json
-from trtllm_script_builder.output.writer import write_file
 from trtllm_script_builder.render import TEMPLATES
 
 REPORT_FILE = "report.html"

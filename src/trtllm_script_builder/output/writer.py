@@ -1,4 +1,5 @@
-"""The one atomic writer: a build's files land whole or not at all (single files: `atomic`)."""
+"""The one writer of a job folder: a build's files land whole or not at all (single files:
+`atomic`; an existing folder's sets: `output.sets`)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,9 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from trtllm_script_builder.atomic import (
-    SET_NAME,
-    checkpoint,
-    cleanly,
-    commit_set,
-    make_folders,
-    open_atomically,
-    remove_made,
-    signals_as_exceptions,
-    sweep_once,
-    temp_name,
-    write_file,
-)
+from trtllm_script_builder.atomic import cleanly, make_folders, remove_made, sweep_once, temp_name
 from trtllm_script_builder.model.jobspec import OutFile
-
-__all__ = ["open_atomically", "staged_set", "write_atomically", "write_file", "write_files"]
+from trtllm_script_builder.output.sets import STAGE, install
 
 
 def write_atomically(
@@ -48,43 +36,40 @@ def staged_set(work_dir: Path, stale: Callable[[str], set[str]] | None = None) -
 
     A new work_dir is the staged folder itself, made beside it and renamed into place: it
     appears whole (one rename: build-many makes thousands). An existing work_dir gets the
-    folder inside it (same file system), and `commit_set` moves its entries over their
-    namesakes, or puts them all back (`stale`: see there); nothing else in work_dir is
-    touched. An exception, or SIGINT, SIGTERM or SIGHUP (`signals_as_exceptions`, whoever
-    calls), removes the folder and the parents made here; what a SIGKILL leaves is removed by
-    the next build into or beside work_dir (decisions 63 and 76).
+    folder inside it (same file system), and `install` makes it the folder's current set
+    (`stale`: see there); nothing else in work_dir is touched. An exception, or a signal
+    (`signals_to_exceptions`), removes the folder and the parents made here; what a SIGKILL
+    leaves is removed by the next build into or beside work_dir (decisions 63 and 76).
     """
-    with signals_as_exceptions():
-        parent = os.path.dirname(os.path.abspath(work_dir))
-        made: list[str] = []
-        fresh = not os.path.lexists(work_dir)
+    parent = os.path.dirname(os.path.abspath(work_dir))
+    made: list[str] = []
+    fresh = not os.path.lexists(work_dir)
+    if fresh:
+        stage = f"{parent}/{temp_name(work_dir.name)}"
+    else:
+        stage = f"{os.path.abspath(work_dir)}/{temp_name(STAGE)}"
+    try:
+        make_folders(parent, made)
+        if not made:
+            sweep_once(parent)
+        if not fresh:
+            sweep_once(work_dir)
+        if os.path.lexists(stage):  # left by a dead process that had this pid
+            shutil.rmtree(stage)
+        os.mkdir(stage)
+        yield Path(stage)
         if fresh:
-            stage = f"{parent}/{temp_name(work_dir.name)}"
+            os.rename(stage, work_dir)
         else:
-            stage = f"{os.path.abspath(work_dir)}/{temp_name(SET_NAME)}"
-        try:
-            make_folders(parent, made)
-            if not made:
-                sweep_once(parent)
-            if not fresh:
-                sweep_once(work_dir)
-            if os.path.lexists(stage):  # left by a dead process that had this pid
-                shutil.rmtree(stage)
-            os.mkdir(stage)
-            yield Path(stage)
-            checkpoint("staged")
-            if fresh:
-                os.rename(stage, work_dir)
-            else:
-                commit_set(stage, str(work_dir), stale)
-        except BaseException:
+            install(stage, str(work_dir), stale)
+    except BaseException:
 
-            def discard() -> None:
-                shutil.rmtree(stage, ignore_errors=True)
-                remove_made(made)
+        def discard() -> None:
+            shutil.rmtree(stage, ignore_errors=True)
+            remove_made(made)
 
-            cleanly(discard)
-            raise
+        cleanly(discard)
+        raise
 
 
 def _write_new(path: str, data: bytes, mode: int) -> None:

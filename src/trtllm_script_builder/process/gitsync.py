@@ -26,7 +26,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtllm_script_builder.atomic import checkpoint, signals_as_exceptions
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.host import Host, OverSsh
@@ -440,7 +439,6 @@ class _There:
         return self.host.shell(line, input, timeout=self.timeout)
 
 
-@signals_as_exceptions()  # SIGTERM, SIGHUP: the snapshot folder and a new clone go (decision 80)
 def sync_checkout(
     target: Host | SshTarget,
     local_repo: Path,
@@ -470,7 +468,6 @@ def sync_checkout(
     tmp = Path(tempfile.mkdtemp(prefix="tsb-sync-"))
     try:
         snap = _snapshot(local, tmp)
-        checkpoint("snapshot")
         notes = list(snap.notes)
         sha = snap.commit
 

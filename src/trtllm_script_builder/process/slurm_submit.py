@@ -568,7 +568,7 @@ def submit_slurm(
     prerequisites once each, then jobs of one shape as one array (a batch's), the others as
     plain jobs; every job's submission.json, and the batch's record. When an sbatch fails or
     the run is interrupted, everything it started is cancelled (decision 81)."""
-    from trtllm_script_builder.atomic import cleanly, signals_as_exceptions
+    from trtllm_script_builder.atomic import cleanly
     from trtllm_script_builder.resolve.job import check_sbatch_value
 
     _refuse_shared_wheel_dirs(jobs)
@@ -581,13 +581,12 @@ def submit_slurm(
             driver_dir = remote_batch_dir([_remote(j).work_dir for j in jobs], folder.name)
         check_sbatch_value(driver_dir, "remote_work_dir" if remote else "work_dir")
     started: list[str] = []
-    with signals_as_exceptions():
-        try:
-            return _submit_all(folder, jobs, groups, target, started, driver_dir, max_running, say)
-        except BaseException:  # interrupted, or failed: nothing of this run is left running
-            if started:
-                cleanly(lambda: _cancel(target, started))
-            raise
+    try:
+        return _submit_all(folder, jobs, groups, target, started, driver_dir, max_running, say)
+    except BaseException:  # interrupted, or failed: nothing of this run is left running
+        if started:
+            cleanly(lambda: _cancel(target, started))
+        raise
 
 
 def _cancel(target: _Target, started: list[str]) -> None:
@@ -606,7 +605,7 @@ def _submit_all(
     say: Say,
 ) -> tuple[list[Submission], BatchSubmission | None]:
     """Every array and job, then their records (decision 81)."""
-    from trtllm_script_builder.atomic import checkpoint, signals_held, write_file
+    from trtllm_script_builder.atomic import signals_held, write_file
     from trtllm_script_builder.process.submission import err_path, log_path
 
     scenario = jobs[0].spec.execution_scenario
@@ -723,7 +722,6 @@ def _submit_all(
         throttle = f", at most {max_running} at once" if max_running else ""
         waits = _after_text(chains[g[0]])
         say(f"submitted array {array}: {len(g)} jobs of one shape{throttle}{waits} ({driver.name})")
-    checkpoint("submitted")
     batch = None
     if folder is not None:
         batch = BatchSubmission(

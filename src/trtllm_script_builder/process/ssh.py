@@ -128,7 +128,8 @@ class SshRunner:
         """Copy files (flat, keeping their mode) into remote_dir, made if missing: one tar
         stream through ssh, no scp/sftp/rsync needed on the host."""
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
+        # dereference: a rebuilt job folder's files are links into its current set
+        with tarfile.open(fileobj=buf, mode="w", dereference=True) as tar:
             for f in files:
                 tar.add(str(f), arcname=f.name, recursive=False)
         q = shlex.quote(remote_dir)

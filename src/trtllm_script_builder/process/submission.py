@@ -208,27 +208,20 @@ def recorded(work_dir: Path, start: Callable[[Undo], Submission]) -> Submission:
     """Run `start` and record what it started in work_dir/submission.json; when it fails or
     is interrupted before the record is written, what it noted in its undo list is undone:
     a job nobody has a record of would run unwatched (decision 81)."""
-    from trtllm_script_builder.atomic import (
-        checkpoint,
-        cleanly,
-        signals_as_exceptions,
-        signals_held,
-    )
+    from trtllm_script_builder.atomic import cleanly, signals_held
 
     undo: Undo = []
-    with signals_as_exceptions():
-        try:
-            sub = start(undo)
-            checkpoint("submitted")
-            with signals_held():  # recorded, and then nothing of it is undone
-                save_submission(work_dir, sub)
-                undo.clear()
-        except BaseException:
+    try:
+        sub = start(undo)
+        with signals_held():  # recorded, and then nothing of it is undone
+            save_submission(work_dir, sub)
+            undo.clear()
+    except BaseException:
 
-            def undo_all() -> None:
-                while undo:
-                    undo.pop()()
+        def undo_all() -> None:
+            while undo:
+                undo.pop()()
 
-            cleanly(undo_all)
-            raise
+        cleanly(undo_all)
+        raise
     return sub
