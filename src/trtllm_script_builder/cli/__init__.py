@@ -10,6 +10,10 @@ import click
 from trtllm_script_builder import __version__
 from trtllm_script_builder.cli.flags import FieldsCommand
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.workflows import WORKFLOWS
+
+# Every command's requests and job specs name a workflow: the import above registers them.
+assert WORKFLOWS.names()
 
 
 def fail(err: BuildError) -> None:

@@ -47,6 +47,8 @@ def field_specs() -> list[Spec]:
             decls = [f"{flag}/--no-{flag[2:]}", name]
         elif kind is int:
             attrs["type"] = int
+        elif (choices := getattr(info, "choices", None)) is not None:  # a registry's names
+            attrs["type"] = click.Choice(choices())
         elif typing.get_origin(kind) is typing.Literal:
             attrs["type"] = click.Choice(typing.get_args(kind))
         elif kind is str:

@@ -9,16 +9,17 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
+from trtllm_script_builder.model.registry import WORKFLOWS
 
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
-Workflow = Literal["pytest", "eval", "bench", "custom", "perf_sanity"]
+Workflow = str  # a name in WORKFLOWS
 Scenario = Literal["local_docker", "local_slurm", "remote_slurm"]
 
 # Fields that name host paths; relative values are taken from the request file's folder.
@@ -121,6 +122,8 @@ class FieldInfo:
     ge: int | None = None
     before: tuple[Check, ...] = ()  # on the value as given, in order
     after: tuple[Check, ...] = ()  # on the value of the field's type, in order
+    # The values it may take, asked when used: the names a registry holds at that moment.
+    choices: Callable[[], tuple[str, ...]] | None = None
 
     def is_required(self) -> bool:
         return self.default is MISSING
@@ -133,8 +136,11 @@ def _field(
     ge: int | None = None,
     before: tuple[Check, ...] = (),
     after: tuple[Check, ...] = (),
+    choices: Callable[[], tuple[str, ...]] | None = None,
 ) -> Any:
-    meta = {"description": description, "ge": ge, "before": before, "after": after}
+    meta: dict[str, Any] = {"description": description, "ge": ge, "before": before, "after": after}
+    if choices is not None:
+        meta["choices"] = choices
     return field(default=default, metadata=meta)
 
 
@@ -177,6 +183,7 @@ class Request:
 
     workflow_type: Workflow | None = _field(
         default=None,
+        choices=WORKFLOWS.names,
         description="Kind of job: pytest, eval (trtllm-eval), bench (trtllm-bench), custom or "
         "perf_sanity; default: inferred from the command given (custom_cmd or custom_script, "
         "bench_cmd, eval_cmd, perf_config_yaml without test_cmd, else pytest).",
@@ -420,18 +427,14 @@ class Request:
     )
 
     def workflow(self) -> Workflow:
-        """The given workflow, else the one inferred from which command is present."""
+        """The given workflow, else the first by rank that the present fields say it is
+        (decision 2's order)."""
         if self.workflow_type:
             return self.workflow_type
-        if self.custom_cmd or self.custom_script:
-            return "custom"
-        if self.bench_cmd:
-            return "bench"
-        if self.eval_cmd:
-            return "eval"
-        if self.perf_config_yaml and not self.test_cmd:
-            return "perf_sanity"
-        return "pytest"
+        for wf in sorted(WORKFLOWS.items(), key=lambda w: w.infer_rank):
+            if wf.infers(self):
+                return str(wf.name)
+        raise RuntimeError("no workflow takes this request: import trtllm_script_builder.workflows")
 
     @property
     def is_slurm(self) -> bool:
@@ -485,6 +488,8 @@ def _take(cls: Any, data: Any, nested: dict[str, Callable[[Any], Any]]) -> Any:
                 value = nested[name](value)
             elif not _exact_type(value, info.annotation):
                 return None
+            if info.choices is not None and value not in info.choices():
+                return None
             if info.ge is not None and value < info.ge:
                 return None
             for check in info.after:
@@ -531,9 +536,14 @@ def _from_twin(m: "BaseModel") -> Request:
     return Request(**values)
 
 
-@lru_cache(maxsize=1)
 def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
-    """The pydantic models of EnvCheck and Request, made from the field tables."""
+    """The pydantic models of EnvCheck and Request, made from the field tables and the
+    workflows registered now."""
+    return _twins_for(WORKFLOWS.names())
+
+
+@lru_cache(maxsize=2)
+def _twins_for(names: tuple[str, ...]) -> "tuple[type[BaseModel], type[BaseModel]]":
     from pydantic import model_validator
 
     from trtllm_script_builder.model.twin import pydantic_twin
@@ -556,7 +566,15 @@ def _twins() -> "tuple[type[BaseModel], type[BaseModel]]":
 
     env_check = twin(EnvCheck, {})
     validators = {"_null_is_absent": model_validator(mode="before")(null_is_absent)}
-    request = twin(Request, {EnvCheck | None: env_check | None}, validators=validators)
+    # A field of registry names is a Literal of them, as the schema lists them.
+    chosen: dict[str, Any] = {}
+    for name, info in Request.model_fields.items():
+        if info.choices is not None:
+            kind: Any = Literal[info.choices()]
+            chosen[name] = kind if info.default is MISSING else kind | None
+    request = twin(
+        Request, {EnvCheck | None: env_check | None}, validators=validators, annotations=chosen
+    )
     return env_check, request
 
 
@@ -605,33 +623,25 @@ def _type_fix(err: Any) -> str:
     return "correct the value"
 
 
-# What people write for a workflow: the tool it runs, or the category of its script.
-WORKFLOW_ALIASES = {
-    "trtllm-eval": "eval",
-    "trtllm-bench": "bench",
-    "perf": "perf_sanity",
-    "submit.py": "perf_sanity",
-    "2": "pytest",
-    "3": "custom",
-    "4": "perf_sanity",
-    "5": "eval",
-    "6": "bench",
-}
+def workflow_aliases() -> dict[str, str]:
+    """What people write for a workflow: the tool it runs, or the category of its script."""
+    return {alias: wf.name for wf in WORKFLOWS.items() for alias in wf.aliases}
 
 
 def nearest_workflow(given: object) -> str | None:
     """The workflow a misspelt name, a tool's name or a category number most likely means."""
     from difflib import get_close_matches
 
-    workflows = get_args(Workflow)
+    workflows = WORKFLOWS.names()
+    aliases = workflow_aliases()
     text = str(given).strip().lower().removeprefix("category").strip()
-    if text in WORKFLOW_ALIASES:
-        return WORKFLOW_ALIASES[text]
+    if text in aliases:
+        return aliases[text]
     text = text.replace("-", "_").replace(" ", "_")
     if text in workflows:
         return text
-    near = get_close_matches(text, [*workflows, *WORKFLOW_ALIASES], n=1, cutoff=0.6)
-    return WORKFLOW_ALIASES.get(near[0], near[0]) if near else None
+    near = get_close_matches(text, [*workflows, *aliases], n=1, cutoff=0.6)
+    return aliases.get(near[0], near[0]) if near else None
 
 
 def _workflow_fix(given: object) -> str | None:

@@ -123,5 +123,8 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render(template: str, **ctx: Any) -> str:
+def render(template: str | Path, **ctx: Any) -> str:
+    """A template of the package by name, or a file of its own (a workflow's from elsewhere)."""
+    if isinstance(template, Path):
+        return _env().from_string(template.read_text()).render(**ctx)
     return _env().get_template(template).render(**ctx)
