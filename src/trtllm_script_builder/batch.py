@@ -23,7 +23,7 @@ from trtllm_script_builder.atomic import signals_as_exceptions, sweep
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import text_problem
 from trtllm_script_builder.resolve.workflow import workflows
-from trtllm_script_builder.workflows.pytest import test_job_name
+from trtllm_script_builder.workflows.pytest import PYTEST, test_job_name
 
 # A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
 # (`...::test_x[pp2] # 2 mins`, `... TIMEOUT (90) # failed`).
@@ -465,7 +465,7 @@ def build_many(
         err.write(f"warning: {note}\n")
     root_flags = {**flags, "work_dir": str(root)}
     if group_by == "devices":
-        repo = load_request(base, base_dir, {**root_flags, "test_cmd": "pytest"}).repo_root
+        repo = load_request(base, base_dir, {**root_flags, "test_cmd": PYTEST.tool}).repo_root
         entries = group_by_devices(entries, repo)
     try:
         base_req = load_request(base, base_dir, root_flags)

@@ -101,7 +101,14 @@ class Workflow:
     # Runs through the repo's submit.py (Category 4) rather than a script of its own.
     submit_py: Callable[[Request], bool] = _never
     eval_requirements: bool = False  # the install step adds trtllm-eval's requirements
-    junit: bool = False  # the job writes a JUnit report the verdict reads
+    # The job writes a JUnit report the verdict reads, and pytest's exit codes judge it.
+    junit: bool = False
+    # The verdict's `results` group its figures go under, how the report shows that group
+    # ("figures": a table and the chart; "cases": one row per case), and the figure one log
+    # line reports, as (name, value), or None.
+    results: str = ""
+    report: str = ""
+    figure: Callable[[str], tuple[str, float] | None] | None = None
     # A build-many request item's folder name from its command, or None.
     job_name: Callable[[dict[str, Any]], str | None] = lambda item: None
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.process.figures import NUM
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
     add_bench_model_path,
@@ -30,6 +32,8 @@ NAME = "bench"
 TOOL = "trtllm-bench"
 # enroot mounts a fresh tmpfs on these at every container start, so every srun sees them empty.
 _CONTAINER_TMPFS = ("/tmp", "/var/run", "/var/lock")
+# trtllm-bench's report lines: `Total Output Throughput (tokens/sec):   1600.0000`
+_FIGURE = re.compile(rf"^((?:[\w-]+ )*[\w-]*(?:Throughput|[Ll]atency)) \(([^)]+)\):\s+{NUM}\s*$")
 # trtllm-bench options that name a file the call writes.
 _BENCH_WRITES = ("--output", "--report_json", "--iteration_log", "--output_json", "--request_json")
 
@@ -104,6 +108,18 @@ def _with_local_model(
     return " && ".join(steps[:-1]) or None, steps[-1]
 
 
+def figure(line: str) -> tuple[str, float] | None:
+    """`<figure>_<unit>` and its value from one of trtllm-bench's report lines."""
+    m = _FIGURE.match(line.strip())
+    if m is None:
+        return None
+    return f"{_slug(m.group(1))}_{_slug(m.group(2).replace('/', ' per '))}", float(m.group(3))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
 def _job_name(item: dict[str, Any]) -> str | None:
     if not isinstance(item.get("bench_cmd"), str):
         return None
@@ -124,5 +140,8 @@ BENCH = Workflow(
     tool=TOOL,
     model_options=("--model", "-m"),
     command=_command,
+    results=NAME,  # the verdict's results group of its figures
+    report="figures",
+    figure=figure,
     job_name=_job_name,
 )
