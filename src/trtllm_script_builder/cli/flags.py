@@ -34,6 +34,9 @@ def _unwrap_optional(annotation: Any) -> Any:
 def field_specs() -> list[Spec]:
     """The flag of every request field, in the model's order."""
     from trtllm_script_builder.model.request import PATH_FIELDS, Request
+    from trtllm_script_builder.workflows import WORKFLOWS
+
+    assert WORKFLOWS.names()  # registered by the import: workflow_type's choices
 
     specs: list[Spec] = []
     for name, info in Request.model_fields.items():
