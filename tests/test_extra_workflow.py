@@ -100,7 +100,6 @@ SERVE = Workflow(
     template=TEMPLATE,
     command=_command,
     results="serve",
-    report="figures",
     figure=_figure,
 )
 

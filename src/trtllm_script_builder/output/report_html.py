@@ -225,15 +225,12 @@ def _job(root: Path, work: Path, name: str, v: dict[str, Any], entry: str = "") 
     job.tests = _tests(tests) if isinstance(tests, dict) else None
     results = v.get("results")
     if isinstance(results, dict):
-        shown = {wf.results: wf.report for wf in workflows() if wf.results}
-        job.scores = list(_scores(results, shown))
-        for group, how in shown.items():
-            values = results.get(group)
-            if not isinstance(values, dict):
-                continue
-            if how == "figures":
+        figures = {wf.results for wf in workflows() if wf.results}
+        job.scores = list(_scores(results, figures))
+        for group, values in results.items():
+            if group in figures and isinstance(values, dict):
                 job.bench.update({k: x for k, x in values.items() if _is_num(x)})
-            elif how == "cases" and isinstance(values.get("cases"), list):
+            elif _is_cases(values):
                 job.cases += [c for c in values["cases"] if isinstance(c, dict)]
     return job
 
@@ -276,12 +273,17 @@ def _num(x: float) -> str:
     return f"{x:,.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else f"{x:,}"
 
 
-def _scores(results: dict[str, Any], groups: dict[str, str]) -> Iterable[Score]:
-    """Eval figures per task (every group no workflow names as its own). A task's
-    `<metric>_threshold` (or `threshold` for its accuracy) judges the metric; a task's
-    `passed` (true/false) wins over the comparison."""
+def _is_cases(values: Any) -> TypeGuard[dict[str, Any]]:
+    """A group of cases (perf-sanity's), each with its outcome and clients."""
+    return isinstance(values, dict) and isinstance(values.get("cases"), list)
+
+
+def _scores(results: dict[str, Any], groups: set[str]) -> Iterable[Score]:
+    """Eval figures per task: every group that is neither a workflow's figures nor a group of
+    cases. A task's `<metric>_threshold` (or `threshold` for its accuracy) judges the metric;
+    a task's `passed` (true/false) wins over the comparison."""
     for task, figures in results.items():
-        if task in groups or not isinstance(figures, dict):
+        if task in groups or _is_cases(figures) or not isinstance(figures, dict):
             continue
         for metric, value in figures.items():
             if not _is_num(value) or metric == "samples" or metric.endswith("threshold"):

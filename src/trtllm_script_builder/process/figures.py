@@ -13,11 +13,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from trtllm_script_builder.resolve.workflow import workflows
+from trtllm_script_builder.resolve.workflow import NUM, workflows
 
-# At most 30 digits a side: a longer run is no figure (it would be infinity in a float, which
-# JSON cannot carry; decision 75).
-NUM = r"(-?\d{1,30}(?:\.\d{1,30})?)(?!\d)"
 # trtllm-eval: `lm-eval gsm8k average accuracy: 75.00`
 _LM_EVAL = re.compile(rf"\blm-eval (\S+) average accuracy: {NUM}")
 # trtllm-eval: `MMLU weighted average accuracy: 75.00 (14042)`

@@ -21,6 +21,9 @@ from trtllm_script_builder.resolve.mounts import Mount
 from trtllm_script_builder.resolve.resolved import Paths
 
 LAUNCHER = "trtllm-llmapi-launch"  # a command that already has it must not get it twice
+# A figure in a log line: at most 30 digits a side, as a longer run is no figure (it would be
+# infinity in a float, which JSON cannot carry; decision 75).
+NUM = r"(-?\d{1,30}(?:\.\d{1,30})?)(?!\d)"
 
 
 @dataclass
@@ -103,11 +106,9 @@ class Workflow:
     eval_requirements: bool = False  # the install step adds trtllm-eval's requirements
     # The job writes a JUnit report the verdict reads, and pytest's exit codes judge it.
     junit: bool = False
-    # The verdict's `results` group its figures go under, how the report shows that group
-    # ("figures": a table and the chart; "cases": one row per case), and the figure one log
-    # line reports, as (name, value), or None.
+    # The verdict's `results` group its figures go under (the report's figures table and
+    # chart), and the figure one log line reports, as (name, value), or None.
     results: str = ""
-    report: str = ""
     figure: Callable[[str], tuple[str, float] | None] | None = None
     # A build-many request item's folder name from its command, or None.
     job_name: Callable[[dict[str, Any]], str | None] = lambda item: None

@@ -7,7 +7,6 @@ from typing import Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
-from trtllm_script_builder.process.figures import NUM
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
     add_bench_model_path,
@@ -20,6 +19,7 @@ from trtllm_script_builder.resolve.commands import (
 from trtllm_script_builder.resolve.job import local_copy
 from trtllm_script_builder.resolve.workflow import (
     LAUNCHER,
+    NUM,
     Draft,
     Sizing,
     Workflow,
@@ -141,7 +141,6 @@ BENCH = Workflow(
     model_options=("--model", "-m"),
     command=_command,
     results=NAME,  # the verdict's results group of its figures
-    report="figures",
     figure=figure,
     job_name=_job_name,
 )

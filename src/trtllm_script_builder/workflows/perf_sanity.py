@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from trtllm_script_builder.process.perf_sanity import GROUP
 from trtllm_script_builder.resolve.job import SUBMIT_PY_PATTERNS
 from trtllm_script_builder.resolve.workflow import Workflow
 
@@ -17,6 +16,4 @@ PERF_SANITY = Workflow(
     patterns=SUBMIT_PY_PATTERNS,
     aliases=("perf", "submit.py", "4"),
     submit_py=lambda req: True,
-    results=GROUP,
-    report="cases",
 )
