@@ -107,7 +107,7 @@ _QUOTES = frozenset("'\"\\")
 
 
 @lru_cache(maxsize=4)
-def _tool_workflows(names: tuple[str, ...]) -> dict[str, Workflow]:
+def _tool_workflows(names: tuple[str, ...]) -> dict[str, Workflow]:  # keyed by what is registered
     """The workflows that run a tool of their own, by tool: the field its command belongs in."""
     return {wf.tool: wf for wf in workflows() if wf.tool and wf.commands}
 

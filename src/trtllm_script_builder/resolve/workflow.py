@@ -62,18 +62,6 @@ class Draft:
     prep_cmd: str | None = None
 
 
-def _nothing(draft: Draft, *more: Any) -> None:
-    return None
-
-
-def _same(req: Request) -> Request:
-    return req
-
-
-def _never(req: Request) -> bool:
-    return False
-
-
 @dataclass(frozen=True)
 class Workflow:
     """Everything one workflow does; registered under `name` in `WORKFLOWS`."""
@@ -96,13 +84,13 @@ class Workflow:
     aliases: tuple[str, ...] = ()  # what people write for it (the tool, the category)
     tool: str = ""  # the program its command runs, checked to be the one in its field
     model_options: tuple[str, ...] = ()  # the options `tool` refuses to start without
-    adjust: Callable[[Request], Request] = _same  # the request as sizing reads it
+    adjust: Callable[[Request], Request] = lambda req: req  # the request as sizing reads it
     # Its parts of the job before the mounts are put together (exports, mounts, files) ...
-    prepare: Callable[[Draft], None] = _nothing
+    prepare: Callable[[Draft], None] = lambda draft: None
     # ... and after: the command as the container runs it.
-    command: Callable[[Draft, list[Mount]], None] = _nothing
+    command: Callable[[Draft, list[Mount]], None] = lambda draft, mounts: None
     # Runs through the repo's submit.py (Category 4) rather than a script of its own.
-    submit_py: Callable[[Request], bool] = _never
+    submit_py: Callable[[Request], bool] = lambda req: False
     eval_requirements: bool = False  # the install step adds trtllm-eval's requirements
     # The job writes a JUnit report the verdict reads, and pytest's exit codes judge it.
     junit: bool = False
