@@ -28,8 +28,6 @@ from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
     CALL_ENDS,
     find_model_dir,
-    parse_eval,
-    replace_option,
 )
 from trtllm_script_builder.resolve.compile import plan_chain, refuse_for_submit_py
 from trtllm_script_builder.resolve.resolved import (
@@ -331,7 +329,7 @@ def resolve(
                 "lower --tp_size/--pp_size or use a Slurm scenario",
             )
         refuse_for_submit_py(req)
-        return _eval_fallback(base, wf, sizing)
+        return _across_nodes(base, flow, sizing)
     return _job(base, flow, sizing, gpn)
 
 
@@ -704,32 +702,6 @@ def _fits_one_argument(exports: list[tuple[str, str]]) -> None:
             )
 
 
-def eval_cmd_with_local_model(
-    req: Request, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
-) -> str:
-    """Every --model as the container sees it: a host path through its mount, and a Hugging
-    Face id as the container path of a local copy when one exists under the models mount."""
-    cmd = req.eval_cmd or ""
-    for model in parse_eval(cmd).models:
-        local = _model_in_container(model, paths, mounts, models_root, warnings)
-        if local is not None and local != model:
-            cmd = replace_option(cmd, "--model", model, local)
-    return cmd
-
-
-def _model_in_container(
-    model: str, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
-) -> str | None:
-    if model.startswith("/"):
-        inside = mnt.host_to_container(mounts, model)
-        if inside is None:
-            warnings.append(f"--model {model} is under no mount, so the container may not see it")
-        return inside
-    if "/" not in model:
-        return None
-    return local_copy(model, paths, mounts, models_root, "trtllm-eval", warnings)
-
-
 def local_copy(
     hf_id: str,
     paths: Paths,
@@ -759,33 +731,14 @@ def local_copy(
 # ---------------------------------------------------------------- Category 4
 
 
-def _eval_fallback(base: _Base, wf: str, sz: Sizing) -> ResolvedJob:
-    """An eval wider than a node runs as an aggregated perf config through submit.py (decision 22)."""
-    from trtllm_script_builder.resolve.perf.plan import plan_eval_fallback
-
-    req, facts = base.req, base.facts
-    assert facts is not None
-    ev = parse_eval(req.eval_cmd or "")
-    warnings = list(sz.warnings)
+def _across_nodes(base: _Base, flow: Workflow, sz: Sizing) -> ResolvedJob:
+    """A job wider than a node that its workflow runs as a perf config through submit.py
+    (decision 22)."""
+    assert base.facts is not None and flow.across_nodes is not None
     home, project, models = base.mounts()
-    mounts = mnt.assemble(home, project, models, [])
-    cmd = eval_cmd_with_local_model(req, base.paths, mounts, base.models_root, warnings)
-    node_gpus = ev.gpus_per_node or facts.gpus_per_node
-    plan = plan_eval_fallback(
-        model_name=sz.model_name,
-        model_path=parse_eval(cmd).model or ev.model or sz.model_name,
-        tp=ev.tp,
-        pp=ev.pp,
-        gpus_per_node=node_gpus,
-        task=ev.task,
-        work_dir=req.work_dir,  # submit.py runs here, on local paths (decision 40)
-    )
-    warnings.append(
-        f"eval needs {sz.required_devices} GPUs, more than one node's {node_gpus}: "
-        "it runs through submit.py with accuracy.enable_accuracy_test; the submit.py versions read so far "
-        "wire the accuracy runner for disaggregated configs only (decision 23)"
-    )
-    return _category4(base, wf, plan, (home, project, models), warnings)
+    draft = Draft(base.req, base.paths, sz.model_name, sz, base.models_root, list(sz.warnings))
+    plan = flow.across_nodes(draft, mnt.assemble(home, project, models, []), base.facts)
+    return _category4(base, flow.name, plan, (home, project, models), draft.warnings)
 
 
 def _submit_py_knows(option: str, req: Request) -> bool:

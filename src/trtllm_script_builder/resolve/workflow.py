@@ -12,13 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.registry import WORKFLOWS
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve.mounts import Mount
 from trtllm_script_builder.resolve.resolved import Paths
+from trtllm_script_builder.resolve.slurm import ClusterFacts
+
+if TYPE_CHECKING:
+    from trtllm_script_builder.resolve.perf.plan import PerfPlan
 
 LAUNCHER = "trtllm-llmapi-launch"  # a command that already has it must not get it twice
 # A figure in a log line: at most 30 digits a side, as a longer run is no figure (it would be
@@ -89,6 +93,9 @@ class Workflow:
     prepare: Callable[[Draft], None] = lambda draft: None
     # ... and after: the command as the container runs it.
     command: Callable[[Draft, list[Mount]], None] = lambda draft, mounts: None
+    # A job its sizing finds wider than a node: the perf config submit.py runs it as (decision
+    # 22), from the draft, the mounts without extras and the cluster's facts.
+    across_nodes: Callable[[Draft, list[Mount], ClusterFacts], PerfPlan] | None = None
     # Runs through the repo's submit.py (Category 4) rather than a script of its own.
     submit_py: Callable[[Request], bool] = lambda req: False
     eval_requirements: bool = False  # the install step adds trtllm-eval's requirements

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve import mounts as mnt
-from trtllm_script_builder.resolve.commands import model_from_path, parse_eval
-from trtllm_script_builder.resolve.job import eval_cmd_with_local_model
+from trtllm_script_builder.resolve.commands import model_from_path, parse_eval, replace_option
+from trtllm_script_builder.resolve.job import local_copy
+from trtllm_script_builder.resolve.resolved import Paths
+from trtllm_script_builder.resolve.slurm import ClusterFacts
 from trtllm_script_builder.resolve.workflow import (
     LAUNCHER,
     Draft,
@@ -17,6 +19,9 @@ from trtllm_script_builder.resolve.workflow import (
     devices_note,
     one_node,
 )
+
+if TYPE_CHECKING:
+    from trtllm_script_builder.resolve.perf.plan import PerfPlan
 
 NAME = "eval"
 TOOL = "trtllm-eval"
@@ -55,6 +60,58 @@ def _command(d: Draft, mounts: list[mnt.Mount]) -> None:
     d.exports.append(("EVAL_CMD", d.run_cmd))
 
 
+def eval_cmd_with_local_model(
+    req: Request, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
+) -> str:
+    """Every --model as the container sees it: a host path through its mount, and a Hugging
+    Face id as the container path of a local copy when one exists under the models mount."""
+    cmd = req.eval_cmd or ""
+    for model in parse_eval(cmd).models:
+        local = _model_in_container(model, paths, mounts, models_root, warnings)
+        if local is not None and local != model:
+            cmd = replace_option(cmd, "--model", model, local)
+    return cmd
+
+
+def _model_in_container(
+    model: str, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
+) -> str | None:
+    if model.startswith("/"):
+        inside = mnt.host_to_container(mounts, model)
+        if inside is None:
+            warnings.append(f"--model {model} is under no mount, so the container may not see it")
+        return inside
+    if "/" not in model:
+        return None
+    return local_copy(model, paths, mounts, models_root, TOOL, warnings)
+
+
+def _across_nodes(d: Draft, mounts: list[mnt.Mount], facts: ClusterFacts) -> PerfPlan:
+    """An eval wider than a node runs as an aggregated perf config through submit.py (decision 22)."""
+    # Only such an eval reads perf configs (and PyYAML): a build imports it when it needs it.
+    from trtllm_script_builder.resolve.perf.plan import plan_eval_fallback
+
+    ev = parse_eval(d.req.eval_cmd or "")
+    cmd = eval_cmd_with_local_model(d.req, d.paths, mounts, d.models_root, d.warnings)
+    node_gpus = ev.gpus_per_node or facts.gpus_per_node
+    sz = d.sizing
+    plan = plan_eval_fallback(
+        model_name=sz.model_name,
+        model_path=parse_eval(cmd).model or ev.model or sz.model_name,
+        tp=ev.tp,
+        pp=ev.pp,
+        gpus_per_node=node_gpus,
+        task=ev.task,
+        work_dir=d.req.work_dir,  # submit.py runs here, on local paths (decision 40)
+    )
+    d.warnings.append(
+        f"eval needs {sz.required_devices} GPUs, more than one node's {node_gpus}: "
+        "it runs through submit.py with accuracy.enable_accuracy_test; the submit.py versions read so far "
+        "wire the accuracy runner for disaggregated configs only (decision 23)"
+    )
+    return plan
+
+
 def _job_name(item: dict[str, Any]) -> str | None:
     if not isinstance(item.get("eval_cmd"), str):
         return None
@@ -75,6 +132,7 @@ EVAL = Workflow(
     tool=TOOL,
     model_options=("--model",),
     command=_command,
+    across_nodes=_across_nodes,
     eval_requirements=True,
     job_name=_job_name,
 )
