@@ -18,6 +18,7 @@ from trtllm_script_builder.resolve.workflow import (
     Draft,
     Sizing,
     Workflow,
+    devices_note,
     one_node,
     wider_node,
 )
@@ -44,10 +45,7 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
     warnings = list(found.notes)
     if found.devices is not None:
         devices, source = found.devices, found.source
-        if req.required_devices is not None and req.required_devices != devices:
-            warnings.append(
-                f"required_devices {req.required_devices} from the request differs from {source}; using {devices}"
-            )
+        warnings += devices_note(req, devices, source)
     else:
         devices = req.required_devices or 1
         source = (
