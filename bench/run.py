@@ -202,7 +202,7 @@ def bench_template_cache(tmp: Path, runs: int) -> dict[str, tuple[float, float, 
 INSPECT = """
 import sys, time
 from pathlib import Path
-from trtllm_script_builder.resolve.pytest_sizing import inspect_file, size_pytest
+from trtllm_script_builder.workflows.pytest_sizing import inspect_file, size_pytest
 repo, n = Path(sys.argv[1]), int(sys.argv[2])
 t = time.perf_counter()
 for i in range(n):

@@ -13,6 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from trtllm_script_builder.cli import main
+from trtllm_script_builder.workflows import WORKFLOWS
+
+assert WORKFLOWS.names(), "the built-in workflows are registered for every test"
 
 if TYPE_CHECKING:
     from trtllm_script_builder.model.jobspec import JobSpec
@@ -263,7 +266,7 @@ def snapshot(path: Path) -> dict[str, bytes]:
 def materialise_tests(repo: Path, ids: list[str]) -> None:
     """Write the test files, classes and functions that test ids name into the fixture repo,
     so ids taken from TensorRT-LLM's own lists name tests that exist (a build checks them)."""
-    from trtllm_script_builder.resolve.pytest_sizing import split_selections
+    from trtllm_script_builder.workflows.pytest_sizing import split_selections
 
     files: dict[str, dict[str | None, set[str]]] = {}
     for test_id in ids:

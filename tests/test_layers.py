@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("render",),
     ("output",),
     ("process",),
+    ("workflows",),
     ("build", "batch"),
     ("cli", "__main__"),
 ]

@@ -3,6 +3,7 @@ request with several problems gets a line for each, in the request's field order
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import typing
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from trtllm_script_builder.cli.schema import generate
 from trtllm_script_builder.errors import BuildError, BuildErrors
 from trtllm_script_builder.model import request as rq
 from trtllm_script_builder.model.registry import WORKFLOWS
+
+BUILT_IN = ("pytest", "eval", "bench", "custom", "perf_sanity")
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE: dict[str, Any] = {
@@ -152,22 +155,22 @@ def test_model_copy_sets_values_on_a_copy() -> None:
 
 @pytest.fixture
 def registered() -> Iterator[None]:
-    """The built-in workflows registered, and one more that only this test knows."""
-    names = [*rq.BUILT_IN_WORKFLOWS, "serve"]
-    for name in names:
-        WORKFLOWS.register(name, object())
+    """The built-in workflows registered (by the test suite's conftest), and one more that only
+    this test knows."""
+    WORKFLOWS.register(
+        "serve", dataclasses.replace(WORKFLOWS.get("custom"), name="serve", aliases=())
+    )
     yield
-    for name in names:
-        WORKFLOWS.unregister(name)
+    WORKFLOWS.unregister("serve")
 
 
 def test_workflow_type_is_a_registered_workflow(registered: None) -> None:
     assert load({**BASE, "workflow_type": "serve"}).workflow() == "serve"
     schema = generate("request")["properties"]["workflow_type"]
-    assert schema["anyOf"][0]["enum"] == [*rq.BUILT_IN_WORKFLOWS, "serve"]
+    assert schema["anyOf"][0]["enum"] == [*BUILT_IN, "serve"]
     assert refused({**BASE, "workflow_type": "serv"}) == [
         "error: workflow_type: Input should be 'pytest', 'eval', 'bench', 'custom', "
         "'perf_sanity' or 'serve' (got 'serv'); did you mean serve?"
     ]
     flag = dict((decls[0], attrs) for decls, attrs in field_specs())["--workflow-type"]
-    assert tuple(flag["type"].choices) == (*rq.BUILT_IN_WORKFLOWS, "serve")
+    assert tuple(flag["type"].choices) == (*BUILT_IN, "serve")

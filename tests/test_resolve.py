@@ -16,7 +16,7 @@ from trtllm_script_builder.resolve.commands import (
     split_and,
 )
 from trtllm_script_builder.resolve.mounts import Mount, assemble, host_to_container
-from trtllm_script_builder.resolve.pytest_sizing import inspect_file, size_pytest
+from trtllm_script_builder.workflows.pytest_sizing import inspect_file, size_pytest
 
 from .conftest import make_repo, shared_file
 

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from trtllm_script_builder.build import PATTERNS
 from trtllm_script_builder.process.junit import parse_junit
 from trtllm_script_builder.process.slurm import (
     parse_scontrol_job,
@@ -21,6 +20,7 @@ from trtllm_script_builder.process.verdict import (
     classify,
     decide_verdict,
 )
+from trtllm_script_builder.resolve.workflow import workflow
 
 
 @dataclass
@@ -29,9 +29,9 @@ class Spec:
     failure_patterns: list[str] = field(default_factory=list)
 
 
-PYTEST = Spec(*PATTERNS["pytest"])
-CUSTOM = Spec(*PATTERNS["custom"])
-BENCH = Spec(*PATTERNS["bench"])
+PYTEST = Spec(*workflow("pytest").patterns)
+CUSTOM = Spec(*workflow("custom").patterns)
+BENCH = Spec(*workflow("bench").patterns)
 
 # What a builder-written custom job prints around the program's own output.
 CUSTOM_FRAME_START = ["Job 42 started on gpunode: 1 node(s), 1 task(s)"]

@@ -22,6 +22,8 @@ from typing import IO, Any, TextIO
 from trtllm_script_builder.atomic import sweep
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import text_problem
+from trtllm_script_builder.resolve.workflow import workflows
+from trtllm_script_builder.workflows.pytest import PYTEST, test_job_name
 
 # A `#` at the start or after a space starts a comment, as in TensorRT-LLM's own lists
 # (`...::test_x[pp2] # 2 mins`, `... TIMEOUT (90) # failed`).
@@ -119,25 +121,8 @@ def _test_line(lineno: int, text: str) -> Entry:
     return Entry(lineno, text, {"test_cmd": cmd}, test_job_name(first), words, timeout)
 
 
-def test_job_name(test_id: str) -> str:
-    """A test's folder name: its model (class), test and parameters, as file-name-safe words:
-    `TestLlama3_1_8BInstruct::test_fp8[tp2]` -> `llama3_1_8binstruct_fp8_tp2`."""
-    from trtllm_script_builder.resolve.pytest_sizing import _norm, _selection, model_name_for
-
-    sel = _selection(test_id)
-    parts = [model_name_for(sel)]
-    if sel.cls is None:  # a module-level test: the file names it, model_name_for the test
-        parts = [_norm(Path(sel.path).stem.removeprefix("test_"))]
-    if sel.func:
-        parts.append(_norm(sel.func.removeprefix("test_")))
-    if sel.param_id:
-        parts.append(_norm(sel.param_id))
-    return "_".join(p for p in parts if p)[:_NAME_MAX].strip("_") or "pytest"
-
-
 def request_job_name(item: dict[str, Any]) -> str:
     """A request item's folder name: its model_name, else the name its command gives."""
-    from trtllm_script_builder.resolve.commands import model_from_path, parse_bench, parse_eval
 
     def safe(text: str) -> str:
         return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")[:_NAME_MAX]
@@ -146,25 +131,13 @@ def request_job_name(item: dict[str, Any]) -> str:
     if isinstance(given, str) and safe(given):
         return safe(given)
     name: str | None = None
-    try:
-        if isinstance(item.get("test_cmd"), str):
-            ids = [w for w in str(item["test_cmd"]).split() if "::" in w or ".py" in w]
-            name = test_job_name(ids[0]) if ids else None
-        elif isinstance(item.get("eval_cmd"), str):
-            name = _join(model_from_path(parse_eval(item["eval_cmd"]).model), "eval")
-        elif isinstance(item.get("bench_cmd"), str):
-            name = _join(model_from_path(parse_bench(item["bench_cmd"]).model), "bench")
-        elif isinstance(item.get("custom_script"), str):
-            name = _join(model_from_path(Path(item["custom_script"]).stem), "custom")
+    try:  # the first workflow whose command the item holds names it
+        names = (wf.job_name(item) for wf in workflows())
+        name = next((n for n in names if n is not None), None)
     except (BuildError, ValueError):
         name = None  # the build names what is wrong with the command
     workflow = item.get("workflow_type")
-    fallback = workflow if isinstance(workflow, str) else "custom" if item.get("custom_cmd") else ""
-    return safe(name or "") or safe(fallback) or "job"
-
-
-def _join(model: str | None, suffix: str) -> str:
-    return f"{model}_{suffix}" if model else suffix
+    return safe(name or "") or (safe(workflow) if isinstance(workflow, str) else "") or "job"
 
 
 class Names:
@@ -305,7 +278,7 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
     the --timeout it has in a job of its own (decision 60); a group too long for one
     environment variable is split in parts.
     """
-    from trtllm_script_builder.resolve.pytest_sizing import size_pytest
+    from trtllm_script_builder.workflows.pytest_sizing import size_pytest
 
     groups: dict[tuple[int, tuple[str, ...], int], list[Entry]] = {}
     for e in entries:
@@ -491,7 +464,7 @@ def build_many(
         err.write(f"warning: {note}\n")
     root_flags = {**flags, "work_dir": str(root)}
     if group_by == "devices":
-        repo = load_request(base, base_dir, {**root_flags, "test_cmd": "pytest"}).repo_root
+        repo = load_request(base, base_dir, {**root_flags, "test_cmd": PYTEST.tool}).repo_root
         entries = group_by_devices(entries, repo)
     try:
         base_req = load_request(base, base_dir, root_flags)

@@ -24,7 +24,6 @@ from trtllm_script_builder.output.writer import staged_set, write_atomically, wr
 from trtllm_script_builder.render.job import render_job
 from trtllm_script_builder.render.spec import BuildResult, SubmitStep
 from trtllm_script_builder.resolve.job import (
-    PATTERNS,
     check_request,
     refuse_ask,
     resolve,
@@ -32,8 +31,11 @@ from trtllm_script_builder.resolve.job import (
 from trtllm_script_builder.resolve.mounts import Ask
 from trtllm_script_builder.resolve.resolved import Cluster
 from trtllm_script_builder.resolve.stamp import file_stamp
+from trtllm_script_builder.workflows import WORKFLOWS
 
-__all__ = ["PATTERNS", "BuildResult", "SubmitStep", "build", "finish", "refuse_ask"]
+assert WORKFLOWS.names(), "importing the workflows registers them"
+
+__all__ = ["BuildResult", "SubmitStep", "build", "finish", "refuse_ask"]
 
 
 @lru_cache(maxsize=16)

@@ -54,6 +54,9 @@ def _workflow_hint(message: str) -> str:
     import re
 
     from trtllm_script_builder.model.request import nearest_workflow
+    from trtllm_script_builder.workflows import WORKFLOWS
+
+    assert WORKFLOWS.names()  # the import registers the workflows it looks among
 
     given = re.match(r"'(.*)' is not one of ", message)
     near = nearest_workflow(given.group(1)) if given else None
@@ -167,6 +170,8 @@ class LazyGroup(click.Group):
             return super().get_command(ctx, name)
         from importlib import import_module
 
+        # Their requests, job specs, verdicts and schemas name workflows: registered first.
+        import_module("trtllm_script_builder.workflows")
         module = import_module(LAZY_COMMANDS[name])
         found = [c for c in getattr(module, "commands", []) if c.name == name]
         return found[0] if found else None

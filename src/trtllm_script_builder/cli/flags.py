@@ -47,6 +47,9 @@ def field_specs() -> list[Spec]:
     from pydantic import BaseModel
 
     from trtllm_script_builder.model.request import PATH_FIELDS, Request
+    from trtllm_script_builder.workflows import WORKFLOWS
+
+    assert WORKFLOWS.names()  # registered by the import: workflow_type's choices
 
     specs: list[Spec] = []
     for name, info in Request.model_fields.items():

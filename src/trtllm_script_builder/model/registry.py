@@ -6,7 +6,7 @@ that defines the plug-ins fills it when imported. It holds no plug-in names of i
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -43,4 +43,6 @@ class Registry(Generic[T]):
         return name in self._items
 
 
-WORKFLOWS: Registry[object] = Registry("workflow")
+# Filled by `trtllm_script_builder.workflows`; the layers below it type what they take out
+# (resolve/workflow.py), so the model does not depend on the layers above it.
+WORKFLOWS: Registry[Any] = Registry("workflow")

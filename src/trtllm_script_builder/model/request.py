@@ -29,14 +29,13 @@ from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.registry import WORKFLOWS
 
 Scenario = Literal["local_docker", "local_slurm", "remote_slurm"]
+
+
 # The workflows shipped with the tool, in the schema's order.
-BUILT_IN_WORKFLOWS = ("pytest", "eval", "bench", "custom", "perf_sanity")
-
-
 def workflow_names() -> tuple[str, ...]:
-    """The names workflow_type may take: the registry's; the shipped five while nothing has
-    registered them yet (the workflow package, when imported, fills the registry)."""
-    return WORKFLOWS.names() or BUILT_IN_WORKFLOWS
+    """The names workflow_type may take: the registry's (the workflow package, when imported,
+    fills it)."""
+    return WORKFLOWS.names()
 
 
 def _allowed(names: tuple[str, ...]) -> str:
@@ -431,18 +430,14 @@ class Request(_Strict):
     _plain_paths = field_validator("wheel_dir", "sqsh_cache_dir")(check_plain_path)
 
     def workflow(self) -> str:
-        """The given workflow, else the one inferred from which command is present."""
+        """The given workflow, else the first by rank that the present fields say it is
+        (decision 2's order)."""
         if self.workflow_type:
             return self.workflow_type
-        if self.custom_cmd or self.custom_script:
-            return "custom"
-        if self.bench_cmd:
-            return "bench"
-        if self.eval_cmd:
-            return "eval"
-        if self.perf_config_yaml and not self.test_cmd:
-            return "perf_sanity"
-        return "pytest"
+        for wf in sorted(WORKFLOWS.items(), key=lambda w: w.infer_rank):
+            if wf.infers(self):
+                return str(wf.name)
+        raise RuntimeError("no workflow takes this request: import trtllm_script_builder.workflows")
 
     @property
     def is_slurm(self) -> bool:
@@ -498,18 +493,9 @@ def _type_fix(err: Any) -> str:
     return "correct the value"
 
 
-# What people write for a workflow: the tool it runs, or the category of its script.
-WORKFLOW_ALIASES = {
-    "trtllm-eval": "eval",
-    "trtllm-bench": "bench",
-    "perf": "perf_sanity",
-    "submit.py": "perf_sanity",
-    "2": "pytest",
-    "3": "custom",
-    "4": "perf_sanity",
-    "5": "eval",
-    "6": "bench",
-}
+def workflow_aliases() -> dict[str, str]:
+    """What people write for a workflow: the tool it runs, or the category of its script."""
+    return {alias: wf.name for wf in WORKFLOWS.items() for alias in wf.aliases}
 
 
 def nearest_workflow(given: object) -> str | None:
@@ -517,14 +503,15 @@ def nearest_workflow(given: object) -> str | None:
     from difflib import get_close_matches
 
     workflows = workflow_names()
+    aliases = workflow_aliases()
     text = str(given).strip().lower().removeprefix("category").strip()
-    if text in WORKFLOW_ALIASES:
-        return WORKFLOW_ALIASES[text]
+    if text in aliases:
+        return aliases[text]
     text = text.replace("-", "_").replace(" ", "_")
     if text in workflows:
         return text
-    near = get_close_matches(text, [*workflows, *WORKFLOW_ALIASES], n=1, cutoff=0.6)
-    return WORKFLOW_ALIASES.get(near[0], near[0]) if near else None
+    near = get_close_matches(text, [*workflows, *aliases], n=1, cutoff=0.6)
+    return aliases.get(near[0], near[0]) if near else None
 
 
 def _workflow_fix(given: object) -> str | None:

@@ -24,6 +24,7 @@ from trtllm_script_builder.atomic import write_file
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.render import TEMPLATES
+from trtllm_script_builder.resolve.workflow import workflows
 
 REPORT_FILE = "report.html"
 VERDICT_FILE = "verdict.json"
@@ -44,8 +45,6 @@ STATUSES = (
     "NOT_WATCHED",
     "BUILD_ERROR",
 )
-# The results groups that are not eval tasks.
-BENCH, PERF = "bench", "perf_sanity"
 # Per bench figure: the chart it goes in. trtllm-bench's report lines (process/figures.py) and
 # the perf-sanity benchmark client's (process/perf_sanity.py) share a panel when they measure
 # the same thing in the same unit.
@@ -226,13 +225,13 @@ def _job(root: Path, work: Path, name: str, v: dict[str, Any], entry: str = "") 
     job.tests = _tests(tests) if isinstance(tests, dict) else None
     results = v.get("results")
     if isinstance(results, dict):
-        job.scores = list(_scores(results))
-        bench = results.get(BENCH)
-        if isinstance(bench, dict):
-            job.bench = {k: x for k, x in bench.items() if _is_num(x)}
-        perf = results.get(PERF)
-        if isinstance(perf, dict) and isinstance(perf.get("cases"), list):
-            job.cases = [c for c in perf["cases"] if isinstance(c, dict)]
+        figures = {wf.results for wf in workflows() if wf.results}
+        job.scores = list(_scores(results, figures))
+        for group, values in results.items():
+            if group in figures and isinstance(values, dict):
+                job.bench.update({k: x for k, x in values.items() if _is_num(x)})
+            elif _is_cases(values):
+                job.cases += [c for c in values["cases"] if isinstance(c, dict)]
     return job
 
 
@@ -274,11 +273,17 @@ def _num(x: float) -> str:
     return f"{x:,.2f}".rstrip("0").rstrip(".") if isinstance(x, float) else f"{x:,}"
 
 
-def _scores(results: dict[str, Any]) -> Iterable[Score]:
-    """Eval figures per task. A task's `<metric>_threshold` (or `threshold` for its accuracy)
-    judges the metric; a task's `passed` (true/false) wins over the comparison."""
+def _is_cases(values: Any) -> TypeGuard[dict[str, Any]]:
+    """A group of cases (perf-sanity's), each with its outcome and clients."""
+    return isinstance(values, dict) and isinstance(values.get("cases"), list)
+
+
+def _scores(results: dict[str, Any], groups: set[str]) -> Iterable[Score]:
+    """Eval figures per task: every group that is neither a workflow's figures nor a group of
+    cases. A task's `<metric>_threshold` (or `threshold` for its accuracy) judges the metric;
+    a task's `passed` (true/false) wins over the comparison."""
     for task, figures in results.items():
-        if task in (BENCH, PERF) or not isinstance(figures, dict):
+        if task in groups or _is_cases(figures) or not isinstance(figures, dict):
             continue
         for metric, value in figures.items():
             if not _is_num(value) or metric == "samples" or metric.endswith("threshold"):

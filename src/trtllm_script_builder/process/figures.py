@@ -1,6 +1,7 @@
 """The figures a job's log reports, for the verdict's `results`: trtllm-eval's scores per task,
-the reference and threshold of TensorRT-LLM's accuracy tests, and trtllm-bench's throughput
-and latency lines. Pure: lines in, a dict out.
+the reference and threshold of TensorRT-LLM's accuracy tests, and each workflow's own figure
+lines (trtllm-bench's throughput and latency), under the workflow's results group. Pure:
+lines in, a dict out.
 
 Only the shapes the tools print are read, so a number elsewhere in the log never shows up as
 a result; a line printed by several ranks counts once (the last wins).
@@ -9,34 +10,32 @@ a result; a line printed by several ranks counts once (the last wins).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-# At most 30 digits a side: a longer run is no figure (it would be infinity in a float, which
-# JSON cannot carry; decision 75).
-_NUM = r"(-?\d{1,30}(?:\.\d{1,30})?)(?!\d)"
+from trtllm_script_builder.resolve.workflow import NUM, workflows
+
 # trtllm-eval: `lm-eval gsm8k average accuracy: 75.00`
-_LM_EVAL = re.compile(rf"\blm-eval (\S+) average accuracy: {_NUM}")
+_LM_EVAL = re.compile(rf"\blm-eval (\S+) average accuracy: {NUM}")
 # trtllm-eval: `MMLU weighted average accuracy: 75.00 (14042)`
-_MMLU = re.compile(rf"\bMMLU weighted average accuracy: {_NUM}(?: \((\d{{1,18}})\))?")
+_MMLU = re.compile(rf"\bMMLU weighted average accuracy: {NUM}(?: \((\d{{1,18}})\))?")
 # trtllm-eval cnn_dailymail: `Beam 0 rouge scores:` then `\trouge1: 75.000` lines
 _ROUGE_HEAD = re.compile(r"\bBeam (\d+) rouge scores:")
-_ROUGE = re.compile(rf"(?:^|\s)(rouge\w*): {_NUM}\s*$")
-# trtllm-bench: `Total Output Throughput (tokens/sec):   1600.0000`
+_ROUGE = re.compile(rf"(?:^|\s)(rouge\w*): {NUM}\s*$")
 # TensorRT-LLM's accuracy tests log a hypothesis-testing report after the task's score line:
 # `Higher is better: True`, `Reference accuracy: 74.000`, `Threshold: 72.123`,
 # `Evaluated accuracy: 75.000` (the metric is the task's, e.g. `WER`); decision 57.
 _HEAD = re.compile(r"^= \w+ HYPOTHESIS TESTING\s*$")
 _HIGHER = re.compile(r"(?:^|\s)Higher is better: (True|False)\s*$")
-_REFERENCE = re.compile(rf"(?:^|\s)Reference (\w+): {_NUM}\s*$")
-_THRESHOLD = re.compile(rf"(?:^|\s)Threshold: {_NUM}\s*$")
-_EVALUATED = re.compile(rf"(?:^|\s)Evaluated (\w+): {_NUM}\s*$")
-_BENCH = re.compile(rf"^((?:[\w-]+ )*[\w-]*(?:Throughput|[Ll]atency)) \(([^)]+)\):\s+{_NUM}\s*$")
+_REFERENCE = re.compile(rf"(?:^|\s)Reference (\w+): {NUM}\s*$")
+_THRESHOLD = re.compile(rf"(?:^|\s)Threshold: {NUM}\s*$")
+_EVALUATED = re.compile(rf"(?:^|\s)Evaluated (\w+): {NUM}\s*$")
 
 
 def figures(lines: Iterable[str]) -> dict[str, Any]:
-    """`{"<task>": {"accuracy": N, ...}, "bench": {"<figure>_<unit>": N, ...}}`; empty when the
-    log has none."""
+    """`{"<task>": {"accuracy": N, ...}, "<workflow group>": {"<figure>": N, ...}}`; empty
+    when the log has none."""
+    by_workflow = [(wf.results, wf.figure) for wf in workflows() if wf.results and wf.figure]
     out: dict[str, dict[str, Any]] = {}
     beam: str | None = None
     task: str | None = None  # the last task a score line named: a report below is its
@@ -56,9 +55,9 @@ def figures(lines: Iterable[str]) -> dict[str, Any]:
         elif beam is not None and (m := _ROUGE.search(line)):
             key = m.group(1) if beam == "0" else f"beam{beam}_{m.group(1)}"
             out.setdefault("cnn_dailymail", {})[key] = float(m.group(2))
-        elif m := _BENCH.match(line.strip()):
-            key = f"{_slug(m.group(1))}_{_slug(m.group(2).replace('/', ' per '))}"
-            out.setdefault("bench", {})[key] = float(m.group(3))
+        elif hit := _own_figure(line, by_workflow):
+            group, key, value = hit
+            out.setdefault(group, {})[key] = value
         elif _HEAD.match(_message(line)):
             test = _Report()
         elif test is None:
@@ -79,6 +78,15 @@ def figures(lines: Iterable[str]) -> dict[str, Any]:
             )
             test = None
     return out
+
+
+def _own_figure(
+    line: str, own: list[tuple[str, Callable[[str], tuple[str, float] | None]]]
+) -> tuple[str, str, float] | None:
+    for group, figure in own:
+        if found := figure(line):
+            return group, *found
+    return None
 
 
 def _message(line: str) -> str:
@@ -106,17 +114,14 @@ class _Report:
         task["passed"] = ok
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
-
-
 def result_lines(results: dict[str, Any]) -> list[str]:
-    """`results` for a person: a line per group of figures, a line per perf-sanity case."""
+    """`results` for a person: a line per group of figures, a line per case of a group of
+    cases (perf-sanity's)."""
     lines = []
     for group, values in results.items():
-        if group == "perf_sanity":
-            for case in values.get("cases", []):
-                lines.append(f"results: perf_sanity: {case['case']}: {case['outcome']}")
+        if isinstance(values.get("cases"), list):
+            for case in values["cases"]:
+                lines.append(f"results: {group}: {case['case']}: {case['outcome']}")
                 for c in case.get("clients", []):
                     shown = _shown(
                         {k: v for k, v in c.items() if k not in ("server", "client", "log")}

@@ -29,6 +29,7 @@ from trtllm_script_builder.process.verdict import (
     Verdict,
     decide_verdict,
 )
+from trtllm_script_builder.resolve.workflow import find
 
 MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
 # A log line longer than this is taken as several (a job that prints megabytes without a
@@ -50,13 +51,18 @@ def read_local(path: str, offset: int) -> bytes | None:
 
 
 def junit_path(spec: JobSpec, job_id: str | None) -> str | None:
-    """Where a pytest job writes its JUnit report (remote_work_dir on a remote cluster); None for
-    other jobs."""
+    """Where a job whose workflow writes a JUnit report wrote it (remote_work_dir on a remote
+    cluster); None for other jobs."""
     pattern = spec.junit_file_pattern
-    if not pattern or spec.workflow_type != "pytest":
+    if not pattern or not _writes_junit(spec):
         return None
     name = pattern.replace("%j", job_id or "")
     return posixpath.join(spec.remote_work_dir or spec.work_dir, name)
+
+
+def _writes_junit(spec: JobSpec) -> bool:
+    flow = find(spec.workflow_type)
+    return flow is not None and flow.junit
 
 
 def read_junit(read: Reader, spec: JobSpec, job_id: str | None) -> tuple[TestReport | None, str]:
@@ -93,7 +99,7 @@ def _decide(
         spec,
         timed_out=timed_out,
         signal=signal,
-        pytest=spec.workflow_type == "pytest",
+        pytest=_writes_junit(spec),
         tests=report,
     )
     if note:

@@ -60,5 +60,8 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render(template: str, **ctx: Any) -> str:
+def render(template: str | Path, **ctx: Any) -> str:
+    """A template of the package by name, or a file of its own (a workflow's from elsewhere)."""
+    if isinstance(template, Path):
+        return environment().from_string(template.read_text()).render(**ctx)
     return environment().get_template(template).render(**ctx)

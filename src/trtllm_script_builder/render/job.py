@@ -20,6 +20,7 @@ from trtllm_script_builder.render.spec import (
     spec_common,
 )
 from trtllm_script_builder.resolve.resolved import ResolvedJob
+from trtllm_script_builder.resolve.workflow import workflow
 
 
 def render_job(job: ResolvedJob) -> BuildResult:
@@ -67,18 +68,15 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
 
     d = dict(job.exports)
     env = [("PROJECT_PATH", job.paths.project), ("LLM_MODELS_ROOT", job.models_root)]
-    run_cmd = job.run_cmd
-    custom_env = job.workflow == "custom" and bool(d["CUSTOM_ENV"])
-    if job.workflow == "custom":
-        run_cmd = d["CUSTOM_COMMAND"]
-        if custom_env:
-            env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
+    custom_env = bool(d.get("CUSTOM_ENV"))
+    if custom_env:
+        env.append(("CUSTOM_ENV", d["CUSTOM_ENV"]))
     for name in ("WHEEL_PATH", "PYTEST_ADDOPTS"):
         if name in d:
             env.append((name, d[name]))
     if job.prep_cmd:
         env.append(("PREP_CMD", job.prep_cmd))
-    env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", run_cmd)]
+    env += [("RUN_WORKDIR", d.get("TEST_WORKDIR", job.paths.project)), ("RUN_CMD", job.run_cmd)]
     if job.junit_file:
         env.append(("JUNIT_FILE", posixpath.join(job.paths.log_dir, job.junit_file)))
     return docker_run(
@@ -89,7 +87,7 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
         env=env,
         install=job.install,
         wheel=bool(job.wheel),
-        eval_requirements=job.workflow == "eval",
+        eval_requirements=workflow(job.workflow).eval_requirements,
         custom_env=custom_env,
         has_prep=bool(job.prep_cmd),
         junit=bool(job.junit_file),
@@ -97,7 +95,7 @@ def _docker(job: ResolvedJob) -> tuple[list[list[str]], str]:
 
 
 def _slurm_result(job: ResolvedJob) -> BuildResult:
-    slurm, paths = job.slurm, job.paths
+    slurm, paths, flow = job.slurm, job.paths, workflow(job.workflow)
     assert slurm is not None
     script = f"{job.name}.slurm"
     # Resolve checked it fits an #SBATCH line; Slurm reads `%` there as a pattern.
@@ -124,7 +122,7 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         "install": job.install,
         "wheel": bool(job.wheel),
         "wheel_dir": bool(job.chain and job.chain.compile),
-        "eval_requirements": job.workflow == "eval",
+        "eval_requirements": flow.eval_requirements,
         "mpi": job.mpi,
         "mpi_plugin": slurm.mpi_plugin,
         "launcher": job.launcher,
@@ -132,7 +130,7 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         "run_script": job.run_script,
         "junit": _split_job_id(paths.log_dir, job.junit_file) if job.junit_file else None,
     }
-    files = [OutFile(script, render(f"{job.workflow}.slurm.j2", s=ctx), executable=True)]
+    files = [OutFile(script, render(flow.template_name, s=ctx), executable=True)]
     if job.run_script:
         files.append(
             OutFile("slurm_run_custom.sh", render("slurm_run_custom.sh.j2"), executable=True)

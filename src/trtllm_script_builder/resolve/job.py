@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import OutFile, SlurmParams
+from trtllm_script_builder.model.registry import WORKFLOWS
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv
@@ -26,15 +27,7 @@ from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
     CALL_ENDS,
-    add_bench_model_path,
-    bench_models_without_path,
     find_model_dir,
-    is_hf_id,
-    parse_bench,
-    parse_custom_env,
-    parse_eval,
-    replace_option,
-    split_and,
 )
 from trtllm_script_builder.resolve.compile import plan_chain, refuse_for_submit_py
 from trtllm_script_builder.resolve.resolved import (
@@ -51,33 +44,22 @@ from trtllm_script_builder.resolve.slurm import (
     time_limit_warnings,
 )
 from trtllm_script_builder.resolve.stamp import file_stamp
-from trtllm_script_builder.resolve.workflows import (
+from trtllm_script_builder.resolve.workflow import (
+    Draft,
     Sizing,
-    size_bench_job,
-    size_custom_job,
-    size_eval_job,
-    size_pytest_job,
+    Workflow,
+    command_fields,
+    workflow,
+    workflows,
 )
-from trtllm_script_builder.slurm_time import parse_time_minutes
 
 if TYPE_CHECKING:
     from trtllm_script_builder.resolve.perf.plan import PerfPlan
 
-SUFFIX = {"pytest": "auto_test", "custom": "custom", "eval": "eval", "bench": "bench"}
-CATEGORY = {"pytest": 2, "custom": 3, "eval": 5, "bench": 6}
 LAUNCH_SH = "slurm_launch.sh"
-# The success and failure lines per workflow, widened to what the real tools print (decision 47).
-PATTERNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "pytest": (("passed",), ("FAILED", "ERROR")),
-    "eval": (("accuracy:", "score:", "rouge1:"), ("AssertionError", "Error")),
-    "bench": (("token/s", "throughput", "tokens/sec", "Throughput"), ("Error", "Traceback")),
-    "perf_sanity": (("8_done_", "test completed successfully"), ("FAILED", "Error")),
-    "custom": (("Custom command finished with exit code 0",), ("Error", "Traceback")),
-}
-# enroot mounts a fresh tmpfs on these at every container start, so every srun sees them empty.
-_CONTAINER_TMPFS = ("/tmp", "/var/run", "/var/lock")
-# trtllm-bench options that name a file the call writes.
-_BENCH_WRITES = ("--output", "--report_json", "--iteration_log", "--output_json", "--request_json")
+# What the launch script of the repo's submit.py prints when it passed or failed, whichever
+# workflow it runs for (decision 47).
+SUBMIT_PY_PATTERNS = (("8_done_", "test completed successfully"), ("FAILED", "Error"))
 
 
 def refuse_ask(field: str, question: str) -> str:
@@ -109,13 +91,7 @@ def _once(ask: mnt.Ask) -> mnt.Ask:
 def check_request(req: Request) -> str:
     """The request's workflow, once its command and (on Slurm) its cluster fields are present."""
     wf = req.workflow()
-    need = {
-        "pytest": ("test_cmd",),
-        "eval": ("eval_cmd",),
-        "bench": ("bench_cmd",),
-        "custom": ("custom_cmd", "custom_script"),
-    }
-    fields = need.get(wf, ())
+    fields = workflow(wf).commands
     if fields and not any(getattr(req, f) for f in fields):
         flag = " or ".join("--" + f.replace("_", "-") for f in fields)
         raise BuildError(fields[0], f"is required for workflow_type {wf}", f"pass {flag}")
@@ -125,10 +101,13 @@ def check_request(req: Request) -> str:
     return wf
 
 
-# The field each tool's command belongs in.
-_TOOL_FIELD = {"pytest": "test_cmd", "trtllm-eval": "eval_cmd", "trtllm-bench": "bench_cmd"}
-_COMMANDS = ("test_cmd", "eval_cmd", "bench_cmd", "custom_cmd", "custom_script")
 _QUOTES = frozenset("'\"\\")
+
+
+@lru_cache(maxsize=4)
+def _tool_workflows(names: tuple[str, ...]) -> dict[str, Workflow]:  # keyed by what is registered
+    """The workflows that run a tool of their own, by tool: the field its command belongs in."""
+    return {wf.tool: wf for wf in workflows() if wf.tool and wf.commands}
 
 
 def _shell_words(cmd: str) -> list[str] | None:
@@ -140,49 +119,48 @@ def _shell_words(cmd: str) -> list[str] | None:
         return None
 
 
-def _tools(cmd: str) -> set[str]:
+def _tools(cmd: str, known: dict[str, Workflow]) -> set[str]:
     """The TensorRT-LLM tools a command line runs (`python -m pytest` counts as pytest)."""
-    if not any(tool in cmd for tool in _TOOL_FIELD):
+    if not any(tool in cmd for tool in known):
         return set()
     words = _shell_words(cmd)
     if words is None:
         words = cmd.split()
-    return {posixpath.basename(w) for w in words} & _TOOL_FIELD.keys()
+    return {posixpath.basename(w) for w in words} & known.keys()
 
 
 def _one_command(req: Request) -> None:
     """One command per request, in the field of the tool it runs: a bench job built from a
     pytest line, or a second command dropped without a word, would surprise only later."""
-    given = [f for f in _COMMANDS if getattr(req, f)]
+    given = [f for f in command_fields() if getattr(req, f)]
     if len(given) > 1:
         raise BuildError(
             given[1],
             f"is given together with {given[0]}, but a request builds one job",
             f"keep one of {' and '.join(given)} (build-many builds several jobs)",
         )
-    for field in ("test_cmd", "eval_cmd", "bench_cmd"):
+    known = _tool_workflows(WORKFLOWS.names())
+    for own, wf in known.items():
+        field = wf.commands[0]
         cmd = getattr(req, field)
         if not cmd:
             continue
-        tools = _tools(cmd)
-        own = next(t for t, f in _TOOL_FIELD.items() if f == field)
+        tools = _tools(cmd, known)
         if tools and own not in tools:
             tool = sorted(tools)[0]
-            right = _TOOL_FIELD[tool]
+            right = known[tool].commands[0]
             raise BuildError(
                 field,
                 f"runs {tool}, which is a {right} command",
                 f"pass it as --{right.replace('_', '-')}",
             )
-        _runs_its_tool(field, own, cmd)
+        _runs_its_tool(field, own, cmd, wf.model_options)
 
 
-# The option each tool refuses to start without (its click group marks it required).
-_MODEL_OPTIONS = {"trtllm-eval": ("--model",), "trtllm-bench": ("--model", "-m")}
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
-def _runs_its_tool(field: str, own: str, cmd: str) -> None:
+def _runs_its_tool(field: str, own: str, cmd: str, options: tuple[str, ...]) -> None:
     """Decision 89: a command field runs its own tool, once for pytest, each call with the
     model the tool requires. A misspelt tool, a bare test id or a second pytest call would
     only fail in the queue (command not found, a usage error, one id's results dropped)."""
@@ -215,8 +193,7 @@ def _runs_its_tool(field: str, own: str, cmd: str) -> None:
             f"runs pytest {names.count(own)} times, but a request builds one job",
             "give every test id to one pytest call, or list them for build-many",
         )
-    options = _MODEL_OPTIONS.get(own)
-    if options is None:
+    if not options:  # the options the tool refuses to start without
         return
     starts = [i for i, n in enumerate(names) if n == own]
     for k, start in enumerate(starts):
@@ -276,16 +253,6 @@ def _repo_root_is_the_top(repo_root: str) -> None:
         here, up = up, os.path.dirname(up)
 
 
-def is_perf_sanity(req: Request, wf: str) -> bool:
-    if wf == "perf_sanity":
-        return True
-    if wf != "pytest":
-        return False
-    from trtllm_script_builder.resolve.perf.testid import is_perf_sanity_cmd
-
-    return is_perf_sanity_cmd(req.test_cmd or "") or bool(req.perf_config_yaml)
-
-
 # ---------------------------------------------------------------- the entry point
 
 
@@ -302,9 +269,10 @@ def resolve(
     wf = req.workflow() if checked else check_request(req)
     _check_host_paths(req)
     env = cluster.env if cluster else None
-    perf = is_perf_sanity(req, wf)
-    if wf == "pytest" and not perf and req.test_cmd:
-        req = _timeout_suffix_to_flag(req, req.test_cmd)
+    flow = workflow(wf)
+    perf = flow.submit_py(req)
+    if not perf:
+        req = flow.adjust(req)
     if perf and not req.is_slurm:
         raise BuildError(
             "execution_scenario",
@@ -343,13 +311,8 @@ def resolve(
             remote=req.is_remote,
         )
         return _category4(base, wf, plan, base.mounts(), limit_notes)
-    sizer = {
-        "pytest": size_pytest_job,
-        "eval": size_eval_job,
-        "bench": size_bench_job,
-        "custom": size_custom_job,
-    }[wf]
-    sizing = sizer(req, gpn, gpn_source)
+    assert flow.size is not None, f"workflow {wf} has no sizing and no submit.py plan"
+    sizing = flow.size(req, gpn, gpn_source)
     available = req.env_check.available_gpus if req.env_check and not req.is_slurm else None
     if available is not None and sizing.required_devices > available:
         raise BuildError(
@@ -366,8 +329,8 @@ def resolve(
                 "lower --tp_size/--pp_size or use a Slurm scenario",
             )
         refuse_for_submit_py(req)
-        return _eval_fallback(base, sizing)
-    return _job(base, wf, sizing, gpn)
+        return _across_nodes(base, flow, sizing)
+    return _job(base, flow, sizing, gpn)
 
 
 class _Base:
@@ -580,36 +543,21 @@ def _paths(req: Request, env: SlurmEnv | None, site: SiteConfig) -> Paths:
     return Paths(repo.rstrip("/"), work.rstrip("/"), home, True)
 
 
-def _timeout_suffix_to_flag(req: Request, test_cmd: str) -> Request:
-    """A test-list line pasted whole: its ` TIMEOUT (N)` (minutes) becomes pytest's --timeout."""
-    from trtllm_script_builder.resolve.perf.testid import strip_timeout
-
-    cmd, minutes = strip_timeout(test_cmd)
-    if minutes is None:
-        return req
-    return req.model_copy(update={"test_cmd": f"{cmd} --timeout={minutes * 60}"})
-
-
 # ---------------------------------------------------------------- Categories 1-3, 5, 6
 
 
-def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
+def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
     req, paths = base.req, base.paths
-    warnings = list(sz.warnings)
-    exports: list[tuple[str, str]] = []
-    extra_files: list[str] = []
+    name = f"{sz.model_name}_{flow.suffix}"
+    draft = Draft(req, paths, name, sz, base.models_root, list(sz.warnings))
+    flow.prepare(draft)  # the workflow's exports, mounts and files come first
+    warnings, exports, extra_files, extras = (
+        draft.warnings,
+        draft.exports,
+        draft.extra_files,
+        draft.extras,
+    )
     home, project, models = base.mounts()
-    extras: list[mnt.Mount] = []
-    run_script = ""
-    name = f"{sz.model_name}_{SUFFIX[wf]}"
-    junit = ""
-    if wf == "custom":
-        extras, run_script = _custom(req, paths, exports, extra_files)
-    elif wf == "pytest":
-        junit = _junit_file(req.test_cmd or "", name, req.is_slurm, warnings)
-        if junit:  # pytest writes it into the job's folder, which the container must see
-            folder = mnt.check_mount_path(paths.log_dir, _work_dir_field(paths))
-            extras.append(mnt.Mount(folder, folder, "work_dir"))
     wheel = ""
     chain = plan_chain(
         req,
@@ -636,30 +584,10 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     elif not req.skip_install and not req.is_remote:
         warnings += _install_warnings(req, base.facts)
     mounts = mnt.assemble(home, project, models, extras)
-    run_cmd, prep_cmd = "", None
-    if wf == "pytest":
-        run_cmd = req.test_cmd or ""
-        limit = req.time_limit if req.is_slurm else None
-        timeout = _test_timeout(run_cmd, req.test_timeout, limit)
-        if timeout is not None:
-            # Through pytest's own environment variable, so the command arrives as written.
-            exports.append(("PYTEST_ADDOPTS", f"--timeout={timeout}"))
-        rel = sz.workdir_rel
-        workdir = posixpath.join(paths.project, rel) if rel else paths.project
-        exports += [("TEST_WORKDIR", workdir), ("TEST_CMD", run_cmd)]
-    elif wf == "eval":
-        run_cmd = eval_cmd_with_local_model(req, paths, mounts, base.models_root, warnings)
-        exports.append(("EVAL_CMD", run_cmd))
-    elif wf == "bench":
-        b = parse_bench(req.bench_cmd or "")
-        prep_cmd, run_cmd = _bench_with_local_model(b.prep, b.run, base, mounts, warnings)
-        warnings += _bench_file_warnings(b.files, mounts, req.is_slurm)
-        if prep_cmd:
-            exports.append(("PREP_CMD", prep_cmd))
-        exports.append(("BENCH_CMD", run_cmd))
+    flow.command(draft, mounts)
     _fits_one_argument(exports)
     job = ResolvedJob(
-        workflow=wf,
+        workflow=flow.name,
         category=1,
         model_name=sz.model_name,
         name=name,
@@ -667,12 +595,12 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         script_image=base.image,
         required_devices=sz.required_devices,
         nodes=sz.nodes,
-        success_patterns=PATTERNS[wf][0],
-        failure_patterns=PATTERNS[wf][1],
+        success_patterns=flow.patterns[0],
+        failure_patterns=flow.patterns[1],
         exports=tuple(exports),
-        run_cmd=run_cmd,
-        prep_cmd=prep_cmd,
-        junit_file=junit,
+        run_cmd=draft.run_cmd,
+        prep_cmd=draft.prep_cmd,
+        junit_file=draft.junit,
         install=not req.skip_install,
         wheel=wheel,
         mpi=sz.mpi,
@@ -683,7 +611,7 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
     )
     if not req.is_slurm:
         return job
-    check_sbatch_value(paths.log_dir, _work_dir_field(paths))
+    check_sbatch_value(paths.log_dir, work_dir_field(paths))
     slurm = base.slurm(
         nodes=sz.nodes,
         ntasks=sz.ntasks,
@@ -695,8 +623,8 @@ def _job(base: _Base, wf: str, sz: Sizing, gpn: int) -> ResolvedJob:
         slurm["script_image"] = chain.image_import.sqsh  # the imported file (decision 66)
     return replace(
         job,
-        category=CATEGORY[wf],
-        run_script=run_script,
+        category=flow.category,
+        run_script=draft.run_script,
         # A chain is submitted with sbatch dependencies; a held allocation has none.
         persistent=req.execution_scenario == "local_slurm"
         and req.persistent_mode is not False
@@ -725,25 +653,8 @@ def _wheel(req: Request, paths: Paths, extras: list[mnt.Mount], extra_files: lis
     return in_job
 
 
-def _work_dir_field(paths: Paths) -> str:
+def work_dir_field(paths: Paths) -> str:
     return "remote_work_dir" if paths.remote else "work_dir"
-
-
-def _junit_file(test_cmd: str, name: str, slurm: bool, warnings: list[str]) -> str:
-    """The name of pytest's JUnit report in the job's folder; the Slurm job id in it keeps a
-    rerun's results apart. A command that names its own report keeps it, unread by `watch`:
-    pytest would write only the last --junitxml given."""
-    try:  # shlex only when the option may be there: build-many runs this per line
-        words = shlex.split(test_cmd) if "--junit" in test_cmd else []
-    except ValueError:
-        words = test_cmd.split()
-    if any(w.startswith(("--junitxml", "--junit-xml")) for w in words):
-        warnings.append(
-            "test_cmd writes its own JUnit report (--junitxml), so `watch` reads no per-test "
-            "results and judges by the exit code and the log"
-        )
-        return ""
-    return f"{name}_%j_junit.xml" if slurm else f"{name}_junit.xml"
 
 
 def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
@@ -769,11 +680,6 @@ def docker_container_name(name: str, work_dir: str) -> str:
     return f"{name}_{digest}"
 
 
-# A hung test otherwise holds its GPUs until Slurm's limit ends the whole job (decision 20).
-DEFAULT_TEST_TIMEOUT = 3600
-_HAS_TIMEOUT = re.compile(r"(?:^|\s)--timeout(?:[= ]|$)")
-
-
 _EXPORT_FIELD = {
     "TEST_CMD": "test_cmd",
     "EVAL_CMD": "eval_cmd",
@@ -796,107 +702,7 @@ def _fits_one_argument(exports: list[tuple[str, str]]) -> None:
             )
 
 
-def _test_timeout(test_cmd: str, seconds: int | None, limit: str | None) -> int | None:
-    """pytest's per-test limit: none when the command sets its own, else the request's, else
-    the default when the job's time limit leaves room for it."""
-    if _HAS_TIMEOUT.search(test_cmd):
-        return None
-    if seconds is None:
-        allowed = parse_time_minutes(limit) if limit else None
-        if allowed is not None and allowed * 60 <= DEFAULT_TEST_TIMEOUT:
-            return None  # Slurm ends the job first; a shorter limit is the user's to set
-        seconds = DEFAULT_TEST_TIMEOUT
-    return seconds
-
-
-def _custom(
-    req: Request, paths: Paths, exports: list[tuple[str, str]], extra_files: list[str]
-) -> tuple[list[mnt.Mount], str]:
-    """Category 3's exports; returns the mounts the custom job adds and its in-job run script."""
-    extras: list[mnt.Mount] = []
-    custom_cmd = req.custom_cmd or ""
-    if req.custom_script:
-        if not Path(req.custom_script).is_file():
-            raise BuildError(
-                "custom_script",
-                f"{req.custom_script} is not a file",
-                "give the path of an existing script",
-            )
-        script_in_job = paths.to_script(req.repo_root, req.custom_script)
-        if script_in_job is None:  # remote and outside the repo: ship it next to the job
-            extra_files.append(req.custom_script)
-            script_in_job = posixpath.join(paths.log_dir, posixpath.basename(req.custom_script))
-        parent = posixpath.dirname(script_in_job)
-        extras.append(
-            mnt.Mount(mnt.check_mount_path(parent, "custom_script"), parent, "custom_script")
-        )
-        custom_cmd = "bash " + shlex.quote(script_in_job)
-    pairs = parse_custom_env(req.custom_env)
-    exports += [
-        ("CUSTOM_COMMAND", custom_cmd),
-        ("CUSTOM_ENV", " ".join(shlex.quote(f"{k}={v}") for k, v in pairs)),
-        ("CUSTOM_WORKDIR", paths.project),
-        ("llmSrcNode", paths.project),
-    ]
-    run_script = ""
-    if req.is_slurm:
-        run_script = posixpath.join(paths.log_dir, "slurm_run_custom.sh")
-        extras.append(
-            mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
-        )
-        extra_files.insert(0, str(Path(req.work_dir) / "slurm_run_custom.sh"))
-    return extras, run_script
-
-
-def _bench_file_warnings(
-    files: list[tuple[str, str]], mounts: list[mnt.Mount], slurm: bool
-) -> list[str]:
-    out = []
-    read_only = [m for m in mounts if m.container.endswith(":ro")]
-    for opt, path in files:
-        # The command runs in the container: its paths are the container's.
-        if opt in _BENCH_WRITES and any(mnt.covers(m.target, path) for m in read_only):
-            out.append(f"{opt} {path} is on a read-only mount (decision 13); write it elsewhere")
-            continue
-        if mnt.in_a_mount(mounts, path):
-            continue
-        if not any(mnt.covers(t, path) for t in _CONTAINER_TMPFS):
-            out.append(f"{opt} {path} is under no mount, so the container may not see or keep it")
-        elif slurm:  # one `docker run` runs both steps: its /tmp lasts
-            out.append(
-                f"{opt} {path} is on the container's tmpfs, which every srun starts empty, so "
-                "a file there does not outlive its step; use a mounted folder"
-            )
-    return out
-
-
-def eval_cmd_with_local_model(
-    req: Request, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
-) -> str:
-    """Every --model as the container sees it: a host path through its mount, and a Hugging
-    Face id as the container path of a local copy when one exists under the models mount."""
-    cmd = req.eval_cmd or ""
-    for model in parse_eval(cmd).models:
-        local = _model_in_container(model, paths, mounts, models_root, warnings)
-        if local is not None and local != model:
-            cmd = replace_option(cmd, "--model", model, local)
-    return cmd
-
-
-def _model_in_container(
-    model: str, paths: Paths, mounts: list[mnt.Mount], models_root: str, warnings: list[str]
-) -> str | None:
-    if model.startswith("/"):
-        inside = mnt.host_to_container(mounts, model)
-        if inside is None:
-            warnings.append(f"--model {model} is under no mount, so the container may not see it")
-        return inside
-    if "/" not in model:
-        return None
-    return _local_copy(model, paths, mounts, models_root, "trtllm-eval", warnings)
-
-
-def _local_copy(
+def local_copy(
     hf_id: str,
     paths: Paths,
     mounts: list[mnt.Mount],
@@ -922,54 +728,17 @@ def _local_copy(
     return mnt.host_to_container(mounts, str(found)) or str(found)
 
 
-def _bench_with_local_model(
-    prep: str | None, run: str, base: _Base, mounts: list[mnt.Mount], warnings: list[str]
-) -> tuple[str | None, str]:
-    """Decision 24: every trtllm-bench call naming a Hugging Face id and no --model_path gets
-    the local copy's container path, so neither the dataset step nor the run downloads."""
-    steps = [s for s in split_and(prep or "") if s] + [run]
-    ids = [m for step in steps for _, m in bench_models_without_path(step) if is_hf_id(m)]
-    found: dict[str, str] = {}
-    for hf_id in dict.fromkeys(ids):
-        local = _local_copy(hf_id, base.paths, mounts, base.models_root, "trtllm-bench", warnings)
-        if local is not None:
-            found[hf_id] = local
-    if not found:
-        return prep, run
-    steps = [add_bench_model_path(step, found) for step in steps]
-    return " && ".join(steps[:-1]) or None, steps[-1]
-
-
 # ---------------------------------------------------------------- Category 4
 
 
-def _eval_fallback(base: _Base, sz: Sizing) -> ResolvedJob:
-    """An eval wider than a node runs as an aggregated perf config through submit.py (decision 22)."""
-    from trtllm_script_builder.resolve.perf.plan import plan_eval_fallback
-
-    req, facts = base.req, base.facts
-    assert facts is not None
-    ev = parse_eval(req.eval_cmd or "")
-    warnings = list(sz.warnings)
+def _across_nodes(base: _Base, flow: Workflow, sz: Sizing) -> ResolvedJob:
+    """A job wider than a node that its workflow runs as a perf config through submit.py
+    (decision 22)."""
+    assert base.facts is not None and flow.across_nodes is not None
     home, project, models = base.mounts()
-    mounts = mnt.assemble(home, project, models, [])
-    cmd = eval_cmd_with_local_model(req, base.paths, mounts, base.models_root, warnings)
-    node_gpus = ev.gpus_per_node or facts.gpus_per_node
-    plan = plan_eval_fallback(
-        model_name=sz.model_name,
-        model_path=parse_eval(cmd).model or ev.model or sz.model_name,
-        tp=ev.tp,
-        pp=ev.pp,
-        gpus_per_node=node_gpus,
-        task=ev.task,
-        work_dir=req.work_dir,  # submit.py runs here, on local paths (decision 40)
-    )
-    warnings.append(
-        f"eval needs {sz.required_devices} GPUs, more than one node's {node_gpus}: "
-        "it runs through submit.py with accuracy.enable_accuracy_test; the submit.py versions read so far "
-        "wire the accuracy runner for disaggregated configs only (decision 23)"
-    )
-    return _category4(base, "eval", plan, (home, project, models), warnings)
+    draft = Draft(base.req, base.paths, sz.model_name, sz, base.models_root, list(sz.warnings))
+    plan = flow.across_nodes(draft, mnt.assemble(home, project, models, []), base.facts)
+    return _category4(base, flow.name, plan, (home, project, models), draft.warnings)
 
 
 def _submit_py_knows(option: str, req: Request) -> bool:
@@ -1048,8 +817,8 @@ def _category4(
         container_name=f"{plan.model_name}_{plan.job_suffix}",  # submit.py names its own
         required_devices=sz.gpus,
         nodes=sz.nodes,
-        success_patterns=PATTERNS["perf_sanity"][0],
-        failure_patterns=PATTERNS["perf_sanity"][1],
+        success_patterns=SUBMIT_PY_PATTERNS[0],
+        failure_patterns=SUBMIT_PY_PATTERNS[1],
         extra_files=tuple(str(work_dir / f.name) for f in before),
         warnings=tuple(warnings),
         submit=SubmitPlan(tuple(before), tuple(args), LAUNCH_SH, rewrite, gpu_lines),
