@@ -1,4 +1,6 @@
-"""Nothing lost, under what a careless user or a second run does (decisions 63 and 76-80).
+"""Nothing lost, under what a careless user or a second run does (decisions atomic-job-set,
+failed-set-restored, one-commit-per-folder, build-many-folder-lock, submit-py-children and
+temporaries-under-signals).
 
 * A rebuild whose set cannot be made current (a file of the old set that cannot be replaced:
   immutable, or a mount point) leaves the folder exactly as it was: no new script beside the

@@ -1,5 +1,5 @@
-"""Nothing lost (decision 63): `build`, `build --force` and `build-many` are killed by SIGINT,
-SIGTERM, SIGHUP and SIGKILL at fixed points, at every change a rebuild makes to the file
+"""Nothing lost (decision atomic-job-set): `build`, `build --force` and `build-many` are killed by
+SIGINT, SIGTERM, SIGHUP and SIGKILL at fixed points, at every change a rebuild makes to the file
 system, and at seeded random moments; every time the folder reads as the old set or the new
 one whole (job_spec.json and the script it names agree), nothing else in the work folder's
 parent changed, and no temporary is left (after a SIGKILL: none after the next run). The
@@ -464,7 +464,8 @@ def test_perf_sanity_interrupted_submit_py_leaves_a_repo_root_as_it_was(
         if sig == signal.SIGKILL:
             with_left = tree(env.repo)
             assert temps(with_left)
-            time.sleep(0.2)  # submit.py dies with the builder (PR_SET_PDEATHSIG, decision 79)
+            # submit.py dies with the builder (PR_SET_PDEATHSIG, decision submit-py-children)
+            time.sleep(0.2)
             sweep(env.repo)
         else:
             time.sleep(0.1)  # submit.py was stopped and waited for: nothing more appears

@@ -107,8 +107,9 @@ def _test_cmd_and_time(script: Path) -> tuple[str, str]:
 def test_a_test_gets_the_same_timeout_and_time_limit_alone_or_grouped(
     env: Env, cli, tmp_path: Path
 ) -> None:
-    """One TIMEOUT rule (decision 60): pytest's --timeout is the test's own, and the time
-    limit is raised to it plus half an hour, whether the test has a job or shares a group."""
+    """One TIMEOUT rule (decision batch-names-timeout): pytest's --timeout is the test's own, and
+    the time limit is raised to it plus half an hour, whether the test has a job or shares a
+    group."""
     lst = tmp_path / "list.txt"
     # three 2-GPU tests: 150, 30 and 150 minutes
     lst.write_text(
@@ -492,7 +493,7 @@ def test_request_items_read_times_as_request_files_do(env: Env, cli, tmp_path: P
 def test_build_many_prints_the_warnings_with_their_lines(env: Env, cli, tmp_path: Path) -> None:
     """A summary that only counts warnings hides what they say: each is printed with its line."""
     lst = tmp_path / "list.txt"
-    # A fixture may add the id (decision 96): warned, not refused.
+    # A fixture may add the id (decision parameter-id-check): warned, not refused.
     (env.repo / "tests/integration/defs/accuracy/test_fixture.py").write_text(
         "import pytest\n@pytest.mark.parametrize('tp', [1, 2])\ndef test_x(tp, llm_root): pass\n"
     )

@@ -314,8 +314,9 @@ def test_an_end_sacct_does_not_know_yet_is_asked_of_scontrol() -> None:
 
 def test_a_start_record_with_a_final_state_is_not_the_end() -> None:
     """A job that failed within a second: accounting may hold its start record already saying
-    FAILED, with End=Unknown and ExitCode 0:0, before the completion record lands (decision
-    73). It is not taken as the end by query_many (gone from squeue, asked of scontrol)."""
+    FAILED, with End=Unknown and ExitCode 0:0, before the completion record lands
+    (decision sacct-end-time). It is not taken as the end by query_many (gone from squeue, asked of
+    scontrol)."""
     early = "9|FAILED|0:0|00:00:01|n1|9|Unknown\n"
     assert (slurm.sacct_rows(early)["9"].state, slurm.sacct_rows(early)["9"].terminal) == (
         slurm.ENDING,
@@ -597,7 +598,8 @@ def test_hang_in_one_running_job_cancels_that_job_only(
 
 # ---------------------------------------------------------------- prerequisites (chains)
 # A batch built with compile / sqsh_cache_dir: one import and one compile per key for the
-# whole batch, the arrays after them (decisions 65, 71), and the chain followed in the same loop.
+# whole batch, the arrays after them (decisions compile-chain and batch-prerequisites), and the
+# chain followed in the same loop.
 
 IMPORT_KEY = "import:/sqsh/img.sqsh"
 COMPILE_KEY = "compile:/repo /sqsh/img.sqsh --cuda_architectures 90-real --dist_dir /wheel"

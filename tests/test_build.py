@@ -97,7 +97,7 @@ def test_eval_single_rank_and_multi_rank(env: Env, cli) -> None:
 def test_eval_model_not_found_warns(env: Env, cli) -> None:
     r = cli([], env.request(eval_cmd="trtllm-eval --model org/Missing gsm8k"))
     assert r.code == 0
-    # On stderr, one `warning:` line, and not repeated in the report (decision 90).
+    # On stderr, one `warning:` line, and not repeated in the report (decision warnings-to-stderr).
     assert "warning: --model org/Missing" in r.stderr and "org/Missing" not in r.stdout
     assert any("org/Missing" in w for w in spec_of(env)["warnings"])
 
@@ -179,7 +179,8 @@ def test_local_docker(env: Env, cli) -> None:
 
 
 def test_local_docker_gpus_ulimits_and_a_name_per_folder(env: Env, cli) -> None:
-    """Decision 39: the GPUs the job needs, TensorRT-LLM's limits, no name clash between folders."""
+    """Decision local-docker-run: the GPUs the job needs, TensorRT-LLM's limits, no name clash
+    between folders."""
     assert cli([], env.request("local_docker", test_cmd=PYTEST_4)).code == 0
     cmd = spec_of(env)["docker_cmd"]
     assert "--gpus '\"device=0,1,2,3\"'" in cmd  # the 4 GPUs of test_four[tp4]
@@ -371,7 +372,8 @@ def test_slurm_env_mounts_used_verbatim(env: Env, cli) -> None:
     assert re.search(
         rf"CONTAINER_MOUNTS=\S*,/data/models:/models:ro,/data/link:/data/link{work}\n", text
     )
-    # the one at the models root is read-only even when the site wrote no flags (decision 13)
+    # the one at the models root is read-only even when the site wrote no flags
+    # (decision read-only-models-mount)
     env.write_env(mounts=["/data/models:/models", "/data/link:/data/link"])
     cli([], req)
     text = (env.work / "tiny_auto_test.slurm").read_text()
@@ -463,7 +465,7 @@ BENCH_TWO_STEPS = (
 
 
 def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) -> None:
-    """Decision 24: the compute node never downloads a model the models folder holds."""
+    """Decision bench-sizing: the compute node never downloads a model the models folder holds."""
     r = cli(["--force"], env.request(bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_bench.slurm").read_text()
@@ -476,9 +478,10 @@ def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) 
         in text
     )
     assert not any("Tiny-Model" in w for w in spec_of(env)["warnings"])
-    # the models mount is read-only: the dataset cannot be written there (decision 13)
+    # the models mount is read-only: the dataset cannot be written there
+    # (decision read-only-models-mount)
     assert [w for w in spec_of(env)["warnings"] if "read-only" in w] == [
-        "--output /models/d.json is on a read-only mount (decision 13); write it elsewhere"
+        "--output /models/d.json is on a read-only mount (decision read-only-models-mount); write it elsewhere"
     ]
     r = cli(["--force"], env.request("local_docker", bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
@@ -511,7 +514,7 @@ def _bindings_notes(env: Env) -> list[str]:
 
 
 def test_uncompiled_checkout_warns_when_the_install_step_runs(env: Env, cli) -> None:
-    """Decision 33: setup.py refuses `pip install -e .` without the compiled bindings."""
+    """Decision install-step: setup.py refuses `pip install -e .` without the compiled bindings."""
     pkg = env.repo / "tensorrt_llm"
     pkg.mkdir()
     (pkg / "bindings.pyi").write_text("")  # stubs alone do not import

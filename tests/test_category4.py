@@ -56,7 +56,7 @@ def test_perf_sanity_job_spec(env: Env, cli) -> None:
     r = cli([], env.request(test_cmd=PERF, partition="gb"))
     assert r.code == 0, r.stderr
     spec = json.loads((env.work / "job_spec.json").read_text())
-    assert spec["category"] == 4 and spec["workflow_type"] == "pytest"  # decision 43
+    assert spec["category"] == 4 and spec["workflow_type"] == "pytest"  # decision job-spec-fields
     assert spec["script_path"] == str(env.work / "slurm_launch.sh")
     assert spec["log_file_pattern"] == "slurm-%j.out"
     assert spec["required_devices"] == 6 and spec["node_count"] == 2
@@ -132,7 +132,8 @@ def test_a_work_dir_outside_home_and_repo_is_mounted_for_submit_py(
 ) -> None:
     """submit.py runs the job with work_dir as its working folder: the container must see it."""
     outside = tmp_path / "scratch" / "perf"
-    outside.parent.mkdir()  # decision 95: a build makes work_dir, not the folders above it
+    # decision work-dir-parent-made: a build makes work_dir, not the folders above it
+    outside.parent.mkdir()
     r = cli([], env.request(test_cmd=PERF, partition="gb", work_dir=str(outside)))
     assert r.code == 0, r.stderr
     argv = json.loads((env.root / "submit_args.json").read_text())["argv"]

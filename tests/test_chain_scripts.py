@@ -180,7 +180,8 @@ def _import(
 
 def test_an_import_without_flock_still_imports_whole(cli, env: Env, tmp_path: Path) -> None:
     """A file system without flock (Lustre mounted without it) must not fail the import: the
-    temporary name and the rename keep the file whole without the lock (decision 84)."""
+    temporary name and the rename keep the file whole without the lock
+    (decision import-cache-key)."""
     done, sqsh, _ = _import(cli, env, tmp_path, flock=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sqsh.read_bytes().startswith(b"hsqs")
@@ -209,7 +210,8 @@ def test_a_second_compile_for_another_gpu_builds_for_that_gpu(
 ) -> None:
     """build_wheel.py configures CMake (where --cuda_architectures, --nvtx and --use_ccache
     take effect) only in a new build tree unless told --configure_cmake: a checkout built once
-    for H100 would otherwise build H100 kernels again for a B200 job (decision 87)."""
+    for H100 would otherwise build H100 kernels again for a B200 job
+    (decision always-configure-cmake)."""
     first, second = tmp_path / "w1", tmp_path / "w2"
     for work, gpu in ((first, "H100"), (second, "B200")):
         req = env.request(test_cmd=PYTEST_1, work_dir=str(work), compile=True, device_type=gpu)
@@ -228,7 +230,8 @@ def test_the_build_runs_as_many_compilers_as_the_memory_holds(
 ) -> None:
     """build_wheel.py runs one compiler per CPU by default; on a whole node of many CPUs that is
     more nvcc processes than its memory holds (TensorRT-LLM's CI gives each 6-12 GiB). The job
-    passes --job_count: its CPUs, at most one per 8 GiB of the job's memory (decision 88)."""
+    passes --job_count: its CPUs, at most one per 8 GiB of the job's memory
+    (decision compile-job-count)."""
     record = tmp_path / "build_wheel.jsonl"
     _build(cli, env, tmp_path / "wheel")
     counts = []

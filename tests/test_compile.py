@@ -1,5 +1,6 @@
-"""Compile and image-import chains (decisions 64-66): the request fields, what the build writes,
-how `submit` chains the jobs and how their end is judged. The live runs are in
+"""Compile and image-import chains (decisions compile-cuda-arch,
+compile-chain and image-import-cache): the request fields, what the build writes, how `submit`
+chains the jobs and how their end is judged. The live runs are in
 tests/slurm/test_compile_chain.py."""
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _build(cli, env: Env, scenario: str = "local_slurm", **fields: Any):
         ("B200", "100-real"),
         ("GB200", "100-real"),
         # Blackwell Ultra is its own architecture (10.3): TensorRT-LLM's CI builds 103-real
-        # beside 100-real, and kernels built for 100a do not load on it (decision 82).
+        # beside 100-real, and kernels built for 100a do not load on it (decision gpu-arch-table).
         ("B300", "103-real"),
         ("NVIDIA GB300", "103-real"),
         ("H100", "90-real"),
@@ -249,7 +250,7 @@ def test_one_image_in_two_spellings_is_one_cache_file(cli, env: Env, one: str, o
 
 def test_the_cache_file_is_keyed_by_what_enroot_imports(cli, env: Env) -> None:
     """With the registry rewrite turned off, enroot reads `nvcr.io/x` as a Docker Hub path:
-    another image than `nvcr.io#x`, so another file (decision 84)."""
+    another image than `nvcr.io#x`, so another file (decision import-cache-key)."""
     rewritten = _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py3", "a")
     as_given = _sqsh(cli, env, "nvcr.io/nvidia/pytorch:25.05-py3", "b", rewrite=False)
     assert rewritten != as_given
@@ -321,7 +322,7 @@ def test_prerequisites_are_chained_and_shared_by_key() -> None:
     spec = _spec([_entry("import", "import:/c/x.sqsh"), _entry("compile", "compile:a")])
     first = submit_prerequisites(spec, sbatch, "/w", known=known)
     # the compile also waits for any other compile of the checkout (singleton: one job name per
-    # checkout), which builds in the same tree (decision 86)
+    # checkout), which builds in the same tree (decision one-compile-per-checkout)
     assert calls == [
         ("/w/import.slurm", []),
         ("/w/compile.slurm", ["--dependency=afterok:101,singleton", "--kill-on-invalid-dep=yes"]),
@@ -347,7 +348,8 @@ def test_prerequisites_are_chained_and_shared_by_key() -> None:
 
 def test_the_compile_jobs_of_one_checkout_share_a_job_name(cli, env: Env, tmp_path: Path) -> None:
     """Slurm's singleton dependency runs one job of a name (and user) at a time: named after
-    the checkout, two compiles of it never build in its one build tree at once (decision 86)."""
+    the checkout, two compiles of it never build in its one build tree at once
+    (decision one-compile-per-checkout)."""
 
     def name(work: str, **fields: Any) -> str:
         req = env.request(test_cmd=PYTEST_1, work_dir=str(tmp_path / work), compile=True)
@@ -530,7 +532,7 @@ def test_the_compile_progress_is_read_from_either_generator(
 
 def test_a_build_wheel_that_can_prompt_is_told_not_to(cli, env: Env) -> None:
     """Newer build_wheel.py versions stop at an input() prompt unless --yes; a batch job has no
-    terminal, so the prompt would end the build with EOFError (decision 85)."""
+    terminal, so the prompt would end the build with EOFError (decision build-wheel-yes)."""
     build_wheel = env.repo / "scripts" / "build_wheel.py"
     text = build_wheel.read_text()
     assert '"--yes"' not in text  # the stand-in copies an older version: no option, no --yes
@@ -576,9 +578,10 @@ def test_a_compile_batch_reads_build_wheel_once_and_sees_an_edit(
 
 
 def test_a_request_list_of_two_builds_gets_a_wheel_folder_per_build(env: Env, cli) -> None:
-    """build-many shares one <work_dir>/wheel between the jobs of one build (decision 71); an
-    entry that builds for another architecture gets its own folder, so submit, which refuses
-    two builds in one wheel folder (decision 83), takes the batch."""
+    """build-many shares one <work_dir>/wheel between the jobs of one build
+    (decision batch-prerequisites); an entry that builds for another architecture gets its own
+    folder, so submit, which refuses two builds in one wheel folder (decision one-wheel-per-folder),
+    takes the batch."""
     from trtllm_script_builder.process.slurm_submit import (
         _refuse_shared_wheel_dirs,
         load_jobs,

@@ -1,5 +1,5 @@
-"""One bounded way to read JSON and YAML (decision 74), and every reader that takes it: a key
-written twice, deep nesting and alias bombs are refused with one line, never a traceback."""
+"""One bounded way to read JSON and YAML (decision one-data-reader), and every reader that takes it:
+a key written twice, deep nesting and alias bombs are refused with one line, never a traceback."""
 
 from __future__ import annotations
 

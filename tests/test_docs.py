@@ -94,7 +94,8 @@ class Clone:
         shutil.copytree(
             ROOT / "examples",
             self.root / "examples",
-            # As a fresh clone has it: examples/work/ holds only its .gitkeep (decision 95).
+            # As a fresh clone has it: examples/work/ holds only its .gitkeep
+            # (decision work-dir-parent-made).
             ignore=lambda d, names: (
                 [n for n in names if n != ".gitkeep"]
                 if Path(d) == ROOT / "examples" / "work"

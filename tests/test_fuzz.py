@@ -3,7 +3,7 @@ person may write (slurm_env.json, the allocation state file, the site config, th
 image table, the test files it sizes from), and broken shapes of every JSON and YAML document
 (a key written twice, deep nesting, alias bombs).
 
-For each generated value one of two things must happen (decision 69):
+For each generated value one of two things must happen (decision one-validation-layer):
 
 - refused: exit status 2 and exactly one line on stderr, `error: <field>: ...`, naming the
   field (or a field the value is known to lead to, listed in ALSO), and nothing written; or
@@ -563,8 +563,8 @@ def test_ssh_host_reaches_ssh_as_the_destination_or_is_refused(host: str) -> Non
 
 # ---------------------------------------------------------------- the shape of every document
 
-# Trouble in a document's structure rather than in one value (decision 74): a key written
-# twice, nesting past the bound, aliases that double at every level, an alias inside itself.
+# Trouble in a document's structure rather than in one value (decision one-data-reader): a key
+# written twice, nesting past the bound, aliases that double at every level, an alias inside itself.
 shapes = st.one_of(
     st.tuples(st.just("dup"), st.integers(0, 40)),  # which key is written again
     st.tuples(st.just("deep"), st.integers(33, 3000)),

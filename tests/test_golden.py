@@ -34,7 +34,8 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "cat2_pytest_local_slurm": ("local_slurm", {"test_cmd": PYTEST}),
     "cat2_pytest_remote_slurm": ("remote_slurm", {"test_cmd": PYTEST}),
-    # A chain (decisions 65, 66): image import, compile, then the test job installing the wheel.
+    # A chain (decisions compile-chain and image-import-cache): image import, compile, then the test
+    # job installing the wheel.
     "cat2_pytest_compile_local_slurm": (
         "local_slurm",
         {

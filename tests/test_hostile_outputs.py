@@ -2,7 +2,7 @@
 JUnit reports, submission.json, verdict.json, jobs.json and a remote host's files. None of it
 may put a raw escape sequence on the terminal, a megabyte line in a verdict, a DTD past the
 XML reader, a repeated key past the JSON reader, an option into a remote command, or a link
-out of the report's folder (docs/errors.md, "The validation layer"; decision 75)."""
+out of the report's folder (docs/errors.md, "The validation layer"; decision shown-never-obeyed)."""
 
 from __future__ import annotations
 

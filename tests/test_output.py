@@ -182,7 +182,8 @@ def test_the_cli_starts_without_rich_or_pydantic() -> None:
 
 
 def test_a_build_into_a_pipe_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
-    """Not rich (no terminal), nor any module of another command (decision 52: imports kept lazy)."""
+    """Not rich (no terminal), nor any module of another command (decision lazy-imports: imports
+    kept lazy)."""
     others = ["probe", "check", "runner", "schema", "completion", "batch"]
     code = (
         "import sys\n"

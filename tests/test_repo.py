@@ -47,17 +47,3 @@ def test_the_project_points_at_no_document_outside_it() -> None:
         if banned.search(line)
     ]
     assert not hits, "\n".join(hits)
-
-
-def test_every_decision_the_code_names_exists() -> None:
-    doc = (ROOT / "docs" / "decisions.md").read_text()
-    numbers = {int(n) for n in re.findall(r"^(\d+)\. \*\*", doc, re.M)}
-    assert numbers == set(range(1, max(numbers) + 1)), "decisions are numbered 1..N"
-    named = {
-        (p.relative_to(ROOT), int(n))
-        for p in _project_texts()
-        if p.name != "decisions.md"
-        for n in re.findall(r"[Dd]ecisions? (\d+)", p.read_text(errors="replace"))
-    }
-    missing = sorted(f"{p}: decision {n}" for p, n in named if n not in numbers)
-    assert not missing, "\n".join(missing)

@@ -131,7 +131,8 @@ def test_a_misspelt_class_or_function_is_refused(repo: Path, test_id: str, near:
 def test_a_parameter_id_parametrize_cannot_give_is_refused_when_all_ids_are_known(
     repo: Path,
 ) -> None:
-    """Decision 96: test_param's only argument is parametrized with literal values and ids."""
+    """Decision parameter-id-check: test_param's only argument is parametrized with literal values
+    and ids."""
     with pytest.raises(BuildError, match=r"has no parameter id \[tp3\] \(its ids: 1, tp2\)"):
         size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_param[tp3]", repo)
     ok = size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_param[tp2]", repo)

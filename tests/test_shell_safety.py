@@ -179,7 +179,7 @@ def test_hostile_commands_reach_srun_unchanged(field: str, value: str) -> None:
         code, err = build(c.request(repo, work, **{field: cmd}), c.home)
         if code != 0:
             # A word like `.` is a folder of tests since folder selections are sized: a refusal
-            # then names required_devices, as decision 10 says sizing errors do.
+            # then names required_devices, as decision one-line-errors says sizing errors do.
             named = (field, "required_devices") if field == "test_cmd" else (field,)
             assert code == 2 and err.startswith(tuple(f"error: {f}: " for f in named)), err
             assert not work.exists()

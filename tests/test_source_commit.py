@@ -1,6 +1,6 @@
-"""A remote compile chain tests the code it synced (decision 72), without a cluster: submit
-passes the synced commit to every job of the chain and records it; the compile and test
-scripts refuse to start on a clone that moved; a refused compile is COMPILE_FAILED with that
+"""A remote compile chain tests the code it synced (decision source-commit-check), without a
+cluster: submit passes the synced commit to every job of the chain and records it; the compile and
+test scripts refuse to start on a clone that moved; a refused compile is COMPILE_FAILED with that
 line; `watch JOBDIR --timeout` on a batch's job leaves the batch's prerequisites alone."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""submit joins job_spec's relative log patterns with the job's folder (decision 44)."""
+"""submit joins job_spec's relative log patterns with the job's folder
+(decision relative-log-patterns)."""
 
 from __future__ import annotations
 

@@ -34,7 +34,8 @@ def test_a_command_must_run_its_tool(env: Env, cli, field: str, cmd: str, contai
         ("test_cmd", f"python -m {PYTEST_4}"),
         ("eval_cmd", f"trtllm-eval --model={MODEL} mmlu"),
         ("bench_cmd", f"trtllm-bench -m {MODEL} throughput --dataset /models/d.json"),
-        # Another program altogether is the user's choice (decision 89): warned, not refused.
+        # Another program altogether is the user's choice (decision command-runs-its-tool): warned,
+        # not refused.
         ("eval_cmd", "python run_eval.py --tp_size 2"),
     ],
 )
@@ -45,7 +46,8 @@ def test_a_command_that_runs_its_tool_builds(env: Env, cli, field: str, cmd: str
 
 @pytest.mark.parametrize("mode", [[], ["--json"], ["--dry-run"]])
 def test_a_warning_is_a_line_on_stderr_in_every_mode(env: Env, cli, mode: list[str]) -> None:
-    """Decision 90: a time limit past the partition's (it may be allowed by a QOS) is warned."""
+    """Decision warnings-to-stderr: a time limit past the partition's (it may be allowed by a QOS)
+    is warned."""
     r = cli(mode, env.request(test_cmd=PYTEST_4, time_limit="1-00:00:00"))
     assert r.code == 0, r.stderr
     lines = [x for x in r.stderr.splitlines() if x.startswith("warning: ")]
@@ -69,7 +71,7 @@ def test_a_warning_is_a_line_on_stderr_in_every_mode(env: Env, cli, mode: list[s
 def test_a_value_in_another_type_than_the_schema_says_is_refused(
     env: Env, cli, field: str, value: object, fix: str
 ) -> None:
-    """Decision 91: what the tool takes is what its JSON Schema takes."""
+    """Decision strict-request-types: what the tool takes is what its JSON Schema takes."""
     line = refused(cli, env, env.request(test_cmd=PYTEST_4, **{field: value}), field)
     assert line.endswith(f"; {fix}") or f"; {fix}" in line, line
 
@@ -92,7 +94,7 @@ def test_a_time_limit_in_minutes_is_still_a_number(env: Env, cli) -> None:
 def test_an_image_named_for_the_other_arch_is_refused(
     env: Env, cli, image: str, partition: str, ok: bool
 ) -> None:
-    """Decision 92 (the test cluster's gpu partition is x86_64, gb aarch64)."""
+    """Decision image-arch-mismatch (the test cluster's gpu partition is x86_64, gb aarch64)."""
     req = env.request(
         test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one",
         container_image=image,
@@ -109,7 +111,7 @@ def test_an_image_named_for_the_other_arch_is_refused(
 def test_a_time_limit_of_minutes_and_seconds_is_warned(
     env: Env, cli, limit: str, warned: bool
 ) -> None:
-    """Decision 93: Slurm reads `4:00` as four minutes."""
+    """Decision ambiguous-time-limit: Slurm reads `4:00` as four minutes."""
     r = cli([], env.request(test_cmd=PYTEST_4, time_limit=limit))
     assert r.code == 0, r.stderr
     assert ("is MM:SS to Slurm" in r.stderr) == warned, r.stderr
@@ -164,7 +166,7 @@ def test_remote_slurm_with_the_local_cluster_file_names_the_file(env: Env, cli) 
 def test_a_field_the_scenario_never_reads_is_warned(
     env: Env, cli, scenario: str, field: str, value: object
 ) -> None:
-    """Decision 94."""
+    """Decision unread-field-warning."""
     r = cli([], env.request(scenario, test_cmd=PYTEST_4, **{field: value}))
     assert r.code == 0, r.stderr
     assert f"warning: {field} is not used by {scenario} jobs" in r.stderr, r.stderr
@@ -174,8 +176,8 @@ def test_a_field_the_scenario_never_reads_is_warned(
 def test_a_work_dir_whose_parent_is_missing_is_refused(
     env: Env, cli, tmp_path, command: str
 ) -> None:
-    """Decision 95: a typo in work_dir's path is said: the folders above it are made (as the
-    job folder always was), with a warning naming the first one that did not exist."""
+    """Decision work-dir-parent-made: a typo in work_dir's path is said: the folders above it are
+    made (as the job folder always was), with a warning naming the first one that did not exist."""
     work = tmp_path / "wrok" / "job"
     if command == "build":
         r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(work)))
@@ -196,7 +198,8 @@ def test_a_work_dir_whose_parent_is_missing_is_refused(
 
 
 def test_the_checkouts_work_dirs_folder_is_made(env: Env, cli) -> None:
-    """Decision 95: <repo_root>/work_dirs/ is the tool's own folder, made when missing."""
+    """Decision work-dir-parent-made: <repo_root>/work_dirs/ is the tool's own folder, made when
+    missing."""
     work = env.repo / "work_dirs" / "job"
     assert not work.parent.exists()
     r = cli([], env.request(test_cmd=PYTEST_4, work_dir=str(work)))
@@ -240,7 +243,8 @@ def test_probe_of_a_misspelt_partition_names_the_nearest() -> None:
 
 
 def test_a_parameter_id_the_test_cannot_have_is_refused(env: Env, cli) -> None:
-    """Decision 96: test_four's ids are tp4 and tp2pp2, from literal ids covering its args."""
+    """Decision parameter-id-check: test_four's ids are tp4 and tp2pp2, from literal ids covering
+    its args."""
     refused(
         cli,
         env,
@@ -367,8 +371,8 @@ def test_a_path_with_a_shell_expansion_is_refused(
 
 
 def test_a_parameter_id_pytest_makes_from_an_expression_is_not_refused(env: Env, cli) -> None:
-    """Decision 96 refuses an id only when every id is known: an `ids` element that is an
-    expression, or `pytest.param(..., id=None)` (pytest's own id), must not make a real id
+    """Decision parameter-id-check refuses an id only when every id is known: an `ids` element that
+    is an expression, or `pytest.param(..., id=None)` (pytest's own id), must not make a real id
     look impossible."""
     defs = env.repo / "tests" / "integration" / "defs" / "accuracy"
     (defs / "test_ids.py").write_text(
@@ -407,8 +411,8 @@ def test_build_many_refuses_a_tilde_work_dir_before_making_anything(
 
 
 def test_a_forwarded_job_spec_adds_no_remote_field_to_a_local_job(env: Env, cli, tmp_path) -> None:
-    """Decision 94 warns of fields a scenario never reads; the forwarding of an earlier
-    job_spec.json must not put them there itself."""
+    """Decision unread-field-warning warns of fields a scenario never reads; the forwarding of an
+    earlier job_spec.json must not put them there itself."""
     import json
 
     spec = tmp_path / "job_spec.json"

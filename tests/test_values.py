@@ -1,5 +1,6 @@
-"""The validation layer (model/values.py, decision 69): what every value is checked for, and
-that each refusal is one line naming the field with the value escaped and cut short."""
+"""The validation layer (model/values.py, decision one-validation-layer): what every value is
+checked for, and that each refusal is one line naming the field with the value escaped and cut
+short."""
 
 from __future__ import annotations
 

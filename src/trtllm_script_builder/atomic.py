@@ -1,4 +1,4 @@
-"""Single files replaced whole, the folder lock, leftovers swept, signals (decision 63).
+"""Single files replaced whole, the folder lock, leftovers swept, signals (decision atomic-job-set).
 
 The lowest layer, so every layer that keeps a file writes it the same way; a job folder's
 set of files is `output.sets`' job, on top of these. A temporary name carries this tool's
@@ -91,7 +91,8 @@ _HELD: dict[tuple[int, int], int] = {}
 
 @contextlib.contextmanager
 def folder_lock(folder: str, wait: bool = True) -> Iterator[None]:
-    """This process's exclusive lock on `folder` (flock on the folder itself, decision 77).
+    """This process's exclusive lock on `folder` (flock on the folder itself,
+    decision one-commit-per-folder).
 
     Every change of a job folder's set holds it, so two runs writing one folder land their
     sets one after the other; build-many holds its folder's for the whole run (`wait=False`:
@@ -205,8 +206,8 @@ def open_atomically(path: Path, mode: int = 0o644, binary: bool = False) -> Iter
     """A file written under a temporary name beside `path`, renamed over it on success.
 
     Any failure, or a signal (`signals_to_exceptions`), removes the temporary and the folders
-    made for it (decision 80); one a SIGKILL left is removed by the next `open_atomically` in
-    that folder (`sweep_once`).
+    made for it (decision temporaries-under-signals); one a SIGKILL left is removed by the next
+    `open_atomically` in that folder (`sweep_once`).
     """
     made: list[str] = []
     tmp = f"{path.parent}/{temp_name(path.name)}"

@@ -34,9 +34,11 @@ _PLAIN = re.compile(r"[\w@%+=:,./\[\]-]+")
 _GROUP_CMD_MAX = 60_000
 _NAME_MAX = 80
 # A test's TIMEOUT (N), in minutes: a day is more than any test of TensorRT-LLM's lists asks;
-# a larger N is a typo, and would make a Slurm time limit no partition accepts (decision 60).
+# a larger N is a typo, and would make a Slurm time limit no partition accepts
+# (decision batch-names-timeout).
 MAX_TIMEOUT_MINUTES = 1440
-# Half an hour for the install step and start-up, on top of a test's TIMEOUT (decision 60).
+# Half an hour for the install step and start-up, on top of a test's TIMEOUT
+# (decision batch-names-timeout).
 INSTALL_SECONDS = 1800
 
 
@@ -275,8 +277,8 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
 
     Lines with their own options (`-m "gpu2 and part0"`) form their own groups, so an option
     never narrows another line's tests; so do lines of another TIMEOUT, so every test keeps
-    the --timeout it has in a job of its own (decision 60); a group too long for one
-    environment variable is split in parts.
+    the --timeout it has in a job of its own (decision batch-names-timeout); a group too long for
+    one environment variable is split in parts.
     """
     from trtllm_script_builder.workflows.pytest_sizing import size_pytest
 
@@ -325,8 +327,8 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
 
 def _time_for(entry: Entry, base_limit: str) -> str | None:
     """A test's TIMEOUT plus half an hour for the install, when the base limit is shorter;
-    the same for a job of one test and for a group, whose tests share one TIMEOUT (decision
-    90): pytest then reports a hung test before Slurm ends the job."""
+    the same for a job of one test and for a group, whose tests share one TIMEOUT
+    (decision batch-names-timeout): pytest then reports a hung test before Slurm ends the job."""
     from trtllm_script_builder.slurm_time import parse_time_minutes, seconds_to_time
 
     limit = parse_time_minutes(base_limit)
@@ -378,7 +380,8 @@ def _root(
     at = Path.cwd() if flags.get("repo_root") else base_dir
     made = work_dir_parent_warnings(root, os.path.join(at, repo) if isinstance(repo, str) else None)
     try:
-        sweep(root)  # what a killed run left (decision 63) does not make the folder "not empty"
+        # what a killed run left (decision atomic-job-set) does not make the folder "not empty"
+        sweep(root)
         if not force and root.is_dir() and any(root.iterdir()):
             # An earlier run's job folders may hold logs of submitted jobs: never overwrite them.
             raise BuildError(
@@ -477,8 +480,9 @@ def build_many(
         and not base_req.wheel_dir
         and base_req.execution_scenario == "local_slurm"
     ):
-        # One wheel folder for the batch, so its jobs share one compile (decision 71); an entry
-        # of a request list that builds otherwise gets a folder of its own (decision 83).
+        # One wheel folder for the batch, so its jobs share one compile
+        # (decision batch-prerequisites); an entry of a request list that builds otherwise gets a
+        # folder of its own (decision one-wheel-per-folder).
         wheels[_build_tag(base_req)] = str(root / "wheel")
         base_req = base_req.model_copy(update={"wheel_dir": str(root / "wheel")})
     from trtllm_script_builder.atomic import FolderBusy, folder_lock, open_atomically
@@ -488,8 +492,8 @@ def build_many(
     index: IO[str] | None = None
     if not dry_run:
         try:
-            # One run at a time writes a batch folder (decision 78): a second one, even with
-            # --force, would mix its jobs and its index with this one's.
+            # One run at a time writes a batch folder (decision build-many-folder-lock): a second
+            # one, even with --force, would mix its jobs and its index with this one's.
             stack.enter_context(folder_lock(str(root), wait=False))
             index = stack.enter_context(open_atomically(root / "jobs.json"))
         except FolderBusy:

@@ -60,7 +60,7 @@ def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) 
 
 def work_dir_parent_warnings(work_dir: str | Path, repo_root: str | None = None) -> list[str]:
     """work_dir is made with the folders above it, as a missing work_dir always was; that
-    those folders did not exist is said (decision 95), since a typo in a path
+    those folders did not exist is said (decision work-dir-parent-made), since a typo in a path
     (`/home/me/wrok/job`) makes a new tree nobody looks in. The checkout's `work_dirs/`, the
     tool's own folder for jobs, is made without a word. A file in the way is refused."""
     parent = os.path.dirname(os.path.abspath(work_dir))
@@ -101,8 +101,8 @@ def _guard(result: BuildResult, old: dict[str, Any]) -> None:
 
 
 def finish(result: BuildResult, force: bool = False) -> list[Path]:
-    """Write the result as one set, or leave work_dir as it was (decision 63); Category 4 runs
-    submit.py first, in a private folder.
+    """Write the result as one set, or leave work_dir as it was (decision atomic-job-set); Category
+    4 runs submit.py first, in a private folder.
 
     A folder holding another job, or a submitted one, is refused unless `force`: its old
     script beside the new job_spec.json would mislead whoever opens the folder.
@@ -169,8 +169,8 @@ def _old_scripts(old: dict[str, Any]) -> set[str]:
 def _stale(work_dir: str) -> set[str]:
     """The scripts the job_spec.json being replaced names: those the new set does not have go
     once it is in place (a rebuild with --force over another job, or without the compile it
-    had); only regular files, never a link or a folder of that name (decision 63). Read while
-    the folder is locked for the commit, so a build that committed meanwhile counts."""
+    had); only regular files, never a link or a folder of that name (decision atomic-job-set). Read
+    while the folder is locked for the commit, so a build that committed meanwhile counts."""
     return _old_scripts(_old_spec(Path(work_dir)))
 
 
@@ -186,7 +186,7 @@ def _run_submit_step(
 
     submit.py never sees work_dir, so whatever it does or however it ends, what was in work_dir
     (even a repository root) is left as it was; only the set's own names are replaced, and only
-    once the whole set is written (`staged_set`, decision 63).
+    once the whole set is written (`staged_set`, decision atomic-job-set).
     """
     from trtllm_script_builder.process.submit_py import (
         retarget_gpu_lines,

@@ -48,7 +48,7 @@ def refusal(errors: list[BuildError]) -> BuildError:
 
 _LONGEST = 1000
 # Control characters, line separators, lone surrogates, and the bidirectional and zero-width
-# format characters, as values.printable escapes them (decision 75).
+# format characters, as values.printable escapes them (decision shown-never-obeyed).
 _CONTROL = re.compile(
     "[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
 )

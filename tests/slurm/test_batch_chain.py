@@ -1,6 +1,7 @@
 """A batch built with `compile` and `sqsh_cache_dir` on the live test cluster (cluster.sh up):
 `submit DIR` starts one image import and one compile for all its jobs, then the jobs' array
-after them; `watch DIR` follows the chain and the jobs in one loop (decisions 65, 71).
+after them; `watch DIR` follows the chain and the jobs in one loop
+(decisions compile-chain and batch-prerequisites).
 
 The jobs are pytest jobs built by the real build-many from a test list, against the tiny
 TensorRT-LLM-shaped repo of test_e2e_build (real pytest); the stand-ins of
@@ -204,7 +205,8 @@ def test_a_failed_compile_fails_every_job_of_the_batch(
         watch = tsb(site.env, "watch", str(folder), "--poll", "0.3", "--json", "--timeout", "50")
     finally:
         marker.unlink()
-    assert watch.returncode == 16, watch.stderr  # every job COMPILE_FAILED (decision 68)
+    # every job COMPILE_FAILED (decision batch-exit-status)
+    assert watch.returncode == 16, watch.stderr
     results = json.loads(watch.stdout.strip().splitlines()[-1])
     assert results["summary"] == {"jobs": 3, "verdicts": {"COMPILE_FAILED": 3}, "exit_status": 16}
     assert len(site.builds()) == builds + 1  # one compile for the three
@@ -318,7 +320,7 @@ def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa:
     assert files_of(remote.remote_repo) == working_tree(remote.repo)
     batch = json.loads(sub.stdout)
     assert [p["kind"] for p in batch["prerequisites"]] == ["import", "compile"]
-    # every job carries the commit the clone was synced to (decision 72)
+    # every job carries the commit the clone was synced to (decision source-commit-check)
     head = subprocess.run(
         ["git", "-C", str(remote.remote_repo), "rev-parse", "HEAD"],
         capture_output=True, text=True, check=True,

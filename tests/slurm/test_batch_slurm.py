@@ -182,7 +182,7 @@ def test_mixed_batch_throttled_to_one_gives_one_verdict_per_job(
     out, err = watcher.communicate()
     assert most_running <= 1
     assert seen_limit
-    assert watcher.returncode == 1, err  # verdicts differ: 1 (decision 68)
+    assert watcher.returncode == 1, err  # verdicts differ: 1 (decision batch-exit-status)
     # off a terminal: plain progress lines, and one line per job as it ends
     assert "[watch] FAILED: accuracy/test_batch.py::test_fails (job " in err
     assert " pending, " in err and "\r" not in err

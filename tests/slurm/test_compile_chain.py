@@ -1,6 +1,7 @@
-"""Compile and image-import chains on the live test cluster (decisions 65, 66): `run` builds the
-job folder, `submit` starts import.slurm, compile.slurm and the test job with sbatch
-dependencies, `watch` follows them to one verdict.
+"""Compile and image-import chains on the live test cluster
+(decisions compile-chain and image-import-cache): `run` builds the job folder, `submit` starts
+import.slurm, compile.slurm and the test job with sbatch dependencies, `watch` follows them to one
+verdict.
 
 The jobs are custom jobs on the cpu partition (the fake pyxis runs every task on the host);
 the stand-ins in tests/slurm/standins (first on PATH, which sbatch passes to the jobs) play

@@ -434,7 +434,7 @@ def assert_container(job: Finished, spec: dict[str, Any], workdirs: list[tuple[P
 
 
 def assert_installed(job: Finished, site: Site) -> None:
-    retries = "--retries 10 --timeout 60"  # decision 33
+    retries = "--retries 10 --timeout 60"  # decision install-step
     assert f"pip (stand-in): would run 'pip install {retries} -e .' in {site.repo}" in job.log
     assert f"pip (stand-in): would run 'pip install {retries} -r requirements-dev.txt'" in job.log
     assert "install done" in job.log
@@ -656,7 +656,7 @@ def test_bench_job_prepares_then_runs_two_ranks(site: Site) -> None:
         "bench",
         bench_cmd=(
             # A Hugging Face id: the node is offline, so the build must point every call at
-            # the mounted copy (decision 24), or the stand-in refuses to download.
+            # the mounted copy (decision bench-sizing), or the stand-in refuses to download.
             f"trtllm-bench --model org/Tiny-Model prepare-dataset --output {dataset} "
             "token-norm-dist --num-requests 4 --input-mean 16 --input-stdev 0 "
             "--output-mean 8 --output-stdev 0 && "

@@ -476,8 +476,8 @@ def test_sync_command_reads_the_job_spec(world: World, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_during_sync_leaves_no_temporary_folder(world: World, sig: int) -> None:
-    """SIGTERM and SIGHUP run the sync's cleanups too (decision 80): its snapshot folder in
-    TMPDIR goes, the checkout and the cluster side are as they were."""
+    """SIGTERM and SIGHUP run the sync's cleanups too (decision temporaries-under-signals): its
+    snapshot folder in TMPDIR goes, the checkout and the cluster side are as they were."""
     # Paused (a wrapper of the test's own) once the snapshot is made, nothing sent yet; the
     # signals are exceptions as the command line's entry makes them.
     code = (

@@ -1,7 +1,7 @@
 """A live job whose log is hostile (escape sequences that clear the screen and set the
 clipboard, a carriage return that rewrites a line, a 3 MB line): `run` follows it on the test
 cluster and neither the terminal nor verdict.json gets a raw control character or the
-megabytes (decision 75)."""
+megabytes (decision shown-never-obeyed)."""
 
 from __future__ import annotations
 

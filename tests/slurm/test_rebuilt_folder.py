@@ -1,5 +1,5 @@
-"""A rebuilt job folder (its files links into its current set, decision 63) runs as a first
-build's does: sbatch reads the script through its link, and a remote_slurm job's files are
+"""A rebuilt job folder (its files links into its current set, decision atomic-job-set) runs as a
+first build's does: sbatch reads the script through its link, and a remote_slurm job's files are
 copied to the cluster as the files they read, not as links."""
 
 from __future__ import annotations

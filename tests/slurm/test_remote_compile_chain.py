@@ -1,7 +1,7 @@
-"""A remote_slurm compile chain end to end (decisions 58, 65): `submit` first brings the local
-checkout's working state to remote_repo_path over ssh, copies the scripts, then starts the
-image import, the compile (from the cluster's clone) and the test job (which installs the
-wheel the compile built); `watch` follows the chain over ssh to one verdict.
+"""A remote_slurm compile chain end to end (decisions sync-snapshot and compile-chain): `submit`
+first brings the local checkout's working state to remote_repo_path over ssh, copies the scripts,
+then starts the image import, the compile (from the cluster's clone) and the test job (which
+installs the wheel the compile built); `watch` follows the chain over ssh to one verdict.
 
 The "cluster" is the live test cluster behind a real OpenSSH server on loopback. Its ssh
 sessions get the environment a cluster login would give: the stand-ins of
@@ -223,7 +223,8 @@ def test_remote_chain_syncs_compiles_there_and_installs_the_wheel(remote: Remote
     v = res.json
     assert (res.code, v["verdict"], v["state"], v["host"]) == (0, "PASSED", "COMPLETED", remote.host), res.stdout  # fmt: skip
     submitted = json.loads(sub.stdout)
-    # what was built and tested: the commit the sync left there, checked by the jobs (decision 72)
+    # what was built and tested: the commit the sync left there, checked by the jobs
+    # (decision source-commit-check)
     assert v["source_commit"] == snapshot == submitted["source_commit"]
     assert json.loads((work / "submission.json").read_text())["source_commit"] == snapshot
     chain = [(c["kind"], c["verdict"]) for c in v["chain"]]
@@ -311,7 +312,8 @@ def test_remote_compile_failure_stops_the_chain(remote: Remote) -> None:
 def test_a_chain_whose_clone_moved_before_its_compile_fails_on_the_commit(remote: Remote) -> None:
     """Chain A is submitted (the clone synced to A's state), then other work is synced to the
     same clone before A's compile starts: the compile stops on the commit check and the
-    verdict is COMPILE_FAILED with that line, not a build of the other work (decision 72).
+    verdict is COMPILE_FAILED with that line, not a build of the other work
+    (decision source-commit-check).
 
     A's import holds the chain back: it waits for the image file's lock (as a second import of
     the same image does), which the test holds until the clone has moved."""

@@ -1,4 +1,5 @@
-"""An interrupted `submit` leaves nothing running that it has no record of (decision 81).
+"""An interrupted `submit` leaves nothing running that it has no record of
+(decision interrupted-submit-undone).
 
 `submit` (one job, and a build-many batch) is stopped by SIGTERM, SIGINT and SIGHUP after
 its sbatch calls succeeded and before its records were written (stopped by the test suite's

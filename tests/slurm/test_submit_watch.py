@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the fixture's type; conftest is not imported at run time
 pytestmark = pytest.mark.slurm
 
 POLL = "0.2"
-# the persistent allocation's state file keys (decision 50)
+# the persistent allocation's state file keys (decision persistent-allocation)
 ALLOC_KEYS = {
     "job_id", "container_name", "nodelist", "partition", "account", "nodes", "gpus_per_node",
     "docker_image", "container_mounts", "allocated_at", "time_limit", "installed",

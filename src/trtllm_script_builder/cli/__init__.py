@@ -19,14 +19,15 @@ def fail(err: BuildError) -> None:
 
 
 def warn(warnings: list[str]) -> None:
-    """A build's warnings, one `warning: ...` line each on stderr (decision 90)."""
+    """A build's warnings, one `warning: ...` line each on stderr (decision warnings-to-stderr)."""
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
 
 
 def say(text: str) -> None:
     """A progress line, on stderr so stdout stays the command's answer; what it quotes of
-    other programs and files is shown escaped, never obeyed by the terminal (decision 75)."""
+    other programs and files is shown escaped, never obeyed by the terminal
+    (decision shown-never-obeyed)."""
     from trtllm_script_builder.model.values import printable
 
     click.echo(printable(text, None), err=True)
@@ -120,7 +121,8 @@ class LazyGroup(click.Group):
 
         kwargs["standalone_mode"] = False
         # The one place signals become exceptions: every command's cleanups run on Ctrl-C,
-        # SIGTERM and SIGHUP, and a kill still ends the process by its signal (decision 63).
+        # SIGTERM and SIGHUP, and a kill still ends the process by its signal
+        # (decision atomic-job-set).
         with signals_to_exceptions():
             return self._main(*args, **kwargs)
 

@@ -7,7 +7,7 @@ is refused like a missing terminal, so a script feeding stdin gets the field's o
 refusal and exit 2 rather than click's bare "Aborted!". Earlier answers are kept.
 
 When the build is done and values were typed, the site-wide ones can be saved into the site
-config (decision 62), so the next build does not ask again.
+config (decision saved-site-answers), so the next build does not ask again.
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def _submitted_line(sub: Any) -> str:
     if sub.persistent:
         what = f"pid {sub.pid} in allocation {sub.alloc_job_id}"
     where = f" on {sub.ssh_host}" if sub.ssh_host else ""
-    if sub.prerequisites:  # the compile and import jobs it waits for (decision 65)
+    if sub.prerequisites:  # the compile and import jobs it waits for (decision compile-chain)
         what += " after " + ", ".join(f"{p['kind']} job {p['job_id']}" for p in sub.prerequisites)
     return (
         f"submitted {what}{where} ({sub.scenario}); log {sub.log_file}\n"

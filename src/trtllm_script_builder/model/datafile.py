@@ -1,4 +1,5 @@
-"""JSON and YAML that another person may have written, read one bounded way (decision 74).
+"""JSON and YAML that another person may have written, read one bounded way
+(decision one-data-reader).
 
 Every file the tool reads goes through `parse_json` or a loader from `yaml_loader_class`: a key
 written twice is refused (the second would silently win), nesting is bounded while the text
@@ -46,9 +47,9 @@ def _whole(text: str) -> int:
 
 def parse_json(text: str) -> Any:
     """`text` as JSON, refusing repeated keys, nesting deeper than MAX_DEPTH and whole
-    numbers longer than MAX_DIGITS (decision 75). NaN, Infinity and 1e999 are read as Python
-    reads them, so that a request's field refuses them by name; whoever does arithmetic on a
-    number from a file checks that it is finite."""
+    numbers longer than MAX_DIGITS (decision shown-never-obeyed). NaN, Infinity and 1e999 are read
+    as Python reads them, so that a request's field refuses them by name; whoever does arithmetic on
+    a number from a file checks that it is finite."""
     try:
         data = json.loads(
             text,

@@ -87,7 +87,7 @@ REMOTE_PATH_FIELDS = ("remote_repo_path", "remote_work_dir", "llm_models_root")
 _TIME = r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})"
 
 # The checks: a ValueError's text becomes the error line's problem.
-# What a value may hold at all is model/values.py's (decision 69).
+# What a value may hold at all is model/values.py's (decision one-validation-layer).
 no_nul = values.plain_text
 
 
@@ -123,8 +123,8 @@ def check_model_name(v: str | None) -> str | None:
 # build_wheel.py --cuda_architectures: CMake's list, `;`-separated (e.g. 90-real;100-real), as
 # TensorRT-LLM's CMake takes it: compute capability 8.0 or newer (build_wheel.py refuses Volta),
 # an optional `a`, an optional `-real`; no `-virtual` (it builds no PTX), no `all-major`
-# (decision 82); no `native`: the compile job has no GPU to detect, and CMake would fall back
-# to every architecture.
+# (decision gpu-arch-table); no `native`: the compile job has no GPU to detect, and CMake would fall
+# back to every architecture.
 _ARCH_ONE = r"([89]\d|[1-9]\d\d)a?(-real)?"
 _CUDA_ARCH = rf"(all|{_ARCH_ONE}(;{_ARCH_ONE})*)"
 _PLAIN_PATH = r"/[A-Za-z0-9._+/@=-]*"
@@ -149,7 +149,8 @@ def check_plain_path(v: str | None) -> str | None:
 
 
 class _Strict(BaseModel):
-    # Strict (decision 91): a value in the type the schema names, as the schema says.
+    # Strict (decision strict-request-types): a value in the type the schema names, as the schema
+    # says.
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
@@ -366,7 +367,8 @@ class Request(_Strict):
         "--timeout when test_cmd has none; default 3600.",
     )
 
-    # Building the checkout's wheel before the test job (decisions 64-66).
+    # Building the checkout's wheel before the test job (decisions compile-cuda-arch,
+    # compile-chain and image-import-cache).
     compile: bool = Field(
         default=False,
         description="Slurm only: build a wheel from repo_root's checkout in a compile job "
@@ -431,7 +433,7 @@ class Request(_Strict):
 
     def workflow(self) -> str:
         """The given workflow, else the first by rank that the present fields say it is
-        (decision 2's order)."""
+        (decision workflow-inference's order)."""
         if self.workflow_type:
             return self.workflow_type
         for wf in sorted(WORKFLOWS.items(), key=lambda w: w.infer_rank):
@@ -475,8 +477,8 @@ def _refusal(err: Any) -> BuildError:
 
 
 def _type_fix(err: Any) -> str:
-    """The fix for a value of the wrong type (decision 91): the value as the schema takes it,
-    or the nearest allowed word."""
+    """The fix for a value of the wrong type (decision strict-request-types): the value as the
+    schema takes it, or the nearest allowed word."""
     given = err.get("input")
     if err["type"] == "int_type" and isinstance(given, str) and given.strip().isdigit():
         return f"write {given.strip()} without quotes"
@@ -588,7 +590,7 @@ def yaml_loader() -> Any:
     from trtllm_script_builder.model.datafile import yaml_loader_class
 
     class Loader(yaml_loader_class(aliases=False)):  # type: ignore[misc]
-        """A request needs no aliases (decision 74)."""
+        """A request needs no aliases (decision one-data-reader)."""
 
     def refuse(loader: Any, node: Any) -> Any:
         # !!binary would carry bytes (a NUL) past the string checks; dates and sets are no
@@ -750,7 +752,8 @@ def _forward_job_spec(req: Request) -> None:
     if not isinstance(spec, dict):
         raise BuildError("job_spec_file", "does not hold a JSON object", "give a job_spec.json")
     keys = ["container_image", "llm_models_root"]
-    if req.execution_scenario == "remote_slurm":  # elsewhere they are not used (decision 94)
+    # elsewhere they are not used (decision unread-field-warning)
+    if req.execution_scenario == "remote_slurm":
         keys += ["remote_repo_path", "remote_work_dir"]
     for key in keys:
         if getattr(req, key) is None and isinstance(spec.get(key), str):

@@ -1,4 +1,5 @@
-"""The optional site config: a site's defaults for values a request leaves out (decision 4)."""
+"""The optional site config: a site's defaults for values a request leaves out
+(decision no-invented-defaults)."""
 
 from __future__ import annotations
 
@@ -107,8 +108,8 @@ def parse_site_config(text: str, path: Path) -> SiteConfig:
 
 
 # The values a build asks for that hold for every job of a site, and the site config key each
-# is saved under (decision 62). Per-job fields (test_cmd, work_dir, partition, ...) are never
-# saved: a default for them would build the wrong job without a word.
+# is saved under (decision saved-site-answers). Per-job fields (test_cmd, work_dir, partition, ...)
+# are never saved: a default for them would build the wrong job without a word.
 SITE_WIDE = {
     "llm_models_root": "default_llm_models_root",
     "models_path": "default_models_repo_host",

@@ -1,4 +1,5 @@
-"""`slurm_env.json`: what the probe learnt about a cluster, in the schema of decision 3."""
+"""`slurm_env.json`: what the probe learnt about a cluster, in the schema of
+decision cluster-file."""
 
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ _MOUNT_FLAGS = re.compile(r"[A-Za-z0-9_.=+-]+")
 
 def _check_values(env: SlurmEnv, path: str) -> None:
     """The values another person may have written that reach a command line or a script:
-    names as Slurm spells them, paths, mount entries, the ssh host (decision 69)."""
+    names as Slurm spells them, paths, mount entries, the ssh host
+    (decision one-validation-layer)."""
 
     def bad(key: str, what: str, value: Any) -> BuildError:
         return BuildError(

@@ -1,5 +1,5 @@
 """The one validation layer for values that reach a script, a command line or a file name
-(decision 69).
+(decision one-validation-layer).
 
 Every input the tool reads that a person may have written (the request and its flags, the
 cluster file slurm_env.json, the site config, the allocation state file, the image table and
@@ -86,7 +86,8 @@ _WHOLE = re.compile(r"-?[0-9]{1,18}")
 def whole_number(text: str | None, *, negative: bool = False) -> int | None:
     """`text` as a whole number when the whole of it is 1 to 18 ASCII digits (after a `-`
     where `negative`), else None: `str.isdigit` takes `²` and `٣`, which int() refuses or
-    reads as 3, and int() refuses more than 4300 digits with a ValueError (decision 75)."""
+    reads as 3, and int() refuses more than 4300 digits with a ValueError
+    (decision shown-never-obeyed)."""
     if text is None or _WHOLE.fullmatch(text) is None:
         return None
     if text.startswith("-") and not negative:
@@ -97,7 +98,8 @@ def whole_number(text: str | None, *, negative: bool = False) -> int | None:
 def printable(text: str, limit: int | None = MAX_SHOWN_LINE) -> str:
     """`text` (a log line, a test id, a remote tool's answer) safe to print on one terminal
     line and to keep as evidence: control characters are shown escaped (`\\x1b`, `\\n`), and
-    text beyond `limit` characters is cut with a note of its length (decision 75)."""
+    text beyond `limit` characters is cut with a note of its length
+    (decision shown-never-obeyed)."""
     cut = text if limit is None else text[:limit]
     shown_text = _NOT_SHOWN.sub(lambda m: ascii(m.group(0))[1:-1], cut)
     if limit is not None and (len(shown_text) > limit or len(cut) < len(text)):

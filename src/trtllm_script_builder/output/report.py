@@ -37,7 +37,7 @@ def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[s
                 + (f", mpi {p.mpi_plugin}" if uses_mpi else ""),
             )
         )
-    # Warnings are not rows: they go to stderr, before the report (decision 90).
+    # Warnings are not rows: they go to stderr, before the report (decision warnings-to-stderr).
     if s.category == 1:
         run = f"bash {s.script_path}"
     elif s.remote_script_path or s.prerequisites:  # submit copies the files / chains the jobs

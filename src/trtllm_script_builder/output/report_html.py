@@ -5,7 +5,7 @@ each built row's folder read for its own `verdict.json`; a row not yet watched s
 NOT_WATCHED, a row that did not build as BUILD_ERROR). The page has no script and loads
 nothing: styles inline, the bench chart an SVG drawn here. Every value from the files goes
 through Jinja2's autoescape (test ids and messages are the job's words, not ours), and the
-same files give the same bytes (no clock, no dict order from the disk). Decision 55.
+same files give the same bytes (no clock, no dict order from the disk). Decision static-html-report.
 """
 
 from __future__ import annotations
@@ -184,7 +184,8 @@ def _batch_job(root: Path, row: dict[str, Any]) -> Job:
 
 def _href(root: Path, path: Path, folder: bool = False) -> str | None:
     """A link relative to the report; None for a file that is not here or lies outside the
-    report's folder (a path in jobs.json or verdict.json may name any file; decision 75)."""
+    report's folder (a path in jobs.json or verdict.json may name any file;
+    decision shown-never-obeyed)."""
     if not path.exists():
         return None
     rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
@@ -265,7 +266,7 @@ def _duration(seconds: float) -> str:
 
 def _is_num(x: Any) -> TypeGuard[float]:
     """A number the page can show and chart: NaN and Infinity (a verdict.json may hold them,
-    Python's JSON reader takes them) are none (decision 75)."""
+    Python's JSON reader takes them) are none (decision shown-never-obeyed)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 

@@ -1,4 +1,5 @@
-"""A job folder's set of files, made current whole (decisions 63, 76 and 77).
+"""A job folder's set of files, made current whole (decisions atomic-job-set,
+failed-set-restored and one-commit-per-folder).
 
 An existing work_dir keeps each set of its files in a generation folder of its own,
 `.tsb-sets/g-<digest of the set>`, and the link `.tsb-sets/current` names the current one.
@@ -31,8 +32,9 @@ _LINKED = f"{SETS}/{CURRENT}/"
 
 def install(stage: str, folder: str, stale: Callable[[str], set[str]] | None = None) -> None:
     """Make the set staged in `stage` (a folder inside `folder`) the folder's current set,
-    under the folder's lock with signals held (decisions 63, 76 and 77). `stale`, called
-    under the lock, names files of the old set beyond the new set's names."""
+    under the folder's lock with signals held (decisions atomic-job-set,
+    failed-set-restored and one-commit-per-folder). `stale`, called under the lock, names files of
+    the old set beyond the new set's names."""
     names = sorted(os.listdir(stage))
     with folder_lock(folder), signals_held():
         for path in (os.path.join(folder, n) for n in names):

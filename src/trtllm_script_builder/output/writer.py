@@ -39,7 +39,8 @@ def staged_set(work_dir: Path, stale: Callable[[str], set[str]] | None = None) -
     folder inside it (same file system), and `install` makes it the folder's current set
     (`stale`: see there); nothing else in work_dir is touched. An exception, or a signal
     (`signals_to_exceptions`), removes the folder and the parents made here; what a SIGKILL
-    leaves is removed by the next build into or beside work_dir (decisions 63 and 76).
+    leaves is removed by the next build into or beside work_dir
+    (decisions atomic-job-set and failed-set-restored).
     """
     parent = os.path.dirname(os.path.abspath(work_dir))
     made: list[str] = []

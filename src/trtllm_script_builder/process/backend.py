@@ -38,7 +38,7 @@ def refuse_ssh_host_here(spec: JobSpec, override: str | None) -> None:
 
 def ssh_host_for(spec: JobSpec, override: str | None = None) -> str | None:
     """The ssh host the job's tools run on (`override`, else job_spec's ssh_host, else its
-    slurm_env's; decision 61), None for a job whose tools run here."""
+    slurm_env's; decision remote-check), None for a job whose tools run here."""
     refuse_ssh_host_here(spec, override)
     if not _SCENARIOS[spec.execution_scenario][1]:
         return None

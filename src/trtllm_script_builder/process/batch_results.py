@@ -24,7 +24,7 @@ JUNIT_FILE = "junit.xml"
 
 def batch_exit_status(verdicts: list[Verdict]) -> int:
     """0 when every job PASSED; when every job that did not pass has one verdict, that
-    verdict's status; 1 when they differ (decision 68)."""
+    verdict's status; 1 when they differ (decision batch-exit-status)."""
     bad = {v for v in verdicts if v is not Verdict.PASSED}
     if not bad:
         return 0
@@ -170,7 +170,7 @@ def merge_junit(
 
 def _number(text: str | None) -> float:
     """A suite's count or time; 0 for what is no finite number (a job's report may say
-    `inf`, `nan` or 5000 digits, which int() cannot take; decision 75)."""
+    `inf`, `nan` or 5000 digits, which int() cannot take; decision shown-never-obeyed)."""
     if not text or len(text) > 30:
         return 0.0
     try:

@@ -1,4 +1,4 @@
-"""Chains (decision 65): the image import and compile jobs a test job waits for. `submit`
+"""Chains (decision compile-chain): the image import and compile jobs a test job waits for. `submit`
 starts them first and the test job with `--dependency=afterok:...`; `watch` follows them
 first, and a failed compile is the verdict COMPILE_FAILED (the test job never starts).
 
@@ -59,8 +59,9 @@ class ChainJob:
 def dependency_args(jobs: list[ChainJob], *, singleton: bool = False) -> list[str]:
     """sbatch options that start a job only after every job in `jobs` succeeded, and cancel it
     when one of them fails (instead of leaving it pending for ever). `singleton`: also after
-    every other job of its name (a compile: the other compiles of its checkout, decision 86);
-    given here because a --dependency on the command line replaces the script's."""
+    every other job of its name (a compile: the other compiles of its checkout,
+    decision one-compile-per-checkout); given here because a --dependency on the command line
+    replaces the script's."""
     if not jobs:
         return ["--dependency=singleton"] if singleton else []
     ids = ":".join(j.job_id for j in jobs)

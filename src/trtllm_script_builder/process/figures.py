@@ -24,7 +24,7 @@ _ROUGE_HEAD = re.compile(r"\bBeam (\d+) rouge scores:")
 _ROUGE = re.compile(rf"(?:^|\s)(rouge\w*): {NUM}\s*$")
 # TensorRT-LLM's accuracy tests log a hypothesis-testing report after the task's score line:
 # `Higher is better: True`, `Reference accuracy: 74.000`, `Threshold: 72.123`,
-# `Evaluated accuracy: 75.000` (the metric is the task's, e.g. `WER`); decision 57.
+# `Evaluated accuracy: 75.000` (the metric is the task's, e.g. `WER`); decision eval-thresholds.
 _HEAD = re.compile(r"^= \w+ HYPOTHESIS TESTING\s*$")
 _HIGHER = re.compile(r"(?:^|\s)Higher is better: (True|False)\s*$")
 _REFERENCE = re.compile(rf"(?:^|\s)Reference (\w+): {NUM}\s*$")

@@ -8,13 +8,14 @@ cancels every open job (one call for all) unless `keep_running`; a cancel not ob
 CANCEL_WAIT is pressed (a process gets SIGKILL) or given up, and the job is decided as it
 stands. An interrupt (Ctrl-C) asks `on_interrupt` whether to cancel the open jobs.
 
-The prerequisites (the import and compile jobs a test job waits for, decisions 65, 71) are
-followed in the same loop and the same query. A test job gets no verdict of its own before
-its prerequisites have theirs; when one of them did not succeed, every job waiting for it gets
-that prerequisite's verdict (a failed compile: COMPILE_FAILED) instead of the CANCELLED Slurm
-gives it, and whatever no open job needs any more is cancelled (and waited for: the loop ends
-when nothing it cancelled still runs). A prerequisite marked `shared` belongs to a batch the
-followed job is part of: a timeout leaves it running for the batch's other jobs.
+The prerequisites (the import and compile jobs a test job waits for,
+decisions compile-chain and batch-prerequisites) are followed in the same loop and the same query. A
+test job gets no verdict of its own before its prerequisites have theirs; when one of them did not
+succeed, every job waiting for it gets that prerequisite's verdict (a failed compile:
+COMPILE_FAILED) instead of the CANCELLED Slurm gives it, and whatever no open job needs any more is
+cancelled (and waited for: the loop ends when nothing it cancelled still runs). A prerequisite
+marked `shared` belongs to a batch the followed job is part of: a timeout leaves it running for the
+batch's other jobs.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ class WatchResult:
     timed_out: bool = False
     elapsed: float = 0.0
     chain: list[dict[str, Any]] | None = None  # the compile/import jobs followed first
-    source_commit: str | None = None  # the commit submit synced the clone to (decision 72)
+    # the commit submit synced the clone to (decision source-commit-check)
+    source_commit: str | None = None
 
     @property
     def verdict(self) -> Verdict:

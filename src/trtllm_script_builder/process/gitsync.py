@@ -1,4 +1,5 @@
-"""Bring a local checkout's whole working state to the clone on a remote cluster (decision 58).
+"""Bring a local checkout's whole working state to the clone on a remote cluster
+(decision sync-snapshot).
 
 `sync_checkout` snapshots what the checkout holds - commits, staged, unstaged and untracked
 files that .gitignore does not exclude - into one commit, sends that commit to
@@ -38,7 +39,8 @@ Say = Callable[[str], None]
 TEMP_BRANCH_PREFIX = "refs/heads/tsb-sync/"
 # The tool's own job folders at the top of a checkout (remote_work_dir's default is
 # <remote_repo_path>/work_dirs/<name>; TensorRT-LLM's .gitignore does not name the folder):
-# they do not travel, are no change of the cluster clone's own, and --force keeps them (decision 70).
+# they do not travel, are no change of the cluster clone's own, and --force keeps them
+# (decision sync-skips-work-dirs).
 JOB_FOLDERS = "work_dirs"
 _NOT_JOB_FOLDERS = (".", f":(top,exclude,literal){JOB_FOLDERS}")  # a pathspec
 FORCE_HINT = "pass --force to discard them"  # the end of a refused sync's fix (sync --force)
@@ -309,7 +311,7 @@ cat >"$t" || exit 52
 git fetch -q --no-tags --refmap= -- "$t" "$2" </dev/null || exit 52
 """
 
-# $1 path, $2 commit, $3 force (1 or empty), $4 submodules (1 or empty; decision 59)
+# $1 path, $2 commit, $3 force (1 or empty), $4 submodules (1 or empty; decision sync-submodules)
 _CHECKOUT = (
     _KEEP
     + r"""

@@ -33,7 +33,7 @@ from trtllm_script_builder.resolve.workflow import find
 
 MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
 # A log line longer than this is taken as several (a job that prints megabytes without a
-# newline would otherwise sit in memory whole; decision 75).
+# newline would otherwise sit in memory whole; decision shown-never-obeyed).
 MAX_LINE = 1024 * 1024
 UNKNOWN_GRACE = 30.0  # seconds a just-submitted job may be unknown to Slurm
 

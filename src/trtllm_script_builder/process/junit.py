@@ -5,7 +5,7 @@ The XML comes from a job, so it is read as untrusted: a document with a DTD (the
 expansion and external entities) is refused before the tree is built, found by expat itself in
 whatever encoding the document declares (UTF-16 and UTF-32 hide a `<!DOCTYPE` from a byte
 search), and Python's expat parser then refuses any entity it does not know. Test ids and
-messages are kept with their control characters escaped (decision 75).
+messages are kept with their control characters escaped (decision shown-never-obeyed).
 """
 
 from __future__ import annotations

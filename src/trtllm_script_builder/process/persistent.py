@@ -11,8 +11,8 @@ RUNNING with more than 5 minutes left, on the same partition and account, with a
 nodes and tasks per node the job needs and the same image; otherwise it is cancelled and a
 new one is made. It is never released automatically: `trtllm-script-builder release`.
 
-The allocation asks for what the job needs, as a batch job would (decision 18): the job's
-GRES and `--ntasks-per-node` = max(the job's tasks, its GPUs) per node; a held allocation at
+The allocation asks for what the job needs, as a batch job would (decision gpu-gres-request): the
+job's GRES and `--ntasks-per-node` = max(the job's tasks, its GPUs) per node; a held allocation at
 least that large is reused, a smaller one replaced. No separate set-up steps run: the script's own
 install srun installs into the named container (pyxis keeps named containers for the life of
 the allocation), so `installed` stays false. Anything else this user holds under the same job
@@ -53,8 +53,8 @@ ALLOC_WAIT_SECONDS = int(os.environ.get("TSB_ALLOC_WAIT", "600"))
 
 class AllocState(BaseModel):
     """The state file is ours: unknown keys are refused, and every value is checked as a
-    request's is (decision 69), for another process may have written it. A file that fails is
-    ignored, as if there were none: a new allocation replaces it."""
+    request's is (decision one-validation-layer), for another process may have written it. A file
+    that fails is ignored, as if there were none: a new allocation replaces it."""
 
     model_config = ConfigDict(extra="forbid")
 

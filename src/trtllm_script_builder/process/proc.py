@@ -76,7 +76,7 @@ def run(
 
     `own_group`: the tool runs in a process group of its own, and whatever is left of that
     group when it ends, fails, times out or this process is interrupted is killed (a program
-    writing into a folder the caller removes after it, decision 79).
+    writing into a folder the caller removes after it, decision submit-py-children).
     """
     limit = tool_timeout() if timeout is None else timeout
     if shutil.which(argv[0]) is None:

@@ -44,8 +44,8 @@ class JobStatus:
     # The job's own numeric id when `job_id` names an array task (`100_3`) that has started:
     # the id its logs' %j and its SLURM_JOB_ID carry. None while the task is pending.
     raw_id: str | None = None
-    # An accounting start record that already shows this final state (decision 73): the job
-    # counts as ending until its completion record lands, or slurmctld has forgotten it.
+    # An accounting start record that already shows this final state (decision sacct-end-time): the
+    # job counts as ending until its completion record lands, or slurmctld has forgotten it.
     ending_as: str | None = None
 
     @property
@@ -162,7 +162,7 @@ def _with_arrays(job_ids: list[str]) -> str:
 
 
 SACCT_FIELDS = "JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw,End"
-# Slurm's word for a job between its end and its last record (decision 73).
+# Slurm's word for a job between its end and its last record (decision sacct-end-time).
 ENDING = "COMPLETING"
 
 

@@ -70,7 +70,8 @@ def submit(
 
         return recorded(work_dir, lambda _: submit_persistent(spec, work_dir, alloc_time, say))
     jobs = load_jobs([Member(work_dir, "")], force=True)
-    return submit_slurm(jobs, ssh_host=ssh_host, say=say)[0][0]  # a batch of one (decision 67)
+    # a batch of one (decision batch-job-arrays)
+    return submit_slurm(jobs, ssh_host=ssh_host, say=say)[0][0]
 
 
 def followed(spec: JobSpec, sub: Submission, ssh_host: str | None) -> Followed:

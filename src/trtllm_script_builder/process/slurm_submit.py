@@ -1,5 +1,6 @@
 """The Slurm backend's one submit path (`submit_slurm`): one job (a batch of one) or every built
-job of a build-many folder's `jobs.json`, jobs of one shape as one Slurm job array (decision 67).
+job of a build-many folder's `jobs.json`, jobs of one shape as one Slurm job array
+(decision batch-job-arrays).
 
 Two jobs have the same shape when their job_spec.json files describe the same allocation, host
 and prerequisites (decision shape-from-job-spec). A shape of two jobs or more goes in as one
@@ -8,11 +9,12 @@ array: a driver script in the batch folder carries the shared `#SBATCH` lines an
 output where that job_spec says (with the task's own job id for `%j`) and runs the job's own
 script. A shape of one job goes in as a plain `sbatch`.
 
-Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites (decisions 65, 71): each
-distinct one (by its job_spec `key`: one import per image file, one compile per checkout, image
-and build options) is submitted once, before the arrays, and every array or plain job that
-needs it goes in with `--dependency=afterok:...` and `--kill-on-invalid-dep=yes`. On a remote
-cluster the checkouts the compiles build are synced once first.
+Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites
+(decisions compile-chain and batch-prerequisites): each distinct one (by its job_spec `key`: one
+import per image file, one compile per checkout, image and build options) is submitted once, before
+the arrays, and every array or plain job that needs it goes in with `--dependency=afterok:...` and
+`--kill-on-invalid-dep=yes`. On a remote cluster the checkouts the compiles build are synced once
+first.
 
 Each job folder gets its `submission.json` (so `watch JOBDIR` follows one job, its chain
 included), and a batch folder gets `batch_submission.json`, which `watch DIR` reads. On a
@@ -95,7 +97,8 @@ class BatchJob(BaseModel):
     array_task_id: int | None = None
     # the job ids of the prerequisites it waits for, in the order of its job_spec
     prerequisites: list[str] | None = None
-    # the commit its clone was synced to, which its compile chain checks (decision 72)
+    # the commit its clone was synced to, which its compile chain checks
+    # (decision source-commit-check)
     source_commit: str | None = None
 
 
@@ -127,7 +130,7 @@ class BatchSubmission(BaseModel):
 
     @model_validator(mode="after")
     def _values(self) -> BatchSubmission:
-        # the file may be edited: its job ids reach scancel (decision 75)
+        # the file may be edited: its job ids reach scancel (decision shown-never-obeyed)
         problem = record_problem(self.model_dump())
         if problem is not None:
             raise ValueError(problem)
@@ -271,10 +274,10 @@ def _now() -> str:
 
 def _sync_for_compile(spec: JobSpec, work_dir: Path, say: Say) -> Callable[[SshTarget], str | None]:
     """The step a remote compile chain takes first: the compile job builds remote_repo_path,
-    so the local checkout's full state is brought there (decision 58) before anything is
+    so the local checkout's full state is brought there (decision sync-snapshot) before anything is
     copied or submitted. The step gives the commit the clone is now at, which the chain's
-    jobs check when they start (decision 72); None when remote_repo_path is the checkout
-    itself (a shared filesystem: the jobs read its files as they are, not a commit)."""
+    jobs check when they start (decision source-commit-check); None when remote_repo_path is the
+    checkout itself (a shared filesystem: the jobs read its files as they are, not a commit)."""
     from trtllm_script_builder.process import gitsync
 
     assert spec.remote_repo_path is not None
@@ -372,7 +375,7 @@ class _Target:
     runner: Host
     host: str
     ssh_host: str | None = None
-    # (repo_root, remote_repo_path) -> the commit synced there (decision 72)
+    # (repo_root, remote_repo_path) -> the commit synced there (decision source-commit-check)
     commits: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
 
     def commit(self, spec: JobSpec) -> str | None:
@@ -469,8 +472,9 @@ def _sync_checkouts(
     jobs: list[_Job], target: SshTarget, say: Say
 ) -> dict[tuple[str, str | None], str | None]:
     """The remote compiles build remote_repo_path: bring each checkout there once (the step
-    single-job submit takes, decision 58), before anything is copied or submitted. Gives the
-    commit each clone is at, which the jobs check when they start (decision 72)."""
+    single-job submit takes, decision sync-snapshot), before anything is copied or submitted. Gives
+    the commit each clone is at, which the jobs check when they start
+    (decision source-commit-check)."""
     compiling = [j for j in jobs if has_compile(j.spec)]
     into: dict[str | None, str] = {}
     for j in compiling:  # one clone holds one state: two checkouts cannot both be there
@@ -567,7 +571,8 @@ def submit_slurm(
     """The one way jobs go to Slurm, one job (`folder` None) or a build-many folder's: their
     prerequisites once each, then jobs of one shape as one array (a batch's), the others as
     plain jobs; every job's submission.json, and the batch's record. When an sbatch fails or
-    the run is interrupted, everything it started is cancelled (decision 81)."""
+    the run is interrupted, everything it started is cancelled
+    (decision interrupted-submit-undone)."""
     from trtllm_script_builder.atomic import cleanly
     from trtllm_script_builder.resolve.job import check_sbatch_value
 
@@ -604,7 +609,7 @@ def _submit_all(
     max_running: int | None,
     say: Say,
 ) -> tuple[list[Submission], BatchSubmission | None]:
-    """Every array and job, then their records (decision 81)."""
+    """Every array and job, then their records (decision interrupted-submit-undone)."""
     from trtllm_script_builder.atomic import signals_held, write_file
     from trtllm_script_builder.process.submission import err_path, log_path
 
@@ -615,7 +620,7 @@ def _submit_all(
     subs: list[Submission | None] = [None] * len(jobs)
     known: dict[str, ChainJob] = {}
     chains: list[list[ChainJob]] = []
-    for j in jobs:  # the prerequisites first, each key once (decision 71)
+    for j in jobs:  # the prerequisites first, each key once (decision batch-prerequisites)
         at = _where(j, remote)
 
         def sbatch(script: str, extra: list[str], j: _Job = j, at: _Where = at) -> str:
@@ -757,7 +762,7 @@ _DIST_DIR = re.compile(r" --dist_dir \S+")
 
 def _refuse_shared_wheel_dirs(jobs: list[_Job]) -> None:
     """Two different compiles writing into one wheel folder: each empties it for its own
-    wheel, so a test job could install the other build's wheel (decision 83)."""
+    wheel, so a test job could install the other build's wheel (decision one-wheel-per-folder)."""
     builds: dict[str, dict[str, str]] = {}  # wheel folder -> compile key -> first job's name
     for j in jobs:
         for p in j.spec.prerequisites or []:

@@ -31,7 +31,7 @@ def read_job_spec(work_dir: Path) -> JobSpec:
             "work_dir", f"{path} cannot be read ({exc.strerror})", "check its permissions"
         ) from None
     try:
-        # the one JSON reader (decision 74): a repeated key or deep nesting is refused
+        # the one JSON reader (decision one-data-reader): a repeated key or deep nesting is refused
         spec = JobSpec.model_validate(parse_json(text))
     except DataError as exc:
         key = "(whole file)"
@@ -54,7 +54,8 @@ def read_job_spec(work_dir: Path) -> JobSpec:
 
 def _unsafe(spec: JobSpec) -> tuple[str, str] | None:
     """The first value that submit, watch or release would pass to a program and that no
-    build writes (an edited file): checked as a request's values are (decision 69)."""
+    build writes (an edited file): checked as a request's values are
+    (decision one-validation-layer)."""
     for key in ("script_path", "work_dir", "remote_work_dir", "remote_script_path"):
         value = getattr(spec, key)
         if value is not None and (values.text_problem(value) or not values.is_absolute_path(value)):
@@ -77,7 +78,7 @@ def _unsafe(spec: JobSpec) -> tuple[str, str] | None:
 
 
 # What render/spec.py writes for each job of the chain; submit passes the script to sbatch as
-# an argument of its own and reads the logs the patterns name (decision 75).
+# an argument of its own and reads the logs the patterns name (decision shown-never-obeyed).
 PREREQUISITE_KINDS = ("compile", "import")
 
 

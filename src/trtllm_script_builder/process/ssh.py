@@ -139,7 +139,7 @@ class SshRunner:
     def read_from(self, path: str, offset: int) -> bytes | None:
         """The bytes of a remote file from `offset` on, at most `limit` of them (as a local
         read takes them), None when it does not exist yet. The path comes from files others
-        may edit: `--` keeps a leading `-` from being an option (decision 75)."""
+        may edit: `--` keeps a leading `-` from being an option (decision shown-never-obeyed)."""
         q = shlex.quote(path)
         res = self.shell(
             f"test -f {q} || exit 3; tail -c +{offset + 1} -- {q} | head -c {MAX_READ}"

@@ -28,14 +28,15 @@ SOURCE_VAR = "TSB_SOURCE_COMMIT"
 
 
 def source_args(commit: str | None) -> list[str]:
-    """sbatch options that give a job the commit submit synced its clone to (decision 72);
-    the compile and test scripts of a chain check the clone against it when they start."""
+    """sbatch options that give a job the commit submit synced its clone to
+    (decision source-commit-check); the compile and test scripts of a chain check the clone against
+    it when they start."""
     return [f"--export=ALL,{SOURCE_VAR}={commit}"] if commit else []
 
 
 def log_path(pattern: str | None, job_id: str, base: str) -> str | None:
-    """The log of a job: job_spec's pattern is relative to the job's folder (decision 44);
-    an absolute one (job_specs written before) stands as it is."""
+    """The log of a job: job_spec's pattern is relative to the job's folder
+    (decision relative-log-patterns); an absolute one (job_specs written before) stands as it is."""
     return posixpath.join(base, pattern.replace("%j", job_id)) if pattern else None
 
 
@@ -49,7 +50,7 @@ def err_path(out: str | None) -> str | None:
 class Submission(BaseModel):
     """What `submit` started: a Slurm job (job_id) or a local process (pid). The file is
     ours, but may be edited: a job id goes to scancel, a container name to docker kill, so
-    they are checked as a request's values are (decision 69)."""
+    they are checked as a request's values are (decision one-validation-layer)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -79,7 +80,7 @@ class Submission(BaseModel):
     array_task_id: int | None = None
     batch_dir: str | None = None
     # a remote job with a compile: the commit submit synced remote_repo_path to, which the
-    # jobs check the clone against when they start (decision 72).
+    # jobs check the clone against when they start (decision source-commit-check).
     source_commit: str | None = None
 
     @model_validator(mode="after")
@@ -115,7 +116,7 @@ def record_problem(data: dict[str, Any]) -> str | None:
     not write, or None: a string no line can carry, a job id (any `*job_id` key, and the
     ids a batch job waits for) that is not a Slurm job id (it goes to scancel and sacct as an
     argument of its own: `--user=me` would cancel every job of the user), a prerequisite
-    without its kind, key and job id (decisions 69, 75)."""
+    without its kind, key and job id (decisions one-validation-layer and shown-never-obeyed)."""
     found = values.tree_problem(data)
     if found is not None:
         return f"{found[0]} {found[1]}"
@@ -166,7 +167,7 @@ def read_record(path: Path, model: type[_Record]) -> _Record | None:
     if not path.exists():
         return None
     try:
-        # the one JSON reader (decision 74): a repeated key, deep nesting refused
+        # the one JSON reader (decision one-data-reader): a repeated key, deep nesting refused
         return model.model_validate(parse_json(path.read_text()))
     except OSError as exc:
         raise BuildError(
@@ -207,7 +208,7 @@ def script_of(spec: JobSpec) -> Path:
 def recorded(work_dir: Path, start: Callable[[Undo], Submission]) -> Submission:
     """Run `start` and record what it started in work_dir/submission.json; when it fails or
     is interrupted before the record is written, what it noted in its undo list is undone:
-    a job nobody has a record of would run unwatched (decision 81)."""
+    a job nobody has a record of would run unwatched (decision interrupted-submit-undone)."""
     from trtllm_script_builder.atomic import cleanly, signals_held
 
     undo: Undo = []

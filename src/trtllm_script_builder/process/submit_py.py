@@ -49,7 +49,7 @@ def run_submit_py(
             "point repo_root at a TensorRT-LLM checkout that has "
             "jenkins/scripts/perf/local/submit.py",
         )
-    # its own group: a child it leaves is stopped with it (decision 79)
+    # its own group: a child it leaves is stopped with it (decision submit-py-children)
     done = run([python, str(script), *args], cwd=cwd, env=env, timeout=timeout, own_group=True)
     if done.timed_out:
         # the runner's own note is the last line; what submit.py printed before it says why

@@ -12,10 +12,10 @@
    daemon) -> INFRA_FAILURE; an oom-kill report -> OUT_OF_MEMORY; else FAILED.
 6. a pytest job judged PASSED or FAILED by 4-5: no test passed and none failed (JUnit report, or
    pytest's summary line without one) at exit 0 or 5, or exit 5 alone -> NOT_RUN; failing tests
-   in the JUnit report -> FAILED, naming them (decision 49).
+   in the JUnit report -> FAILED, naming them (decision verdict-rules).
 
 A job with a compile or image import chain is judged by process/chain.py first: a failed
-compile is COMPILE_FAILED (decision 65), and the test job's own verdict is never reached.
+compile is COMPILE_FAILED (decision compile-chain), and the test job's own verdict is never reached.
 
 Lines are classified first, so only what the job's programs printed can decide a pattern:
 `set -x` traces (`+ ...`), the builder's own echo lines ("Job N started on", "Job N finished
@@ -97,7 +97,8 @@ class LogLine:
     lineno: int = 0
 
     def show(self) -> str:
-        """The line as evidence: control characters escaped, cut short (decision 75)."""
+        """The line as evidence: control characters escaped, cut short
+        (decision shown-never-obeyed)."""
         where = f"{self.source}:{self.lineno}: " if self.source else ""
         return printable(f"{where}{self.text}")
 

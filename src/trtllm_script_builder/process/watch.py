@@ -1,8 +1,8 @@
 """`watch`: follow a submitted job, or every job of a submitted build-many folder, to its end
 with the one run loop (follow.py), stream a single job's log, and give one verdict per job.
 
-A single job is a run of one: its prerequisites (decision 65) are followed in the same loop,
-their lines marked `[compile]` / `[import]`. A batch gets each job's `verdict.json`, then
+A single job is a run of one: its prerequisites (decision compile-chain) are followed in the same
+loop, their lines marked `[compile]` / `[import]`. A batch gets each job's `verdict.json`, then
 `results.json` and a merged `junit.xml` (batch_results.py); on a remote cluster a batch job's
 logs are read when it ends, not at every poll (the compile's log excepted: its progress).
 """
@@ -65,7 +65,8 @@ class Console:
             return
         self.clear()
         for ln in lines:
-            # the job's own words: shown, never acted on by the terminal (decision 75)
+            # the job's own words: shown, never acted on by the terminal
+            # (decision shown-never-obeyed)
             self.out.write(f"{prefix}{printable(ln.text, None)}\n")
         self.out.flush()
 

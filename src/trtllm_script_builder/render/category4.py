@@ -23,7 +23,8 @@ def render_category4(job: ResolvedJob) -> BuildResult:
     spec = JobSpec(
         script_path=str(work_dir / plan.launch_sh),
         script_name=plan.launch_sh,
-        log_file_pattern="slurm-%j.out",  # in work_dir, as the launch script writes (decision 44)
+        # in work_dir, as the launch script writes (decision relative-log-patterns)
+        log_file_pattern="slurm-%j.out",
         slurm_params=slurm_params(job),
         slurm_env=job.cluster_raw,
         **spec_common(job),

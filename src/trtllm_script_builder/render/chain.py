@@ -1,4 +1,5 @@
-"""import.slurm and compile.slurm: the jobs a test job waits for (decisions 65 and 66)."""
+"""import.slurm and compile.slurm: the jobs a test job waits for
+(decisions compile-chain and image-import-cache)."""
 
 from __future__ import annotations
 
@@ -39,8 +40,10 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
     if comp is not None:
         ctx = {
             **header(comp.name, "Compile job (the wheel of the checkout)"),
-            "exclusive": True,  # every CPU of the node for the parallel build (decision 65)
-            # one compile of the checkout at a time: one job name per checkout (decision 86)
+            # every CPU of the node for the parallel build (decision compile-chain)
+            "exclusive": True,
+            # one compile of the checkout at a time: one job name per checkout
+            # (decision one-compile-per-checkout)
             "job_name": comp.job_name or comp.name,
             "singleton": True,
             "image": comp.image,

@@ -7,13 +7,13 @@ from trtllm_script_builder.render import render
 from trtllm_script_builder.resolve.mounts import Mount
 
 # As TensorRT-LLM's docker/Makefile runs its containers: pinned memory (NCCL, CUDA IPC) is
-# unbounded, and the stack is 64 MiB (decision 39).
+# unbounded, and the stack is 64 MiB (decision local-docker-run).
 ULIMITS = ("memlock=-1", "stack=67108864")
 
 
 def gpus_value(count: int) -> str:
     """`--gpus`'s device form for GPUs 0..count-1; the double quotes keep docker's CSV reader
-    from splitting the list at its commas (decision 39)."""
+    from splitting the list at its commas (decision local-docker-run)."""
     return '"device=' + ",".join(str(i) for i in range(count)) + '"'
 
 
@@ -33,8 +33,9 @@ def docker_run(
 ) -> tuple[list[list[str]], str]:
     """The `docker run` options, one group a line, and the payload for `bash -c`.
 
-    GPU access is `--gpus` (the NVIDIA container toolkit; no `--runtime=nvidia`, decision 39)
-    and the payload does its own `cd`; every value reaches the container through `--env`.
+    GPU access is `--gpus` (the NVIDIA container toolkit; no `--runtime=nvidia`,
+    decision local-docker-run) and the payload does its own `cd`; every value reaches the container
+    through `--env`.
     """
     args: list[list[str]] = [
         ["--rm"],
@@ -57,7 +58,7 @@ def docker_run(
     args += [["--env", f"{k}={v}"] for k, v in env]
     if install:
         # Named without a value: docker passes the caller's, if set, so setup.py can take the
-        # compiled parts from the release wheel for a checkout never built (decision 33).
+        # compiled parts from the release wheel for a checkout never built (decision install-step).
         args.append(["--env", "TRTLLM_USE_PRECOMPILED"])
     args.append([image])
     payload = render(

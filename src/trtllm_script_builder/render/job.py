@@ -142,7 +142,8 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         script_path=str(work_dir / script),
         script_name=script,
         prerequisites=prerequisites(job),
-        # Relative to work_dir (remote_work_dir remotely): executors join the two (decision 44).
+        # Relative to work_dir (remote_work_dir remotely): executors join the two
+        # (decision relative-log-patterns).
         log_file_pattern=f"{job.name}_%j.out",
         error_file_pattern=f"{job.name}_%j.err",
         junit_file_pattern=job.junit_file or None,

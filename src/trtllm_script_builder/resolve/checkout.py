@@ -1,4 +1,5 @@
-"""Whether the checkout's install step can work: TensorRT-LLM's compiled bindings (decision 33).
+"""Whether the checkout's install step can work: TensorRT-LLM's compiled bindings
+(decision install-step).
 
 TensorRT-LLM's setup.py refuses `pip install -e .` unless `tensorrt_llm/bindings` (or its
 `bindings.pyi` stubs) exists, and the package only imports with the compiled module
@@ -37,7 +38,7 @@ def compiled_bindings(repo_root: str) -> list[str] | None:
 
 def _names(folder: str) -> list[str]:
     """The folder's names; one that no line can carry (a newline, an escape) is no module of
-    ours and would reach a warning line, so it is left out (decision 69)."""
+    ours and would reach a warning line, so it is left out (decision one-validation-layer)."""
     try:
         return sorted(n for n in os.listdir(folder) if text_problem(n) is None)
     except OSError:

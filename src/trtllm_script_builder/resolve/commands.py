@@ -15,7 +15,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def normalise_name(text: str) -> str:
-    """Decision 6: lower case, every run of other characters to `_`, trimmed."""
+    """Decision model-name-rules: lower case, every run of other characters to `_`, trimmed."""
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
@@ -318,7 +318,8 @@ def add_bench_model_path(step: str, paths: dict[str, str]) -> str:
 
 
 def parse_custom_env(custom_env: str | None) -> list[tuple[str, str]]:
-    """Decision 9: shell words, each KEY=VALUE with a valid name, values literal."""
+    """Decision custom-env-literal: shell words, each KEY=VALUE with a valid name, values
+    literal."""
     if not custom_env:
         return []
     pairs = []

@@ -1,5 +1,6 @@
 """The jobs that run before a test job: an image import (enroot) and a compile of the checkout
-(scripts/build_wheel.py), decided once from the request (decisions 64-66).
+(scripts/build_wheel.py), decided once from the request (decisions compile-cuda-arch,
+compile-chain and image-import-cache).
 
 Reads the checkout's build_wheel.py (which options it knows) but writes nothing and starts no
 process. The renderers turn the returned Chain into import.slurm and compile.slurm.
@@ -23,10 +24,10 @@ from trtllm_script_builder.resolve.stamp import file_stamp
 BUILD_WHEEL = "scripts/build_wheel.py"
 COMPILE_SCRIPT = "compile.slurm"
 IMPORT_SCRIPT = "import.slurm"
-# GPU type -> build_wheel.py --cuda_architectures (decisions 64 and 82): the GPU's compute
-# capability, as TensorRT-LLM's CMake takes it. B300/GB300 are 10.3, built apart from 10.0 by
-# TensorRT-LLM's CI (kernels built for 100a do not load on 10.3). A key of several words is
-# matched against the first words of the name.
+# GPU type -> build_wheel.py --cuda_architectures (decisions compile-cuda-arch and gpu-arch-table):
+# the GPU's compute capability, as TensorRT-LLM's CMake takes it. B300/GB300 are 10.3, built apart
+# from 10.0 by TensorRT-LLM's CI (kernels built for 100a do not load on 10.3). A key of several
+# words is matched against the first words of the name.
 CUDA_ARCH = {
     "B200": "100-real",
     "GB200": "100-real",
@@ -69,9 +70,10 @@ class CompileStep:
     mounts_text: str
     key: str  # same key, same build: a batch submits it once
     # The Slurm job name: one per checkout, so that `--dependency=singleton` runs its compiles
-    # one at a time in its one build tree (decision 86).
+    # one at a time in its one build tree (decision one-compile-per-checkout).
     job_name: str = ""
-    # build_wheel.py has --job_count: the job passes the count it works out (decision 88).
+    # build_wheel.py has --job_count: the job passes the count it works out
+    # (decision compile-job-count).
     job_count: bool = False
 
 
@@ -99,7 +101,7 @@ class Chain:
 
 
 def cuda_arch_for(req: Request) -> str:
-    """The request's cuda_arch, else the one of its device_type (decision 64)."""
+    """The request's cuda_arch, else the one of its device_type (decision compile-cuda-arch)."""
     if req.cuda_arch:
         return req.cuda_arch
     if not req.device_type:
@@ -142,9 +144,9 @@ _HUB = ("registry-1.docker.io", "docker.io", "index.docker.io")
 
 
 def image_key(uri: str) -> str | None:
-    """What `enroot import` fetches for `uri`, spelled one way (decision 84): the registry
-    (Docker Hub's names made one), the image path (`library/` for a Hub image of one part) and
-    the tag (`latest` when none is given); the user part, which only authenticates, is left
+    """What `enroot import` fetches for `uri`, spelled one way (decision import-cache-key): the
+    registry (Docker Hub's names made one), the image path (`library/` for a Hub image of one part)
+    and the tag (`latest` when none is given); the user part, which only authenticates, is left
     out. None when enroot would refuse the reference."""
     m = _ENROOT_URI.fullmatch(uri)
     if m is None:
@@ -159,8 +161,8 @@ def image_key(uri: str) -> str | None:
 def sqsh_name(uri: str) -> str:
     """The cache file of an image: what enroot imports for it made a file name, plus 8 hex
     digits of it, so that two images never share a file and one image spelled two ways has
-    one (decisions 66 and 84). `uri` is the import's URI, or an image reference in the
-    spelling a build writes by default (the registry rewrite of `enroot_uri`)."""
+    one (decisions image-import-cache and import-cache-key). `uri` is the import's URI, or an image
+    reference in the spelling a build writes by default (the registry rewrite of `enroot_uri`)."""
     if not uri.startswith("docker://"):
         uri = "docker://" + img.enroot_uri(uri)
     key = image_key(uri) or uri
@@ -277,10 +279,10 @@ def _compile_step(
     if '"--configure_cmake"' in text:
         # CMake is configured (the architectures and options take effect) only in a new build
         # tree unless asked: a tree built before for another GPU would build that GPU again
-        # (decision 87).
+        # (decision always-configure-cmake).
         args.append("--configure_cmake")
     if '"--yes"' in text:
-        # A batch job has no terminal: a prompt would end the build (decision 85).
+        # A batch job has no terminal: a prompt would end the build (decision build-wheel-yes).
         args.append("--yes")
     wheel = mnt.Mount(wheel_dir, wheel_dir, "wheel_dir")
     mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, [], [wheel]))
@@ -301,7 +303,8 @@ def _compile_step(
 
 def checkout_job_name(checkout: str) -> str:
     """`tsb_compile_<folder name>_<8 hex digits of the path>`: the same for every compile of
-    one checkout (as the jobs see it), another for any other checkout (decision 86)."""
+    one checkout (as the jobs see it), another for any other checkout
+    (decision one-compile-per-checkout)."""
     base = _SQSH_NAME.sub("_", posixpath.basename(checkout.rstrip("/"))).strip("_.")[:40]
     digest = hashlib.sha256(checkout.encode()).hexdigest()[:8]
     return f"tsb_compile_{base or 'root'}_{digest}"

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 LAUNCH_SH = "slurm_launch.sh"
 # What the launch script of the repo's submit.py prints when it passed or failed, whichever
-# workflow it runs for (decision 47).
+# workflow it runs for (decision log-patterns).
 SUBMIT_PY_PATTERNS = (("8_done_", "test completed successfully"), ("FAILED", "Error"))
 
 
@@ -161,8 +161,8 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 
 
 def _runs_its_tool(field: str, own: str, cmd: str, options: tuple[str, ...]) -> None:
-    """Decision 89: a command field runs its own tool, once for pytest, each call with the
-    model the tool requires. A misspelt tool, a bare test id or a second pytest call would
+    """Decision command-runs-its-tool: a command field runs its own tool, once for pytest, each call
+    with the model the tool requires. A misspelt tool, a bare test id or a second pytest call would
     only fail in the queue (command not found, a usage error, one id's results dropped)."""
     ws = _shell_words(cmd)
     if ws is None:
@@ -177,7 +177,8 @@ def _runs_its_tool(field: str, own: str, cmd: str, options: tuple[str, ...]) -> 
         from difflib import get_close_matches
 
         # A near miss is a typo; another program altogether (a wrapper script) is the
-        # user's choice and is sized from its options with a warning (decision 89).
+        # user's choice and is sized from its options with a warning
+        # (decision command-runs-its-tool).
         words = [n for n in names if n and not n.startswith("-")]
         near = next((w for w in words if get_close_matches(w, [own], n=1, cutoff=0.8)), None)
         if near is not None:
@@ -286,7 +287,7 @@ def resolve(
     limit_notes = time_limit_warnings(req, facts) if req.is_slurm else []
     limit_notes += _unused_field_warnings(req)
     if req.gpus_per_node and gpn != req.gpus_per_node:
-        # Decision 17: what the cluster or this machine reports wins over the request's.
+        # Decision gpus-per-node: what the cluster or this machine reports wins over the request's.
         limit_notes.append(
             f"gpus_per_node {req.gpus_per_node} is not used: {gpn_source} reports {gpn}"
         )
@@ -396,7 +397,7 @@ class _Base:
         self, *, nodes: int, ntasks: int, ntasks_per_node: int, gpus_per_node: int, gpus: int
     ) -> dict[str, Any]:
         """The fields of a Slurm job: the allocation (GRES only where the partition has it,
-        for the GPUs the job uses: decision 18) and what depends on the scenario."""
+        for the GPUs the job uses: decision gpu-gres-request) and what depends on the scenario."""
         req, facts = self.req, self.facts
         assert facts is not None and req.partition and req.account
         plan = SlurmParams(
@@ -436,7 +437,7 @@ def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[
     return image, img.enroot_uri(image) if site.enroot_uri_rewrite else image
 
 
-# The fields only some scenarios read (decision 94).
+# The fields only some scenarios read (decision unread-field-warning).
 _SCENARIO_FIELDS = {
     "partition": ("local_slurm", "remote_slurm"),
     "account": ("local_slurm", "remote_slurm"),
@@ -450,7 +451,8 @@ _SCENARIO_FIELDS = {
 
 def _unused_field_warnings(req: Request) -> list[str]:
     """A field the scenario never reads: given for another scenario (a shared request file, a
-    scenario changed by a flag), so the job will not be what the field says (decision 94)."""
+    scenario changed by a flag), so the job will not be what the field says
+    (decision unread-field-warning)."""
     return [
         f"{field} is not used by {req.execution_scenario} jobs (only {' and '.join(where)}); "
         "it is left out"
@@ -470,8 +472,8 @@ def _known_arch(req: Request, facts: ClusterFacts | None) -> tuple[str | None, s
 
 
 def _image_fits_arch(req: Request, facts: ClusterFacts | None, image: str) -> None:
-    """Decision 92: an image whose name says it is for the other architecture cannot start
-    there (exec format error), so it is refused before the queue."""
+    """Decision image-arch-mismatch: an image whose name says it is for the other architecture
+    cannot start there (exec format error), so it is refused before the queue."""
     arch, where = _known_arch(req, facts)
     named = img.arch_in_name(image)
     if arch not in img.ARCH_KEYS or named is None or named == arch:
@@ -569,12 +571,12 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         model_name=sz.model_name,
     )
     if chain is not None:
-        # Sent with a remote job, submitted before it (decision 65).
+        # Sent with a remote job, submitted before it (decision compile-chain).
         extra_files += [str(Path(req.work_dir) / s.script) for s in chain.steps()]
         if chain.image_import is not None:
             warnings += chain.image_import.warnings
     if chain is not None and chain.compile is not None:
-        # The test job installs what the compile job built (decision 65).
+        # The test job installs what the compile job built (decision compile-chain).
         folder = chain.compile.wheel_dir
         extras.append(mnt.Mount(folder, folder, "wheel_dir"))
         exports.append(("WHEEL_DIR", folder))
@@ -620,7 +622,8 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         gpus=sz.required_devices,
     )
     if chain is not None and chain.image_import is not None:
-        slurm["script_image"] = chain.image_import.sqsh  # the imported file (decision 66)
+        # the imported file (decision image-import-cache)
+        slurm["script_image"] = chain.image_import.sqsh
     return replace(
         job,
         category=flow.category,
@@ -658,7 +661,8 @@ def work_dir_field(paths: Paths) -> str:
 
 
 def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
-    """Decision 33: a local checkout whose bindings are missing or of another architecture."""
+    """Decision install-step: a local checkout whose bindings are missing or of another
+    architecture."""
     from trtllm_script_builder.resolve.checkout import bindings_warnings
 
     if not req.is_slurm:
@@ -673,7 +677,8 @@ def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
 
 def docker_container_name(name: str, work_dir: str) -> str:
     """`<model>_<suffix>_<8 hex digits of the job folder>`: two jobs of one model built into
-    different folders may run side by side; docker refuses a name in use (decision 39)."""
+    different folders may run side by side; docker refuses a name in use
+    (decision local-docker-run)."""
     import hashlib
 
     digest = hashlib.sha256(os.path.abspath(work_dir).encode()).hexdigest()[:8]
@@ -733,7 +738,7 @@ def local_copy(
 
 def _across_nodes(base: _Base, flow: Workflow, sz: Sizing) -> ResolvedJob:
     """A job wider than a node that its workflow runs as a perf config through submit.py
-    (decision 22)."""
+    (decision multi-node-eval)."""
     assert base.facts is not None and flow.across_nodes is not None
     home, project, models = base.mounts()
     draft = Draft(base.req, base.paths, sz.model_name, sz, base.models_root, list(sz.warnings))
@@ -765,8 +770,9 @@ def _category4(
     job_dir = mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
     mounts = mnt.assemble(home, project, models, [job_dir])
     mounts_text = ",".join(m.entry() for m in mounts)
-    # submit.py runs here with local paths (decision 40): it must see the local repo in the
-    # mounts so that it adds no second copy; the rewrite afterwards makes it the remote one.
+    # submit.py runs here with local paths (decision perf-sanity-submit-py): it must see the local
+    # repo in the mounts so that it adds no second copy; the rewrite afterwards makes it the remote
+    # one.
     submit_mounts = mounts_text
     if paths.remote:
         local_project = mnt.Mount(req.repo_root, req.repo_root, "repo_root")
@@ -792,7 +798,8 @@ def _category4(
     )
     gpu_lines = None
     if paths.remote:
-        # submit.py reads the cluster it runs on; the job runs on the target (decision 40).
+        # submit.py reads the cluster it runs on; the job runs on the target
+        # (decision perf-sanity-submit-py).
         env = base.env
         if env is not None and env.cluster_name and _submit_py_knows("--cluster-name", req):
             args += ["--cluster-name", env.cluster_name]

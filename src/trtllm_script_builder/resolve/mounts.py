@@ -53,11 +53,12 @@ def models_mounts(
     llm_models_root: str,
     ask: Ask,
 ) -> list[Mount]:
-    """Decision 13's priority: checkpoint parent > models_path > slurm_env.mounts > env_check/site.
+    """Decision read-only-models-mount's priority: checkpoint parent > models_path >
+    slurm_env.mounts > env_check/site.
 
-    Every one is read-only (decision 13): a job must not change the shared models, and the
-    install step's writes go to the container, not there. slurm_env entries stay as the site
-    wrote them, except that the one at the models root without flags gets `:ro`.
+    Every one is read-only (decision read-only-models-mount): a job must not change the shared
+    models, and the install step's writes go to the container, not there. slurm_env entries stay as
+    the site wrote them, except that the one at the models root without flags gets `:ro`.
     """
     ro = f"{llm_models_root}:ro"
     if checkpoint_path:

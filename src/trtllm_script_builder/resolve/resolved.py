@@ -55,7 +55,8 @@ class ResolvedJob:
     scenario: str
     model_name: str
     name: str  # job and script name
-    container_name: str  # Slurm: the job name; Docker: unique per job folder (decision 39)
+    # Slurm: the job name; Docker: unique per job folder (decision local-docker-run)
+    container_name: str
     image: str  # canonical reference (job_spec)
     script_image: str  # as the script's container tool takes it
     repo_root: str  # local

@@ -18,7 +18,8 @@ class ClusterFacts:
     gpus_source: str
     gres: str | None  # "gpu:8" when the partition schedules GPUs by GRES, else None
     mpi_plugin: str
-    fallback: bool  # decision 11's fallback: no Slurm tools, or the partition's arch unknown
+    # decision image-by-arch's fallback: no Slurm tools, or the partition's arch unknown
+    fallback: bool
 
 
 def require_slurm_fields(req: Request) -> None:
@@ -73,7 +74,7 @@ def _has_gpus(part: Partition) -> bool:
 
 
 def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
-    """Decision 17: partition, else env_check (Docker), else the request, else refuse."""
+    """Decision gpus-per-node: partition, else env_check (Docker), else the request, else refuse."""
     if part is not None and part.gpus_per_node:
         return part.gpus_per_node, f"partition {part.name}"
     if not req.is_slurm and req.env_check and req.env_check.gpus_per_node:
@@ -132,7 +133,7 @@ _MM_SS = re.compile(r"(\d+):(\d\d)")
 
 def time_limit_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
     """A time limit past the partition's: sbatch refuses it, or the job waits for ever. And
-    `H:MM`, which Slurm reads as minutes and seconds (decision 93)."""
+    `H:MM`, which Slurm reads as minutes and seconds (decision ambiguous-time-limit)."""
     notes = []
     if m := _MM_SS.fullmatch(req.time_limit):
         notes.append(

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 LAUNCHER = "trtllm-llmapi-launch"  # a command that already has it must not get it twice
 # A figure in a log line: at most 30 digits a side, as a longer run is no figure (it would be
-# infinity in a float, which JSON cannot carry; decision 75).
+# infinity in a float, which JSON cannot carry; decision shown-never-obeyed).
 NUM = r"(-?\d{1,30}(?:\.\d{1,30})?)(?!\d)"
 
 
@@ -40,7 +40,7 @@ class Sizing:
     launcher: bool = False  # trtllm-llmapi-launch in front of the run command
     workdir_rel: str = ""  # where, under the project, the command runs
     warnings: list[str] = field(default_factory=list)
-    fallback_to_perf: bool = False  # eval wider than a node (decision 22)
+    fallback_to_perf: bool = False  # eval wider than a node (decision multi-node-eval)
 
     @property
     def ntasks_per_node(self) -> int:
@@ -79,7 +79,8 @@ class Workflow:
     infers: Callable[[Request], bool]
     suffix: str  # <model>_<suffix> names the job, its Slurm script and container
     category: int  # its Slurm script's category (job_spec); on Docker every job is 1
-    # The lines that say the job passed or failed, as the real tool prints them (decision 47).
+    # The lines that say the job passed or failed, as the real tool prints them
+    # (decision log-patterns).
     patterns: tuple[tuple[str, ...], tuple[str, ...]]
     # Step 3: (request, GPUs per node, where that figure is from) -> the job's size.
     size: Callable[[Request, int, str], Sizing] | None = None
@@ -93,8 +94,8 @@ class Workflow:
     prepare: Callable[[Draft], None] = lambda draft: None
     # ... and after: the command as the container runs it.
     command: Callable[[Draft, list[Mount]], None] = lambda draft, mounts: None
-    # A job its sizing finds wider than a node: the perf config submit.py runs it as (decision
-    # 22), from the draft, the mounts without extras and the cluster's facts.
+    # A job its sizing finds wider than a node: the perf config submit.py runs it as
+    # (decision multi-node-eval), from the draft, the mounts without extras and the cluster's facts.
     across_nodes: Callable[[Draft, list[Mount], ClusterFacts], PerfPlan] | None = None
     # Runs through the repo's submit.py (Category 4) rather than a script of its own.
     submit_py: Callable[[Request], bool] = lambda req: False

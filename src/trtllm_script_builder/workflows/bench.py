@@ -76,7 +76,9 @@ def _file_warnings(files: list[tuple[str, str]], mounts: list[mnt.Mount], slurm:
     for opt, path in files:
         # The command runs in the container: its paths are the container's.
         if opt in _BENCH_WRITES and any(mnt.covers(m.target, path) for m in read_only):
-            out.append(f"{opt} {path} is on a read-only mount (decision 13); write it elsewhere")
+            out.append(
+                f"{opt} {path} is on a read-only mount (decision read-only-models-mount); write it elsewhere"
+            )
             continue
         if mnt.in_a_mount(mounts, path):
             continue
@@ -93,8 +95,8 @@ def _file_warnings(files: list[tuple[str, str]], mounts: list[mnt.Mount], slurm:
 def _with_local_model(
     prep: str | None, run: str, d: Draft, mounts: list[mnt.Mount]
 ) -> tuple[str | None, str]:
-    """Decision 24: every trtllm-bench call naming a Hugging Face id and no --model_path gets
-    the local copy's container path, so neither the dataset step nor the run downloads."""
+    """Decision bench-sizing: every trtllm-bench call naming a Hugging Face id and no --model_path
+    gets the local copy's container path, so neither the dataset step nor the run downloads."""
     steps = [s for s in split_and(prep or "") if s] + [run]
     ids = [m for step in steps for _, m in bench_models_without_path(step) if is_hf_id(m)]
     found: dict[str, str] = {}

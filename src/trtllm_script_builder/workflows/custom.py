@@ -40,7 +40,8 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
         or model_from_path(Path(req.custom_script).stem if req.custom_script else None)
         or NAME
     )
-    return Sizing(devices, 1, 1, model)  # one task sees every GPU of the job (decision 25)
+    # one task sees every GPU of the job (decision custom-one-task)
+    return Sizing(devices, 1, 1, model)
 
 
 def _prepare(d: Draft) -> None:

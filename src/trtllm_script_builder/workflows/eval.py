@@ -1,4 +1,5 @@
-"""eval: trtllm-eval on one node (Category 5), or across nodes through submit.py (decision 22)."""
+"""eval: trtllm-eval on one node (Category 5), or across nodes through submit.py
+(decision multi-node-eval)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
             "eval_cmd runs no trtllm-eval, so it is sized from its --tp_size/--pp_size (1 GPU "
             "without them); for another command use custom_cmd"
         )
-    # One rank outside MPI: trtllm-eval's single-GPU path spawns its worker (decision 28).
+    # One rank outside MPI: trtllm-eval's single-GPU path spawns its worker
+    # (decision one-rank-no-mpi).
     return Sizing(
         ws,
         1,
@@ -87,7 +89,8 @@ def _model_in_container(
 
 
 def _across_nodes(d: Draft, mounts: list[mnt.Mount], facts: ClusterFacts) -> PerfPlan:
-    """An eval wider than a node runs as an aggregated perf config through submit.py (decision 22)."""
+    """An eval wider than a node runs as an aggregated perf config through submit.py
+    (decision multi-node-eval)."""
     # Only such an eval reads perf configs (and PyYAML): a build imports it when it needs it.
     from trtllm_script_builder.resolve.perf.plan import plan_eval_fallback
 
@@ -102,12 +105,13 @@ def _across_nodes(d: Draft, mounts: list[mnt.Mount], facts: ClusterFacts) -> Per
         pp=ev.pp,
         gpus_per_node=node_gpus,
         task=ev.task,
-        work_dir=d.req.work_dir,  # submit.py runs here, on local paths (decision 40)
+        # submit.py runs here, on local paths (decision perf-sanity-submit-py)
+        work_dir=d.req.work_dir,
     )
     d.warnings.append(
         f"eval needs {sz.required_devices} GPUs, more than one node's {node_gpus}: "
         "it runs through submit.py with accuracy.enable_accuracy_test; the submit.py versions read so far "
-        "wire the accuracy runner for disaggregated configs only (decision 23)"
+        "wire the accuracy runner for disaggregated configs only (decision aggregated-fallback-warning)"
     )
     return plan
 

@@ -32,7 +32,8 @@ from trtllm_script_builder.workflows.pytest_sizing import (
 
 NAME = "pytest"
 MAX_DEVICES = 8
-# A hung test otherwise holds its GPUs until Slurm's limit ends the whole job (decision 20).
+# A hung test otherwise holds its GPUs until Slurm's limit ends the whole job
+# (decision pytest-sizing).
 DEFAULT_TEST_TIMEOUT = 3600
 _HAS_TIMEOUT = re.compile(r"(?:^|\s)--timeout(?:[= ]|$)")
 _PYTEST_TIMEOUT = re.compile(r"(?:^|\s)--timeout[= ](\d+)(?=\s|$)")
@@ -180,7 +181,7 @@ def _job_name(item: dict[str, Any]) -> str | None:
 PYTEST = Workflow(
     name=NAME,
     commands=("test_cmd",),
-    infer_rank=99,  # what a request is when nothing says otherwise (decision 2)
+    infer_rank=99,  # what a request is when nothing says otherwise (decision workflow-inference)
     infers=lambda req: True,
     suffix="auto_test",
     category=2,

@@ -42,7 +42,7 @@ class TestFunc:
     marks: tuple[Mark, ...]  # decorator marks, nearest the `def` first (pytest's order)
     params: tuple[tuple[Param, ...], ...]  # one tuple per parametrize decorator
     # Every id pytest gives this test is in _full_ids: each parametrize was read whole, and
-    # they cover every argument, so no fixture can add one (decision 96).
+    # they cover every argument, so no fixture can add one (decision parameter-id-check).
     ids_exact: bool = False
 
 
@@ -568,7 +568,8 @@ def _check_selection(sel: Selection, info: FileInfo, f: Path, notes: list[str]) 
             t.ids_exact and t.cls not in info.param_scopes and "" not in info.param_scopes
             for t in found
         )
-        if sure:  # decision 96: every id pytest gives the test is known, and this is none
+        # decision parameter-id-check: every id pytest gives the test is known, and this is none
+        if sure:
             shown = ", ".join(ids[:8]) + (", ..." if len(ids) > 8 else "")
             raise BuildError(
                 "test_cmd",

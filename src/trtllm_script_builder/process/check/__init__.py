@@ -35,7 +35,8 @@ class Checked:
 
     def __post_init__(self) -> None:
         # the cluster's own words (sbatch's reasons, partition and cluster names of a remote
-        # cluster) are printed: shown escaped and cut short, never obeyed (decision 75)
+        # cluster) are printed: shown escaped and cut short, never obeyed
+        # (decision shown-never-obeyed)
         object.__setattr__(self, "problems", [printable(p) for p in self.problems])
         if self.cluster is not None:
             object.__setattr__(self, "cluster", printable(self.cluster))
@@ -64,8 +65,8 @@ def check_job(
     user: str | None = None,
 ) -> Checked:
     """Check the job in work_dir where it will run: on the host its backend's tools run on
-    (over ssh when the job's cluster is reached that way; `ssh_host` wins, decision 61), or
-    `host` when given."""
+    (over ssh when the job's cluster is reached that way; `ssh_host` wins, decision remote-check),
+    or `host` when given."""
     work_dir = Path(work_dir).resolve()
     # Nothing built there (or a job_spec.json this version cannot read) is the user's input,
     # refused as submit and watch refuse it (exit 2), not a problem of the job with the cluster.

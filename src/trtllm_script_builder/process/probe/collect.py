@@ -32,7 +32,8 @@ def empty_env(user: str | None) -> dict[str, Any]:
 
 def first_line(result: CmdResult) -> str:
     """The tool's own complaint, for an error message, a note or a warning: shown escaped
-    and cut short (a remote host's git, ssh or Slurm may print escape sequences; decision 75)."""
+    and cut short (a remote host's git, ssh or Slurm may print escape sequences;
+    decision shown-never-obeyed)."""
     for line in (result.err or result.out).splitlines():
         if line.strip():
             return values.printable(line.strip())
@@ -57,12 +58,13 @@ def probe(
     login_dir, home = words[0], words[1]
     user = user or words[2]
     if not values.SLURM_NAME.fullmatch(user):
-        # the user goes to sacctmgr as an argument of its own (decision 75)
+        # the user goes to sacctmgr as an argument of its own (decision shown-never-obeyed)
         raise _unreachable(host, f"id -un answered {values.shown(user)}, which {NOT_A_NAME}")
     env, rc = _probe(partitions, host, user)
     if host.ssh_host:
         env["ssh_host"] = host.ssh_host
-        # the login shell's answers are kept only as the cluster file is read back (decision 75)
+        # the login shell's answers are kept only as the cluster file is read back
+        # (decision shown-never-obeyed)
         for key, value in (("remote_cwd", remote_cwd or login_dir), ("remote_home", home)):
             if values.is_absolute_path(value) and values.text_problem(value) is None:
                 env[key] = value
@@ -228,7 +230,7 @@ def choose_default(
 
 def _name_ok(name: str, what: str, errors: list[str]) -> bool:
     """A name the cluster listed that the cluster file can carry (the file is read back
-    through the validation layer, decision 75); else an error line and False."""
+    through the validation layer, decision shown-never-obeyed); else an error line and False."""
     if values.SLURM_NAME.fullmatch(name) and values.text_problem(name) is None:
         return True
     errors.append(f"{what} {values.shown(name)} left out: it {NOT_A_NAME}")

@@ -1,4 +1,5 @@
-"""The perf config the eval-wider-than-a-node fallback writes (decisions 22 and 23).
+"""The perf config the eval-wider-than-a-node fallback writes
+(decisions multi-node-eval and aggregated-fallback-warning).
 
 An eval whose tp*pp does not fit on one node runs as an aggregated perf-sanity case through
 the repo's submit.py: one server config with the eval's parallelism and model, one small

@@ -126,7 +126,8 @@ def plan_eval_fallback(
     task: str | None,
     work_dir: str,
 ) -> PerfPlan:
-    """An aggregated config with the eval's parallelism, run through submit.py (decision 22)."""
+    """An aggregated config with the eval's parallelism, run through submit.py
+    (decision multi-node-eval)."""
     if not task:
         raise BuildError(
             "eval_cmd",
