@@ -1,7 +1,9 @@
 """Fixtures for tests against the live test cluster (`bash tests/slurm/cluster.sh up`).
 
-Tests marked `slurm` take the `slurm_cluster` fixture: it skips them when no cluster answers,
-or fails them instead when TSB_REQUIRE_SLURM=1 (CI, where cluster.sh up ran before pytest).
+Every test marked `slurm` goes through the `slurm_cluster` fixture: it skips the test when no
+cluster answers or when the cluster that answers is not the project's own test cluster (a login
+node of a real cluster: the suite never submits there), and fails it instead when
+TSB_REQUIRE_SLURM=1 (CI, where cluster.sh up ran before pytest).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from pathlib import Path
 import pytest
 
 STATE = Path(os.environ.get("TSB_SLURM_STATE", "/var/lib/tsb-slurm"))
+# How the test cluster is recognised: the name cluster.sh gives it, its controller on this
+# machine's loopback, and the first line cluster.sh writes into its config.
+CLUSTER_NAME = "tsb"
+CONF_MARK = "# written by tests/slurm/cluster.sh"
 
 
 @dataclass(frozen=True)
@@ -91,9 +97,29 @@ def cluster_missing() -> str | None:
         return "sinfo does not answer"
     if res.returncode != 0:
         return f"sinfo failed: {res.stderr.strip()}"
-    parts = {line.split()[0].rstrip("*") for line in res.stdout.splitlines() if line.strip()}
-    if not {"gpu", "cpu"} <= parts:
-        return f"not the tests/slurm/cluster.sh cluster (partitions: {sorted(parts)})"
+    return not_ours(conf)
+
+
+def not_ours(conf: Path) -> str | None:
+    """Why the cluster that answers is not the project's test cluster, or None when it is."""
+    first = conf.read_text(errors="replace").partition("\n")[0].strip()
+    if first != CONF_MARK:
+        return f"{conf} was not written by tests/slurm/cluster.sh; live tests submit only to it"
+    try:
+        res = subprocess.run(
+            ["scontrol", "show", "config"], capture_output=True, text=True, timeout=15, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return "scontrol does not answer"
+    config = dict(
+        (k.strip(), v.strip()) for k, _, v in (ln.partition("=") for ln in res.stdout.splitlines())
+    )
+    name = config.get("ClusterName")
+    if name != CLUSTER_NAME:
+        return f"the cluster answering is {name!r}, not the test cluster {CLUSTER_NAME!r}"
+    host = config.get("SlurmctldHost[0]", "")
+    if not any(f"({a})" in host or host == a for a in ("127.0.0.1", "localhost", "::1")):
+        return f"the cluster's controller {host!r} is not on this machine's loopback"
     return None
 
 
@@ -105,6 +131,14 @@ def slurm_cluster() -> SlurmCluster:
             pytest.fail(f"TSB_REQUIRE_SLURM=1 but no test cluster: {reason}")
         pytest.skip(f"no test cluster ({reason}); run: bash tests/slurm/cluster.sh up")
     return SlurmCluster()
+
+
+@pytest.fixture(autouse=True)
+def _only_the_test_cluster(request: pytest.FixtureRequest) -> None:
+    """A test marked `slurm` runs only where `slurm_cluster` found the test cluster, whether
+    or not it asks for the fixture itself."""
+    if request.node.get_closest_marker("slurm") is not None:
+        request.getfixturevalue("slurm_cluster")
 
 
 # ---------------------------------------------------------------- a real sshd on loopback
