@@ -22,6 +22,7 @@ from typing import IO, Any, TextIO
 from trtllm_script_builder.atomic import sweep
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import text_problem
+from trtllm_script_builder.resolve.backend import over_ssh, queued
 from trtllm_script_builder.resolve.workflow import workflows
 from trtllm_script_builder.workflows.pytest import PYTEST, test_job_name
 
@@ -58,6 +59,11 @@ class Bad:
     line: int
     text: str
     error: BuildError
+
+
+def _here_on_slurm(req: Any) -> bool:
+    """This machine's cluster: a batch's compiles can share one wheel folder it sees."""
+    return queued(req) and not over_ssh(req.execution_scenario)
 
 
 def _words(words: tuple[str, ...]) -> str:
@@ -478,7 +484,7 @@ def build_many(
         base_req is not None
         and base_req.compile
         and not base_req.wheel_dir
-        and base_req.execution_scenario == "local_slurm"
+        and _here_on_slurm(base_req)
     ):
         # One wheel folder for the batch, so its jobs share one compile
         # (decision batch-prerequisites); an entry of a request list that builds otherwise gets a
@@ -536,7 +542,7 @@ def build_many(
                         req = base_req.model_copy(update=fields)
                     else:
                         req = load_request(base, base_dir, {**flags, **fields})
-                        local = req.execution_scenario == "local_slurm"
+                        local = _here_on_slurm(req)
                         if wheels and req.compile and not req.wheel_dir and local:
                             tag = _build_tag(req)
                             own = wheels.setdefault(tag, str(root / f"wheel-{tag}"))

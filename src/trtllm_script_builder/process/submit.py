@@ -1,51 +1,25 @@
-"""`submit`: start a built job with its backend (docker_backend, slurm_backend) and record it in
-WORK_DIR/submission.json; a build-many folder goes through the same Slurm submit path
-(slurm_submit.submit_slurm)."""
+"""`submit`: start a built job with its backend and record it in WORK_DIR/submission.json; a
+build-many folder goes through the same Slurm submit path (slurm_submit.submit_slurm).
+`backend_for` is the one choice of backend: the registry's, which `backends/` fills."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.slurm_backend import (
-    refuse_ssh_host_off_remote,
-    resolve_ssh_host,
-)
+from trtllm_script_builder.model.registry import BACKENDS
 from trtllm_script_builder.process.spec_file import read_job_spec
-from trtllm_script_builder.process.submission import (
-    RC_FILE,
-    SUBMISSION,
-    Say,
-    Submission,
-    load_submission,
-    save_submission,
-    write_json,
-)
+from trtllm_script_builder.process.submission import Say, Submission, load_submission
+from trtllm_script_builder.resolve.backend import Backend, backend_of
 
-__all__ = [
-    "RC_FILE",
-    "SUBMISSION",
-    "Say",
-    "Submission",
-    "backend_for",
-    "load_submission",
-    "refuse_ssh_host_off_remote",
-    "resolve_ssh_host",
-    "save_submission",
-    "submit",
-    "write_json",
-]
+__all__ = ["backend_for", "submit"]
 
 
-def backend_for(spec: JobSpec) -> ModuleType:
-    """The backend module that runs the job (each names the execution scenarios it runs)."""
-    from trtllm_script_builder.process import docker_backend, slurm_backend
-
-    for backend in (docker_backend, slurm_backend):
-        if spec.execution_scenario in backend.SCENARIOS:
-            return backend
+def backend_for(spec: JobSpec) -> Backend:
+    """The backend that runs the job (each registers the execution scenarios it serves)."""
+    if spec.execution_scenario in BACKENDS:
+        return backend_of(spec.execution_scenario)
     raise BuildError(
         "execution_scenario",
         f"no backend runs {spec.execution_scenario} jobs",

@@ -38,10 +38,7 @@ from trtllm_script_builder.process.follow import (
 from trtllm_script_builder.process.handles import LogNames, SlurmJob, SlurmPoller
 from trtllm_script_builder.process.slurm_submit import load_batch_submission
 from trtllm_script_builder.process.spec_file import read_job_spec
-from trtllm_script_builder.process.submit import (
-    load_submission,
-    write_json,
-)
+from trtllm_script_builder.process.submission import load_submission, write_json
 from trtllm_script_builder.process.verdict import LogLine
 
 __all__ = ["CANCEL_WAIT", "Console", "WatchResult", "watch", "watch_batch"]

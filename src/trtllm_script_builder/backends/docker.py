@@ -6,57 +6,37 @@ container it named."""
 from __future__ import annotations
 
 import shlex
-import socket
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.follow import EachPoller, Followed
-from trtllm_script_builder.process.handles import LocalProcess
-from trtllm_script_builder.process.host import Here
-from trtllm_script_builder.process.proc import kill_group, spawn_detached, start_time
-from trtllm_script_builder.process.submission import (
-    RC_FILE,
-    Say,
-    Submission,
-    Undo,
-    now,
-    recorded,
-    script_of,
-)
+from trtllm_script_builder.resolve.backend import Backend, refuse_options, register_backend
 
-SCENARIOS = ("local_docker",)
+if TYPE_CHECKING:
+    from trtllm_script_builder.model.jobspec import JobSpec
+    from trtllm_script_builder.process.follow import Followed
+    from trtllm_script_builder.process.host import Host
+    from trtllm_script_builder.process.submission import Submission, Undo
 
 
-def refuse_options(spec: JobSpec, *, ssh_host: str | None, persistent: bool = False) -> None:
-    """Options this backend cannot honour, refused rather than ignored."""
-    if ssh_host:
-        raise BuildError(
-            "ssh_host",
-            f"the job is {spec.execution_scenario}, which runs on this machine's cluster or Docker",
-            "drop --ssh-host (it is for remote_slurm jobs)",
-        )
-    if persistent:
-        raise BuildError(
-            "persistent",
-            f"persistent mode is for local_slurm, not {spec.execution_scenario}",
-            "drop --persistent",
-        )
+def _host(spec: JobSpec, override: str | None = None) -> Host:
+    from trtllm_script_builder.process.host import Here
+
+    refuse_options(spec, ssh_host=override)
+    return Here()
 
 
-def submit(
-    spec: JobSpec,
-    work_dir: Path,
-    *,
-    ssh_host: str | None = None,
-    persistent: bool = False,
-    alloc_time: str | None = None,
-    say: Say = lambda _: None,
-) -> Submission:
+def submit(spec: JobSpec, work_dir: Path, **_: Any) -> Submission:
+    from trtllm_script_builder.process.submission import recorded
+
     return recorded(work_dir, lambda undo: _start(spec, work_dir, undo))
 
 
 def _start(spec: JobSpec, work_dir: Path, undo: Undo) -> Submission:
+    import socket
+
+    from trtllm_script_builder.process.proc import kill_group, spawn_detached, start_time
+    from trtllm_script_builder.process.submission import RC_FILE, Submission, now, script_of
+
     script = script_of(spec)
     log = Path(spec.log_file or work_dir / f"{spec.model_name}_local.log")
     rc_file = work_dir / RC_FILE
@@ -92,4 +72,26 @@ def _docker_name(docker_cmd: str | None) -> str | None:
 
 
 def followed(spec: JobSpec, sub: Submission, ssh_host: str | None) -> Followed:
+    from trtllm_script_builder.process.follow import EachPoller, Followed
+    from trtllm_script_builder.process.handles import LocalProcess
+    from trtllm_script_builder.process.host import Here
+
     return Followed(LocalProcess.of(sub), EachPoller(), Here(), [])
+
+
+def _steps(spec: JobSpec) -> tuple[str, str]:
+    run = f"bash {Path(spec.script_path).name} in the background"
+    return "docker answers, nvidia-smi lists the GPUs", run
+
+
+DOCKER = register_backend(
+    Backend(
+        "docker",
+        ("local_docker",),
+        queued=False,
+        steps=_steps,
+        submit=submit,
+        followed=followed,
+        host=_host,
+    )
+)
