@@ -13,8 +13,7 @@ from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.model.registry import BACKENDS
 from trtllm_script_builder.process.gitsync import sync_checkout
 from trtllm_script_builder.process.host import Here, Host, OverSsh
-from trtllm_script_builder.process.submit import backend_for
-from trtllm_script_builder.resolve.backend import Backend, backend_of, queued_scenarios
+from trtllm_script_builder.resolve.backend import Backend, backend_of, scenarios_where
 
 from .conftest import job_spec
 
@@ -22,7 +21,7 @@ DOCKER, SLURM = "docker", "slurm"
 
 
 def host_of(spec: JobSpec, override: str | None = None) -> Host:
-    return backend_for(spec).host(spec, override)  # type: ignore[no-any-return]
+    return backend_of(spec.execution_scenario).host(spec, override)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(
@@ -33,7 +32,7 @@ def test_each_scenario_names_its_backend_and_host(
     scenario: str, backend: str, remote: bool
 ) -> None:
     spec = job_spec(execution_scenario=scenario, ssh_host="login1")
-    assert backend_for(spec).name == backend
+    assert backend_of(scenario).name == backend
     host = host_of(spec)
     assert isinstance(host, OverSsh if remote else Here) and host.remote == remote
     assert host.ssh_host == ("login1" if remote else None)
@@ -56,18 +55,22 @@ def test_an_ssh_host_for_a_job_that_runs_here_is_refused() -> None:
     assert err.value.field == "ssh_host" and err.value.exit_code == 2
 
 
+def queued(b: Backend, _: str) -> bool:
+    return b.queued
+
+
 def test_a_scenario_no_backend_registered_is_refused_not_taken_for_slurm() -> None:
-    with pytest.raises(KeyError, match="no backend named 'kubernetes'"):
+    with pytest.raises(BuildError, match="no backend runs kubernetes jobs"):
         backend_of("kubernetes")
     third = Backend(name="kubernetes", scenarios=("kubernetes",), queued=True)
     BACKENDS.register("kubernetes", third)
     try:
         assert backend_of("kubernetes") is third
         # messages that list the Slurm-like scenarios are built from the registry
-        assert queued_scenarios() == "local_slurm or remote_slurm or kubernetes"
+        assert scenarios_where(queued) == "local_slurm or remote_slurm or kubernetes"
     finally:
         BACKENDS.unregister("kubernetes")
-    assert queued_scenarios() == "local_slurm or remote_slurm"
+    assert scenarios_where(queued) == "local_slurm or remote_slurm"
 
 
 def _git(cwd: Path, *args: str) -> str:

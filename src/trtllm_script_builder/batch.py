@@ -61,11 +61,6 @@ class Bad:
     error: BuildError
 
 
-def _here_on_slurm(req: Any) -> bool:
-    """This machine's cluster: a batch's compiles can share one wheel folder it sees."""
-    return queued(req) and not over_ssh(req.execution_scenario)
-
-
 def _words(words: tuple[str, ...]) -> str:
     return " ".join(w if _PLAIN.fullmatch(w) else shlex.quote(w) for w in words)
 
@@ -484,7 +479,8 @@ def build_many(
         base_req is not None
         and base_req.compile
         and not base_req.wheel_dir
-        and _here_on_slurm(base_req)
+        and queued(base_req)
+        and not over_ssh(base_req.execution_scenario)  # a folder this machine's cluster sees
     ):
         # One wheel folder for the batch, so its jobs share one compile
         # (decision batch-prerequisites); an entry of a request list that builds otherwise gets a
@@ -542,7 +538,7 @@ def build_many(
                         req = base_req.model_copy(update=fields)
                     else:
                         req = load_request(base, base_dir, {**flags, **fields})
-                        local = _here_on_slurm(req)
+                        local = queued(req) and not over_ssh(req.execution_scenario)
                         if wheels and req.compile and not req.wheel_dir and local:
                             tag = _build_tag(req)
                             own = wheels.setdefault(tag, str(root / f"wheel-{tag}"))

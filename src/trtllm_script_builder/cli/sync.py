@@ -57,8 +57,7 @@ def command(
     """
     from trtllm_script_builder.process.gitsync import sync_checkout
     from trtllm_script_builder.process.spec_file import read_job_spec
-    from trtllm_script_builder.process.submit import backend_for
-    from trtllm_script_builder.resolve.backend import scenarios_where
+    from trtllm_script_builder.resolve.backend import backend_of, scenarios_where
 
     try:
         spec = read_job_spec(work_dir)
@@ -70,7 +69,7 @@ def command(
                 f"build the job for {remote} (remote_repo_path names the cluster's clone)",
             )
         result = sync_checkout(
-            backend_for(spec).host(spec, ssh_host),
+            backend_of(spec.execution_scenario).host(spec, ssh_host),
             Path(spec.repo_root),
             spec.remote_repo_path,
             force=force,

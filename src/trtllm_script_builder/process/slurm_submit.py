@@ -321,8 +321,8 @@ def load_jobs(members: list[Member], force: bool) -> list[_Job]:
         if backend_of(spec.execution_scenario).name != "slurm":
             raise BuildError(
                 "execution_scenario",
-                f"a batch is submitted on {_slurm()}, but {m.work_dir} is "
-                f"{spec.execution_scenario}",
+                f"a batch is submitted on {scenarios_where(lambda b, _: b.name == 'slurm')}, "
+                f"but {m.work_dir} is {spec.execution_scenario}",
                 "submit its jobs one at a time: trtllm-script-builder submit JOBDIR",
             )
         if jobs and spec.execution_scenario != jobs[0].spec.execution_scenario:
@@ -349,10 +349,6 @@ def load_jobs(members: list[Member], force: bool) -> list[_Job]:
             ) from None
         jobs.append(_Job(m, spec, script, directives(text)))
     return jobs
-
-
-def _slurm() -> str:
-    return scenarios_where(lambda b, _: b.name == "slurm")
 
 
 def resolve_ssh_host(spec: JobSpec, override: str | None) -> str:

@@ -1,30 +1,17 @@
 """`submit`: start a built job with its backend and record it in WORK_DIR/submission.json; a
 build-many folder goes through the same Slurm submit path (slurm_submit.submit_slurm).
-`backend_for` is the one choice of backend: the registry's, which `backends/` fills."""
+The backend is the registry's (resolve/backend.py), which `backends/` fills."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.model.registry import BACKENDS
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.submission import Say, Submission, load_submission
-from trtllm_script_builder.resolve.backend import Backend, backend_of
+from trtllm_script_builder.resolve.backend import backend_of
 
-__all__ = ["backend_for", "submit"]
-
-
-def backend_for(spec: JobSpec) -> Backend:
-    """The backend that runs the job (each registers the execution scenarios it serves)."""
-    if spec.execution_scenario in BACKENDS:
-        return backend_of(spec.execution_scenario)
-    raise BuildError(
-        "execution_scenario",
-        f"no backend runs {spec.execution_scenario} jobs",
-        "build the job again with this version",
-    )
+__all__ = ["submit"]
 
 
 def submit(
@@ -47,7 +34,7 @@ def submit(
             f"{work_dir} was already submitted ({what}, {previous.submitted_at})",
             "watch it with `trtllm-script-builder watch`, or pass --force to submit it again",
         )
-    backend = backend_for(spec)
+    backend = backend_of(spec.execution_scenario)
     backend.refuse_options(spec, ssh_host=ssh_host, persistent=persistent)
     sub: Submission = backend.submit(
         spec, work_dir, ssh_host=ssh_host, persistent=persistent, alloc_time=alloc_time, say=say

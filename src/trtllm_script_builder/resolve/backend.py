@@ -62,6 +62,12 @@ def register_backend(backend: Backend) -> Backend:
 
 
 def backend_of(scenario: str) -> Backend:
+    if scenario not in BACKENDS:
+        raise BuildError(
+            "execution_scenario",
+            f"no backend runs {scenario} jobs",
+            "build the job again with this version",
+        )
     return cast(Backend, BACKENDS.get(scenario))
 
 
@@ -76,10 +82,6 @@ def over_ssh(scenario: str) -> bool:
 def scenarios_where(what: Callable[[Backend, str], bool], sep: str = " or ") -> str:
     """The scenarios for which `what` holds, for a message."""
     return sep.join(s for s in BACKENDS.names() if what(backend_of(s), s))
-
-
-def queued_scenarios() -> str:
-    return scenarios_where(lambda b, _: b.queued)
 
 
 def scenario_fields() -> dict[str, tuple[str, ...]]:

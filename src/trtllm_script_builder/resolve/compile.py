@@ -19,7 +19,7 @@ from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
-from trtllm_script_builder.resolve.backend import queued, queued_scenarios
+from trtllm_script_builder.resolve.backend import queued, scenarios_where
 from trtllm_script_builder.resolve.stamp import file_stamp
 
 BUILD_WHEEL = "scripts/build_wheel.py"
@@ -195,7 +195,7 @@ def plan_chain(
         raise BuildError(
             field,
             f"runs as a Slurm job before the test job, and {req.execution_scenario} has no Slurm",
-            f"use {queued_scenarios()}",
+            f"use {scenarios_where(lambda b, _: b.queued)}",
         )
     imp = _import_step(req, image, script_image, model_name) if req.sqsh_cache_dir else None
     run_image = imp.sqsh if imp else script_image

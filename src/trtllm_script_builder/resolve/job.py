@@ -662,14 +662,7 @@ def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
     architecture."""
     from trtllm_script_builder.resolve.checkout import bindings_warnings
 
-    if not queued(req):
-        arch, where = img.normalise_arch(platform.machine()), "this machine"
-    elif facts and facts.partition and not facts.fallback:
-        arch = img.normalise_arch(facts.partition.arch)
-        where = f"partition {facts.partition.name}"
-    else:
-        arch, where = None, "the partition"
-    return bindings_warnings(req.repo_root, arch, where)
+    return bindings_warnings(req.repo_root, *_known_arch(req, facts))
 
 
 def docker_container_name(name: str, work_dir: str) -> str:

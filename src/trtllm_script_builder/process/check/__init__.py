@@ -17,7 +17,7 @@ from trtllm_script_builder.process.check.docker import WHERE, check_docker
 from trtllm_script_builder.process.check.slurm import check_slurm
 from trtllm_script_builder.process.host import Here, Host
 from trtllm_script_builder.process.spec_file import read_job_spec
-from trtllm_script_builder.process.submit import backend_for
+from trtllm_script_builder.resolve.backend import backend_of
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE = 0, 1, 3
 
@@ -71,7 +71,7 @@ def check_job(
     # Nothing built there (or a job_spec.json this version cannot read) is the user's input,
     # refused as submit and watch refuse it (exit 2), not a problem of the job with the cluster.
     spec = read_job_spec(work_dir)
-    backend = backend_for(spec)
+    backend = backend_of(spec.execution_scenario)
     backend.refuse_options(spec, ssh_host=ssh_host)
     if backend.name not in ("docker", "slurm"):
         raise BuildError(
