@@ -1,7 +1,6 @@
-"""The Docker backend: a job built for a local Docker container is started on this machine as
-`bash docker_cmd.sh` in the background (its pid and start time recorded), and followed by pid
-and the exit-status file its wrapper writes; stopping it kills its process group and the
-container it named."""
+"""The Docker backend: `bash docker_cmd.sh` started here in the background (pid and start time
+recorded), followed by pid and the exit-status file its wrapper writes; stopping it kills its
+process group and the container it named."""
 
 from __future__ import annotations
 

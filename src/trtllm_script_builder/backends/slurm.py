@@ -1,8 +1,6 @@
-"""The Slurm backend: a job for this machine's Slurm or for one reached over ssh (the host
-object says which, process/host.py), submitted as a batch of one by the one submit path
-(slurm_submit.submit_slurm) and followed with its prerequisites by one squeue and at most one
-sacct per poll; or, in persistent mode, run inside a held allocation (process/persistent.py)
-and followed as a local process."""
+"""The Slurm backend, here or over ssh (process/host.py): a job is a batch of one for the one
+submit path (slurm_submit), followed with its prerequisites by one squeue and at most one sacct
+per poll; or, in persistent mode, run and followed in a held allocation (process/persistent.py)."""
 
 from __future__ import annotations
 
@@ -33,8 +31,7 @@ def _refuse(spec: JobSpec, *, ssh_host: str | None, persistent: bool = False) ->
 
 
 def _host(spec: JobSpec, override: str | None = None) -> Host:
-    """The host the job's scheduler tools run on: here, or the ssh host `override`, job_spec
-    or its slurm_env names (decision remote-check; BuildError: none is named)."""
+    """Here, or the ssh host `override`, job_spec or its slurm_env names (decision remote-check)."""
     from trtllm_script_builder.process.host import host_for
     from trtllm_script_builder.process.slurm_submit import resolve_ssh_host
 

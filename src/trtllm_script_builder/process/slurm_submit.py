@@ -65,12 +65,7 @@ from trtllm_script_builder.process.submission import (
     source_args,
     write_json,
 )
-from trtllm_script_builder.resolve.backend import (
-    backend_of,
-    over_ssh,
-    refuse_options,
-    scenarios_where,
-)
+from trtllm_script_builder.resolve import backend as be
 
 BATCH_INDEX = "jobs.json"
 BATCH_SUBMISSION = "batch_submission.json"
@@ -318,10 +313,10 @@ def load_jobs(members: list[Member], force: bool) -> list[_Job]:
     jobs: list[_Job] = []
     for m in members:
         spec = read_job_spec(m.work_dir)
-        if backend_of(spec.execution_scenario).name != "slurm":
+        if be.backend_of(spec.execution_scenario).name != "slurm":
             raise BuildError(
                 "execution_scenario",
-                f"a batch is submitted on {scenarios_where(lambda b, _: b.name == 'slurm')}, "
+                f"a batch is submitted on {be.scenarios_where(lambda b, _: b.name == 'slurm')}, "
                 f"but {m.work_dir} is {spec.execution_scenario}",
                 "submit its jobs one at a time: trtllm-script-builder submit JOBDIR",
             )
@@ -414,8 +409,8 @@ class _Target:
 def _target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
     """This machine's Slurm, or the remote one the jobs name: reached, its checkouts synced
     for the compiles, and the jobs' files copied to their remote_work_dir."""
-    refuse_options(jobs[0].spec, ssh_host=override)
-    if not over_ssh(jobs[0].spec.execution_scenario):
+    be.refuse_options(jobs[0].spec, ssh_host=override)
+    if not be.over_ssh(jobs[0].spec.execution_scenario):
         return _Target(hosts.host_for(None), socket.gethostname())
     names = {resolve_ssh_host(j.spec, override) for j in jobs}
     if len(names) > 1:
@@ -504,7 +499,7 @@ def _remote(j: _Job) -> _Where:
         raise BuildError(
             "remote_work_dir",
             "job_spec.json has no remote_work_dir/remote_script_path",
-            f"build the job for {scenarios_where(lambda b, s: s in b.over_ssh)} again",
+            f"build the job for {be.scenarios_where(lambda b, s: s in b.over_ssh)} again",
         )
     return _Where(j.spec.remote_work_dir, j.spec.remote_script_path)
 

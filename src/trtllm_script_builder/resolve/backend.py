@@ -39,8 +39,7 @@ def refuse_options(spec: Any, *, ssh_host: str | None, persistent: bool = False)
 
 @dataclass(frozen=True)
 class Backend:
-    """Build time is plain data; run time is callables the process layer's objects fill in
-    (refuse_options, submit, followed, host), typed loosely so the layers below import none."""
+    """Build time is plain data; run time is loosely typed callables, so no layer imports up."""
 
     name: str
     scenarios: tuple[str, ...]

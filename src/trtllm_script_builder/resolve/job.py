@@ -23,15 +23,9 @@ from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv
 from trtllm_script_builder.model.values import MAX_ARG_BYTES, check_image, check_sbatch_value
+from trtllm_script_builder.resolve import backend as be
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
-from trtllm_script_builder.resolve.backend import (
-    backend_of,
-    over_ssh,
-    queued,
-    scenario_fields,
-    scenarios_where,
-)
 from trtllm_script_builder.resolve.commands import (
     CALL_ENDS,
     find_model_dir,
@@ -103,7 +97,7 @@ def check_request(req: Request) -> str:
         flag = " or ".join("--" + f.replace("_", "-") for f in fields)
         raise BuildError(fields[0], f"is required for workflow_type {wf}", f"pass {flag}")
     _one_command(req)
-    if queued(req):
+    if be.queued(req):
         require_slurm_fields(req)
     return wf
 
@@ -227,7 +221,7 @@ def _check_host_paths(req: Request) -> None:
             "pass the path of your TensorRT-LLM checkout with --repo-root",
         )
     _repo_root_is_the_top(req.repo_root)
-    if over_ssh(req.execution_scenario):
+    if be.over_ssh(req.execution_scenario):
         return
     if req.models_path and not os.path.isdir(req.models_path):
         raise BuildError(
@@ -281,12 +275,12 @@ def resolve(
     perf = flow.submit_py(req)
     if not perf:
         req = flow.adjust(req)
-    slurm = queued(req)
+    slurm = be.queued(req)
     if perf and not slurm:
         raise BuildError(
             "execution_scenario",
             "perf-sanity runs through the repo's submit.py, which needs Slurm",
-            f"use {scenarios_where(lambda b, _: b.queued)}",
+            f"use {be.scenarios_where(lambda b, _: b.queued)}",
         )
     facts = cluster_facts(req, env) if slurm else None
     gpn, gpn_source = (
@@ -317,7 +311,7 @@ def resolve(
             perf_config_yaml=req.perf_config_yaml,
             perf_test_name=req.perf_test_name,
             model_name=req.model_name,
-            remote=over_ssh(req.execution_scenario),
+            remote=be.over_ssh(req.execution_scenario),
         )
         return _category4(base, wf, plan, base.mounts(), limit_notes)
     assert flow.size is not None, f"workflow {wf} has no sizing and no submit.py plan"
@@ -452,14 +446,14 @@ def _unused_field_warnings(req: Request) -> list[str]:
     return [
         f"{field} is not used by {req.execution_scenario} jobs (only {' and '.join(where)}); "
         "it is left out"
-        for field, where in scenario_fields().items()
+        for field, where in be.scenario_fields().items()
         if getattr(req, field) is not None and req.execution_scenario not in where
     ]
 
 
 def _known_arch(req: Request, facts: ClusterFacts | None) -> tuple[str | None, str]:
     """The job's CPU architecture where something reports it, and what reports it."""
-    if not queued(req):
+    if not be.queued(req):
         return img.normalise_arch(platform.machine()), "this machine"
     part = facts.partition if facts and not facts.fallback else None
     if part is not None and part.arch:
@@ -484,7 +478,7 @@ def _image_fits_arch(req: Request, facts: ClusterFacts | None, image: str) -> No
 
 def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
     arch, _ = _known_arch(req, facts)
-    if not queued(req):
+    if not be.queued(req):
         arch = arch or "x86_64"
     else:
         arch = arch or img.arch_from_device_type(req.device_type)
@@ -492,7 +486,7 @@ def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
             # a cluster reached over ssh is taken for x86_64; the one this machine is on, for its
             arch = (
                 "x86_64"
-                if over_ssh(req.execution_scenario)
+                if be.over_ssh(req.execution_scenario)
                 else img.normalise_arch(platform.machine())
             )
     # A batch of builds reads the table once (keyed by mtime, so an edit is seen).
@@ -503,7 +497,7 @@ def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
 
 
 def _paths(req: Request, env: SlurmEnv | None, site: SiteConfig) -> Paths:
-    if not over_ssh(req.execution_scenario):
+    if not be.over_ssh(req.execution_scenario):
         home = os.environ.get("HOME") or str(Path.home())
         return Paths(req.repo_root.rstrip("/") or "/", req.work_dir.rstrip("/") or "/", home, False)
     repo = req.remote_repo_path
@@ -580,7 +574,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
     elif not req.skip_install and req.wheel:
         wheel = _wheel(req, paths, extras, extra_files)
         exports.append(("WHEEL_PATH", wheel))
-    elif not req.skip_install and not over_ssh(req.execution_scenario):
+    elif not req.skip_install and not be.over_ssh(req.execution_scenario):
         warnings += _install_warnings(req, base.facts)
     mounts = mnt.assemble(home, project, models, extras)
     flow.command(draft, mounts)
@@ -590,7 +584,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         category=1,
         model_name=sz.model_name,
         name=name,
-        container_name=name if queued(req) else docker_container_name(name, req.work_dir),
+        container_name=name if be.queued(req) else docker_container_name(name, req.work_dir),
         script_image=base.image,
         required_devices=sz.required_devices,
         nodes=sz.nodes,
@@ -608,7 +602,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         warnings=tuple(warnings),
         **base.common(mounts),
     )
-    if not queued(req):
+    if not be.queued(req):
         return job
     check_sbatch_value(paths.log_dir, work_dir_field(paths))
     slurm = base.slurm(
@@ -626,7 +620,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         category=flow.category,
         run_script=draft.run_script,
         # A chain is submitted with sbatch dependencies; a held allocation has none.
-        persistent=req.execution_scenario in backend_of(req.execution_scenario).persistent
+        persistent=req.execution_scenario in be.backend_of(req.execution_scenario).persistent
         and req.persistent_mode is not False
         and chain is None,
         chain=chain,
