@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 
+from trtllm_script_builder.backends import BACKENDS
 from trtllm_script_builder.cli import main
 from trtllm_script_builder.workflows import WORKFLOWS
 
 assert WORKFLOWS.names(), "the built-in workflows are registered for every test"
+assert BACKENDS.names(), "and the backends"
 
 if TYPE_CHECKING:
     from trtllm_script_builder.model.jobspec import JobSpec

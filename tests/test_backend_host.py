@@ -1,4 +1,4 @@
-"""process/backend.py picks the backend and the host from a job's scenario, and the work done
+"""The backend registry picks the backend and the host from a job's scenario, and the work done
 on a host (here a git sync) is the same code whichever host it is."""
 
 from __future__ import annotations
@@ -9,11 +9,19 @@ from pathlib import Path
 import pytest
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.process.backend import DOCKER, SLURM, backend_for, host_of
+from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.model.registry import BACKENDS
 from trtllm_script_builder.process.gitsync import sync_checkout
-from trtllm_script_builder.process.host import Here, OverSsh
+from trtllm_script_builder.process.host import Here, Host, OverSsh
+from trtllm_script_builder.resolve.backend import Backend, backend_of, scenarios_where
 
 from .conftest import job_spec
+
+DOCKER, SLURM = "docker", "slurm"
+
+
+def host_of(spec: JobSpec, override: str | None = None) -> Host:
+    return backend_of(spec.execution_scenario).host(spec, override)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(
@@ -24,7 +32,7 @@ def test_each_scenario_names_its_backend_and_host(
     scenario: str, backend: str, remote: bool
 ) -> None:
     spec = job_spec(execution_scenario=scenario, ssh_host="login1")
-    assert backend_for(spec) == backend
+    assert backend_of(scenario).name == backend
     host = host_of(spec)
     assert isinstance(host, OverSsh if remote else Here) and host.remote == remote
     assert host.ssh_host == ("login1" if remote else None)
@@ -45,6 +53,24 @@ def test_an_ssh_host_for_a_job_that_runs_here_is_refused() -> None:
     with pytest.raises(BuildError, match="the job is local_slurm") as err:
         host_of(job_spec(execution_scenario="local_slurm"), "far.example.com")
     assert err.value.field == "ssh_host" and err.value.exit_code == 2
+
+
+def queued(b: Backend, _: str) -> bool:
+    return b.queued
+
+
+def test_a_scenario_no_backend_registered_is_refused_not_taken_for_slurm() -> None:
+    with pytest.raises(BuildError, match="no backend runs kubernetes jobs"):
+        backend_of("kubernetes")
+    third = Backend(name="kubernetes", scenarios=("kubernetes",), queued=True)
+    BACKENDS.register("kubernetes", third)
+    try:
+        assert backend_of("kubernetes") is third
+        # messages that list the Slurm-like scenarios are built from the registry
+        assert scenarios_where(queued) == "local_slurm or remote_slurm or kubernetes"
+    finally:
+        BACKENDS.unregister("kubernetes")
+    assert scenarios_where(queued) == "local_slurm or remote_slurm"
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("render",),
     ("output",),
     ("process",),
+    ("backends",),
     ("workflows",),
     ("build", "batch"),
     ("cli", "__main__"),

@@ -146,6 +146,7 @@ def _run_in_pty(code: str, env: dict[str, str]) -> str:
 REPORT_CODE = f"""
 import json, sys
 from pathlib import Path
+import trtllm_script_builder.backends  # the report asks the job's backend
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.output.report import print_report
 assert "rich" not in sys.modules

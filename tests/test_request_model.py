@@ -150,7 +150,7 @@ def test_model_copy_sets_values_on_a_copy() -> None:
     other = req.model_copy(update={"test_cmd": "pytest b.py", "time_limit": "10"})
     assert (other.test_cmd, other.time_limit) == ("pytest b.py", "10")
     assert req.test_cmd == BASE["test_cmd"] and req.time_limit == "02:00:00"
-    assert other.workflow() == "pytest" and other.is_slurm and not other.is_remote
+    assert other.workflow() == "pytest" and other.execution_scenario == "local_slurm"
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from typing import IO, Any, TextIO
 from trtllm_script_builder.atomic import sweep
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import text_problem
+from trtllm_script_builder.resolve.backend import over_ssh, queued
 from trtllm_script_builder.resolve.workflow import workflows
 from trtllm_script_builder.workflows.pytest import PYTEST, test_job_name
 
@@ -478,7 +479,8 @@ def build_many(
         base_req is not None
         and base_req.compile
         and not base_req.wheel_dir
-        and base_req.execution_scenario == "local_slurm"
+        and queued(base_req)
+        and not over_ssh(base_req.execution_scenario)  # a folder this machine's cluster sees
     ):
         # One wheel folder for the batch, so its jobs share one compile
         # (decision batch-prerequisites); an entry of a request list that builds otherwise gets a
@@ -536,7 +538,7 @@ def build_many(
                         req = base_req.model_copy(update=fields)
                     else:
                         req = load_request(base, base_dir, {**flags, **fields})
-                        local = req.execution_scenario == "local_slurm"
+                        local = queued(req) and not over_ssh(req.execution_scenario)
                         if wheels and req.compile and not req.wheel_dir and local:
                             tag = _build_tag(req)
                             own = wheels.setdefault(tag, str(root / f"wheel-{tag}"))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trtllm_script_builder.atomic import write_file
+from trtllm_script_builder.backends import BACKENDS
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
@@ -23,6 +24,7 @@ from trtllm_script_builder.output.template_cache import use_template_cache
 from trtllm_script_builder.output.writer import staged_set, write_atomically, write_files
 from trtllm_script_builder.render.job import render_job
 from trtllm_script_builder.render.spec import BuildResult, SubmitStep
+from trtllm_script_builder.resolve.backend import queued
 from trtllm_script_builder.resolve.job import (
     check_request,
     refuse_ask,
@@ -34,6 +36,7 @@ from trtllm_script_builder.resolve.stamp import file_stamp
 from trtllm_script_builder.workflows import WORKFLOWS
 
 assert WORKFLOWS.names(), "importing the workflows registers them"
+assert BACKENDS.names(), "and the backends"
 
 __all__ = ["BuildResult", "SubmitStep", "build", "finish", "refuse_ask"]
 
@@ -45,7 +48,7 @@ def _cluster_at(stamp: tuple[str, int, int]) -> tuple[SlurmEnv, dict[str, Any]]:
 
 
 def load_cluster(req: Request) -> Cluster | None:
-    if not req.is_slurm:
+    if not queued(req):
         return None
     assert req.slurm_env_file is not None
     return Cluster(*_cluster_at(file_stamp(req.slurm_env_file)))

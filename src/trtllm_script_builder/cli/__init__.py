@@ -100,7 +100,7 @@ def _switch_given_a_value(
 
 
 def _choice_hint(param: Any, message: str) -> str:
-    """`did you mean local_docker? ` for a value of a fixed list that is near one of them."""
+    """`did you mean X? ` for a value of a fixed list that is near X, one of them."""
     import re
     from difflib import get_close_matches
 
@@ -172,8 +172,10 @@ class LazyGroup(click.Group):
             return super().get_command(ctx, name)
         from importlib import import_module
 
-        # Their requests, job specs, verdicts and schemas name workflows: registered first.
+        # Their requests, job specs, verdicts and schemas name workflows and scenarios:
+        # registered first.
         import_module("trtllm_script_builder.workflows")
+        import_module("trtllm_script_builder.backends")
         module = import_module(LAZY_COMMANDS[name])
         found = [c for c in getattr(module, "commands", []) if c.name == name]
         return found[0] if found else None

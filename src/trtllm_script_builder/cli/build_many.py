@@ -68,7 +68,7 @@ def build_many_command(
     \b
     Example:
       trtllm-script-builder build-many tests/integration/test_lists/qa/llm_function_sanity.txt \\
-        --base examples/requests/pytest_local_slurm.yaml --work-dir /tmp/sanity
+        --base req.yaml --work-dir /tmp/sanity
     """
     from trtllm_script_builder.model.request import parse_flag_values, read_request_file
 

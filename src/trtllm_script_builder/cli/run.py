@@ -332,7 +332,7 @@ def run(
 
     \b
     Example:
-      trtllm-script-builder run examples/requests/custom_local_slurm.yaml --timeout 1800 --json
+      trtllm-script-builder run req.yaml --timeout 1800 --json
     """
 
     from trtllm_script_builder.build import build as run_build
@@ -340,7 +340,7 @@ def run(
     from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
-    from trtllm_script_builder.process.submit import SUBMISSION
+    from trtllm_script_builder.process.submission import SUBMISSION
     from trtllm_script_builder.process.submit import submit as do_submit
 
     try:

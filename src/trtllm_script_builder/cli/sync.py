@@ -55,20 +55,21 @@ def command(
     Exit status: 0 synced, 2 refused (the job names no cluster clone, the cluster checkout
     has changes), 3 git or ssh failed.
     """
-    from trtllm_script_builder.process.backend import host_of
     from trtllm_script_builder.process.gitsync import sync_checkout
     from trtllm_script_builder.process.spec_file import read_job_spec
+    from trtllm_script_builder.resolve.backend import backend_of, scenarios_where
 
     try:
         spec = read_job_spec(work_dir)
         if not spec.remote_repo_path:
+            remote = scenarios_where(lambda b, s: s in b.over_ssh)
             raise BuildError(
                 "remote_repo_path",
                 "job_spec.json has no remote_repo_path",
-                "build the job for remote_slurm (remote_repo_path names the cluster's clone)",
+                f"build the job for {remote} (remote_repo_path names the cluster's clone)",
             )
         result = sync_checkout(
-            host_of(spec, ssh_host),
+            backend_of(spec.execution_scenario).host(spec, ssh_host),
             Path(spec.repo_root),
             spec.remote_repo_path,
             force=force,

@@ -1,4 +1,4 @@
-"""A registry of named plug-ins that a request field names (the workflows).
+"""A registry of named plug-ins that a request field names (the workflows, the backends).
 
 The request model asks it whether a name is known and the schema lists its names; the package
 that defines the plug-ins fills it when imported. It holds no plug-in names of its own.
@@ -46,3 +46,7 @@ class Registry(Generic[T]):
 # Filled by `trtllm_script_builder.workflows`; the layers below it type what they take out
 # (resolve/workflow.py), so the model does not depend on the layers above it.
 WORKFLOWS: Registry[Any] = Registry("workflow")
+
+# Filled by `trtllm_script_builder.backends`, one object per backend under each execution
+# scenario it serves (resolve/backend.py types it).
+BACKENDS: Registry[Any] = Registry("backend")

@@ -441,14 +441,6 @@ class Request(_Strict):
                 return str(wf.name)
         raise RuntimeError("no workflow takes this request: import trtllm_script_builder.workflows")
 
-    @property
-    def is_slurm(self) -> bool:
-        return self.execution_scenario != "local_docker"
-
-    @property
-    def is_remote(self) -> bool:
-        return self.execution_scenario == "remote_slurm"
-
 
 def _refusal(err: Any) -> BuildError:
     """The error line of one of pydantic's errors."""

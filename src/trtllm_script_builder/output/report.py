@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trtllm_script_builder.model.jobspec import CATEGORY_TITLES, JobSpec
+from trtllm_script_builder.resolve.backend import backend_of
 
 
 def report_rows(spec: JobSpec, files: list[str], work_dir: Path) -> list[tuple[str, str]]:
@@ -54,16 +55,7 @@ def next_steps(spec: JobSpec, work_dir: Path) -> list[tuple[str, str]]:
     every line still copies whole into a shell."""
     tool = "trtllm-script-builder"
     quoted = shlex.quote(str(work_dir))
-    if spec.execution_scenario == "local_docker":
-        check = "docker answers, nvidia-smi lists the GPUs"
-        submit = f"bash {Path(spec.script_path).name} in the background"
-    elif spec.execution_scenario == "remote_slurm":
-        host = spec.ssh_host or (spec.slurm_env or {}).get("ssh_host") or "the cluster"
-        check = f"sbatch --test-only on {host}"
-        submit = f"copy to {host}:{spec.remote_work_dir}, sbatch there"
-    else:
-        check = "sbatch --test-only on this cluster"
-        submit = "sbatch"
+    check, submit = backend_of(spec.execution_scenario).steps(spec)
     return [
         ("Check", f"{tool} check {quoted}  # {check}"),
         ("Submit", f"{tool} submit {quoted}  # {submit}"),

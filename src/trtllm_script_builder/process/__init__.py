@@ -2,9 +2,9 @@
 
 `verdict` holds the pure decision (`decide_verdict`), `proc` the one process runner, `host`
 this machine or a login node over ssh, `slurm` the Slurm queries, `handles` the jobs the run
-loop (`follow`) follows, `docker_backend` and `slurm_backend` (with `slurm_submit`, its one
-submit path, and `persistent`, its held allocations) the two backends `submit` and `watch`
-ask. This package is the only place that starts processes.
+loop (`follow`) follows, `slurm_submit` (the Slurm backend's one submit path) and `persistent`
+(its held allocations); a job's backend is the one the registry that `backends/` fills holds
+for its scenario. This package is the only place that starts processes.
 """
 
 from __future__ import annotations

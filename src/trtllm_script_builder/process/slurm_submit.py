@@ -65,6 +65,7 @@ from trtllm_script_builder.process.submission import (
     source_args,
     write_json,
 )
+from trtllm_script_builder.resolve import backend as be
 
 BATCH_INDEX = "jobs.json"
 BATCH_SUBMISSION = "batch_submission.json"
@@ -121,7 +122,7 @@ class BatchSubmission(BaseModel):
     submitted_at: str
     host: str
     ssh_host: str | None = None
-    remote_batch_dir: str | None = None  # remote_slurm: where the array drivers were copied
+    remote_batch_dir: str | None = None  # over ssh: where the array drivers were copied
     max_running: int | None = None
     arrays: list[BatchArray]
     jobs: list[BatchJob]
@@ -312,11 +313,11 @@ def load_jobs(members: list[Member], force: bool) -> list[_Job]:
     jobs: list[_Job] = []
     for m in members:
         spec = read_job_spec(m.work_dir)
-        if spec.execution_scenario not in SCENARIOS:
+        if be.backend_of(spec.execution_scenario).name != "slurm":
             raise BuildError(
                 "execution_scenario",
-                f"a batch is submitted on local_slurm or remote_slurm, but {m.work_dir} is "
-                f"{spec.execution_scenario}",
+                f"a batch is submitted on {be.scenarios_where(lambda b, _: b.name == 'slurm')}, "
+                f"but {m.work_dir} is {spec.execution_scenario}",
                 "submit its jobs one at a time: trtllm-script-builder submit JOBDIR",
             )
         if jobs and spec.execution_scenario != jobs[0].spec.execution_scenario:
@@ -343,10 +344,6 @@ def load_jobs(members: list[Member], force: bool) -> list[_Job]:
             ) from None
         jobs.append(_Job(m, spec, script, directives(text)))
     return jobs
-
-
-SCENARIOS = ("local_slurm", "remote_slurm")
-REMOTE = "remote_slurm"
 
 
 def resolve_ssh_host(spec: JobSpec, override: str | None) -> str:
@@ -412,14 +409,8 @@ class _Target:
 def _target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
     """This machine's Slurm, or the remote one the jobs name: reached, its checkouts synced
     for the compiles, and the jobs' files copied to their remote_work_dir."""
-    if jobs[0].spec.execution_scenario != REMOTE:
-        if override:
-            scenario = jobs[0].spec.execution_scenario
-            raise BuildError(
-                "ssh_host",
-                f"the job is {scenario}, which runs on this machine's cluster or Docker",
-                "drop --ssh-host (it is for remote_slurm jobs)",
-            )
+    be.refuse_options(jobs[0].spec, ssh_host=override)
+    if not be.over_ssh(jobs[0].spec.execution_scenario):
         return _Target(hosts.host_for(None), socket.gethostname())
     names = {resolve_ssh_host(j.spec, override) for j in jobs}
     if len(names) > 1:
@@ -497,7 +488,7 @@ def _sync_checkouts(
 
 @dataclass
 class _Where:
-    """A job's folder and script where Slurm runs it (remote_work_dir on remote_slurm)."""
+    """A job's folder and script where Slurm runs it (remote_work_dir over ssh)."""
 
     work_dir: str
     script: str
@@ -508,7 +499,7 @@ def _remote(j: _Job) -> _Where:
         raise BuildError(
             "remote_work_dir",
             "job_spec.json has no remote_work_dir/remote_script_path",
-            "build the job for remote_slurm again",
+            f"build the job for {be.scenarios_where(lambda b, s: s in b.over_ssh)} again",
         )
     return _Where(j.spec.remote_work_dir, j.spec.remote_script_path)
 

@@ -1,56 +1,17 @@
-"""`submit`: start a built job with its backend (docker_backend, slurm_backend) and record it in
-WORK_DIR/submission.json; a build-many folder goes through the same Slurm submit path
-(slurm_submit.submit_slurm)."""
+"""`submit`: start a built job with its backend and record it in WORK_DIR/submission.json; a
+build-many folder goes through the same Slurm submit path (slurm_submit.submit_slurm).
+The backend is the registry's (resolve/backend.py), which `backends/` fills."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.slurm_backend import (
-    refuse_ssh_host_off_remote,
-    resolve_ssh_host,
-)
 from trtllm_script_builder.process.spec_file import read_job_spec
-from trtllm_script_builder.process.submission import (
-    RC_FILE,
-    SUBMISSION,
-    Say,
-    Submission,
-    load_submission,
-    save_submission,
-    write_json,
-)
+from trtllm_script_builder.process.submission import Say, Submission, load_submission
+from trtllm_script_builder.resolve.backend import backend_of
 
-__all__ = [
-    "RC_FILE",
-    "SUBMISSION",
-    "Say",
-    "Submission",
-    "backend_for",
-    "load_submission",
-    "refuse_ssh_host_off_remote",
-    "resolve_ssh_host",
-    "save_submission",
-    "submit",
-    "write_json",
-]
-
-
-def backend_for(spec: JobSpec) -> ModuleType:
-    """The backend module that runs the job (each names the execution scenarios it runs)."""
-    from trtllm_script_builder.process import docker_backend, slurm_backend
-
-    for backend in (docker_backend, slurm_backend):
-        if spec.execution_scenario in backend.SCENARIOS:
-            return backend
-    raise BuildError(
-        "execution_scenario",
-        f"no backend runs {spec.execution_scenario} jobs",
-        "build the job again with this version",
-    )
+__all__ = ["submit"]
 
 
 def submit(
@@ -73,7 +34,7 @@ def submit(
             f"{work_dir} was already submitted ({what}, {previous.submitted_at})",
             "watch it with `trtllm-script-builder watch`, or pass --force to submit it again",
         )
-    backend = backend_for(spec)
+    backend = backend_of(spec.execution_scenario)
     backend.refuse_options(spec, ssh_host=ssh_host, persistent=persistent)
     sub: Submission = backend.submit(
         spec, work_dir, ssh_host=ssh_host, persistent=persistent, alloc_time=alloc_time, say=say

@@ -38,10 +38,7 @@ from trtllm_script_builder.process.follow import (
 from trtllm_script_builder.process.handles import LogNames, SlurmJob, SlurmPoller
 from trtllm_script_builder.process.slurm_submit import load_batch_submission
 from trtllm_script_builder.process.spec_file import read_job_spec
-from trtllm_script_builder.process.submit import (
-    load_submission,
-    write_json,
-)
+from trtllm_script_builder.process.submission import load_submission, write_json
 from trtllm_script_builder.process.verdict import LogLine
 
 __all__ = ["CANCEL_WAIT", "Console", "WatchResult", "watch", "watch_batch"]
@@ -124,9 +121,9 @@ def watch(
     work_dir = work_dir.resolve()
     console = console or Console(sys.stdout, sys.stderr)
     spec = read_job_spec(work_dir)
-    from trtllm_script_builder.process.submit import backend_for
+    from trtllm_script_builder.resolve.backend import backend_of
 
-    backend = backend_for(spec)
+    backend = backend_of(spec.execution_scenario)
     backend.refuse_options(spec, ssh_host=ssh_host)
     sub = load_submission(work_dir)
     if sub is None:

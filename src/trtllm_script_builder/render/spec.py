@@ -54,7 +54,8 @@ def spec_common(job: ResolvedJob) -> dict[str, Any]:
 
 
 def scenario_fields(job: ResolvedJob, script: str) -> dict[str, Any]:
-    """Remote fields for remote_slurm only; persistent-mode fields for local_slurm only."""
+    """Remote fields for a job reached over ssh only; persistent-mode fields for a held
+    allocation only."""
     paths = job.paths
     if paths.remote:
         return {

@@ -19,6 +19,7 @@ from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.backend import queued, scenarios_where
 from trtllm_script_builder.resolve.stamp import file_stamp
 
 BUILD_WHEEL = "scripts/build_wheel.py"
@@ -190,11 +191,11 @@ def plan_chain(
     if not req.compile and not req.sqsh_cache_dir:
         return None
     field = "compile" if req.compile else "sqsh_cache_dir"
-    if not req.is_slurm:
+    if not queued(req):
         raise BuildError(
             field,
-            "runs as a Slurm job before the test job, and local_docker has no Slurm",
-            "use local_slurm or remote_slurm",
+            f"runs as a Slurm job before the test job, and {req.execution_scenario} has no Slurm",
+            f"use {scenarios_where(lambda b, _: b.queued)}",
         )
     imp = _import_step(req, image, script_image, model_name) if req.sqsh_cache_dir else None
     run_image = imp.sqsh if imp else script_image

@@ -23,6 +23,7 @@ from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.site_config import SiteConfig
 from trtllm_script_builder.model.slurm_env import SlurmEnv
 from trtllm_script_builder.model.values import MAX_ARG_BYTES, check_image, check_sbatch_value
+from trtllm_script_builder.resolve import backend as be
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.commands import (
@@ -96,7 +97,7 @@ def check_request(req: Request) -> str:
         flag = " or ".join("--" + f.replace("_", "-") for f in fields)
         raise BuildError(fields[0], f"is required for workflow_type {wf}", f"pass {flag}")
     _one_command(req)
-    if req.is_slurm:
+    if be.queued(req):
         require_slurm_fields(req)
     return wf
 
@@ -211,7 +212,7 @@ def _runs_its_tool(field: str, own: str, cmd: str, options: tuple[str, ...]) -> 
 def _check_host_paths(req: Request) -> None:
     """Host paths the build or the job reads must exist: a typo found now, not in the queue.
 
-    On remote_slurm the models paths are the cluster's, so only the local checkout is checked.
+    Over ssh the models paths are the cluster's, so only the local checkout is checked.
     """
     if not os.path.isdir(req.repo_root):
         raise BuildError(
@@ -220,7 +221,7 @@ def _check_host_paths(req: Request) -> None:
             "pass the path of your TensorRT-LLM checkout with --repo-root",
         )
     _repo_root_is_the_top(req.repo_root)
-    if req.is_remote:
+    if be.over_ssh(req.execution_scenario):
         return
     if req.models_path and not os.path.isdir(req.models_path):
         raise BuildError(
@@ -274,17 +275,18 @@ def resolve(
     perf = flow.submit_py(req)
     if not perf:
         req = flow.adjust(req)
-    if perf and not req.is_slurm:
+    slurm = be.queued(req)
+    if perf and not slurm:
         raise BuildError(
             "execution_scenario",
             "perf-sanity runs through the repo's submit.py, which needs Slurm",
-            "use local_slurm or remote_slurm",
+            f"use {be.scenarios_where(lambda b, _: b.queued)}",
         )
-    facts = cluster_facts(req, env) if req.is_slurm else None
+    facts = cluster_facts(req, env) if slurm else None
     gpn, gpn_source = (
         (facts.gpus_per_node, facts.gpus_source) if facts else gpus_per_node(req, None)
     )
-    limit_notes = time_limit_warnings(req, facts) if req.is_slurm else []
+    limit_notes = time_limit_warnings(req, facts) if slurm else []
     limit_notes += _unused_field_warnings(req)
     if req.gpus_per_node and gpn != req.gpus_per_node:
         # Decision gpus-per-node: what the cluster or this machine reports wins over the request's.
@@ -309,12 +311,12 @@ def resolve(
             perf_config_yaml=req.perf_config_yaml,
             perf_test_name=req.perf_test_name,
             model_name=req.model_name,
-            remote=req.is_remote,
+            remote=be.over_ssh(req.execution_scenario),
         )
         return _category4(base, wf, plan, base.mounts(), limit_notes)
     assert flow.size is not None, f"workflow {wf} has no sizing and no submit.py plan"
     sizing = flow.size(req, gpn, gpn_source)
-    available = req.env_check.available_gpus if req.env_check and not req.is_slurm else None
+    available = req.env_check.available_gpus if req.env_check and not slurm else None
     if available is not None and sizing.required_devices > available:
         raise BuildError(
             "required_devices",
@@ -323,7 +325,7 @@ def resolve(
         )
     sizing.warnings += limit_notes
     if sizing.fallback_to_perf:
-        if not req.is_slurm:
+        if not slurm:
             raise BuildError(
                 "required_devices",
                 f"{sizing.required_devices} GPUs (tp x pp of eval_cmd) exceed the {gpn} GPUs of this machine; the multi-node fallback needs Slurm",
@@ -437,18 +439,6 @@ def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[
     return image, img.enroot_uri(image) if site.enroot_uri_rewrite else image
 
 
-# The fields only some scenarios read (decision unread-field-warning).
-_SCENARIO_FIELDS = {
-    "partition": ("local_slurm", "remote_slurm"),
-    "account": ("local_slurm", "remote_slurm"),
-    "slurm_env_file": ("local_slurm", "remote_slurm"),
-    "mpi_plugin": ("local_slurm", "remote_slurm"),
-    "persistent_mode": ("local_slurm",),
-    "remote_repo_path": ("remote_slurm",),
-    "remote_work_dir": ("remote_slurm",),
-}
-
-
 def _unused_field_warnings(req: Request) -> list[str]:
     """A field the scenario never reads: given for another scenario (a shared request file, a
     scenario changed by a flag), so the job will not be what the field says
@@ -456,14 +446,14 @@ def _unused_field_warnings(req: Request) -> list[str]:
     return [
         f"{field} is not used by {req.execution_scenario} jobs (only {' and '.join(where)}); "
         "it is left out"
-        for field, where in _SCENARIO_FIELDS.items()
+        for field, where in be.scenario_fields().items()
         if getattr(req, field) is not None and req.execution_scenario not in where
     ]
 
 
 def _known_arch(req: Request, facts: ClusterFacts | None) -> tuple[str | None, str]:
     """The job's CPU architecture where something reports it, and what reports it."""
-    if not req.is_slurm:
+    if not be.queued(req):
         return img.normalise_arch(platform.machine()), "this machine"
     part = facts.partition if facts and not facts.fallback else None
     if part is not None and part.arch:
@@ -488,15 +478,16 @@ def _image_fits_arch(req: Request, facts: ClusterFacts | None, image: str) -> No
 
 def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
     arch, _ = _known_arch(req, facts)
-    if not req.is_slurm:
+    if not be.queued(req):
         arch = arch or "x86_64"
     else:
         arch = arch or img.arch_from_device_type(req.device_type)
         if arch is None:
+            # a cluster reached over ssh is taken for x86_64; the one this machine is on, for its
             arch = (
-                img.normalise_arch(platform.machine())
-                if req.execution_scenario == "local_slurm"
-                else "x86_64"
+                "x86_64"
+                if be.over_ssh(req.execution_scenario)
+                else img.normalise_arch(platform.machine())
             )
     # A batch of builds reads the table once (keyed by mtime, so an edit is seen).
     text, source = _properties_at(
@@ -506,7 +497,7 @@ def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
 
 
 def _paths(req: Request, env: SlurmEnv | None, site: SiteConfig) -> Paths:
-    if not req.is_remote:
+    if not be.over_ssh(req.execution_scenario):
         home = os.environ.get("HOME") or str(Path.home())
         return Paths(req.repo_root.rstrip("/") or "/", req.work_dir.rstrip("/") or "/", home, False)
     repo = req.remote_repo_path
@@ -517,7 +508,7 @@ def _paths(req: Request, env: SlurmEnv | None, site: SiteConfig) -> Paths:
     if not repo:
         raise BuildError(
             "remote_repo_path",
-            "is required for remote_slurm",
+            f"is required for {req.execution_scenario}",
             "pass --remote-repo-path (or set default_user_root_dir in the site config)",
         )
     work = req.remote_work_dir or posixpath.join(
@@ -583,7 +574,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
     elif not req.skip_install and req.wheel:
         wheel = _wheel(req, paths, extras, extra_files)
         exports.append(("WHEEL_PATH", wheel))
-    elif not req.skip_install and not req.is_remote:
+    elif not req.skip_install and not be.over_ssh(req.execution_scenario):
         warnings += _install_warnings(req, base.facts)
     mounts = mnt.assemble(home, project, models, extras)
     flow.command(draft, mounts)
@@ -593,7 +584,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         category=1,
         model_name=sz.model_name,
         name=name,
-        container_name=name if req.is_slurm else docker_container_name(name, req.work_dir),
+        container_name=name if be.queued(req) else docker_container_name(name, req.work_dir),
         script_image=base.image,
         required_devices=sz.required_devices,
         nodes=sz.nodes,
@@ -611,7 +602,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         warnings=tuple(warnings),
         **base.common(mounts),
     )
-    if not req.is_slurm:
+    if not be.queued(req):
         return job
     check_sbatch_value(paths.log_dir, work_dir_field(paths))
     slurm = base.slurm(
@@ -629,7 +620,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         category=flow.category,
         run_script=draft.run_script,
         # A chain is submitted with sbatch dependencies; a held allocation has none.
-        persistent=req.execution_scenario == "local_slurm"
+        persistent=req.execution_scenario in be.backend_of(req.execution_scenario).persistent
         and req.persistent_mode is not False
         and chain is None,
         chain=chain,
@@ -665,14 +656,7 @@ def _install_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
     architecture."""
     from trtllm_script_builder.resolve.checkout import bindings_warnings
 
-    if not req.is_slurm:
-        arch, where = img.normalise_arch(platform.machine()), "this machine"
-    elif facts and facts.partition and not facts.fallback:
-        arch = img.normalise_arch(facts.partition.arch)
-        where = f"partition {facts.partition.name}"
-    else:
-        arch, where = None, "the partition"
-    return bindings_warnings(req.repo_root, arch, where)
+    return bindings_warnings(req.repo_root, *_known_arch(req, facts))
 
 
 def docker_container_name(name: str, work_dir: str) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.slurm_env import Partition, SlurmEnv
+from trtllm_script_builder.resolve.backend import queued
 from trtllm_script_builder.slurm_time import parse_time_minutes
 
 
@@ -77,10 +78,11 @@ def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
     """Decision gpus-per-node: partition, else env_check (Docker), else the request, else refuse."""
     if part is not None and part.gpus_per_node:
         return part.gpus_per_node, f"partition {part.name}"
-    if not req.is_slurm and req.env_check and req.env_check.gpus_per_node:
+    here = not queued(req)  # a Docker job's node is this machine, as env_check reports it
+    if here and req.env_check and req.env_check.gpus_per_node:
         return req.env_check.gpus_per_node, "env_check.gpus_per_node"
     # What the environment check reports for this machine, when it gives no per-node count.
-    if not req.is_slurm and req.env_check and req.env_check.available_gpus:
+    if here and req.env_check and req.env_check.available_gpus:
         return req.env_check.available_gpus, "env_check.available_gpus"
     if req.gpus_per_node:
         return req.gpus_per_node, "the request's gpus_per_node"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.registry import WORKFLOWS
 from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.resolve.backend import queued
 from trtllm_script_builder.resolve.mounts import Mount
 from trtllm_script_builder.resolve.resolved import Paths
 from trtllm_script_builder.resolve.slurm import ClusterFacts
@@ -148,7 +149,7 @@ def one_node(req: Request, what: str) -> None:
 
 
 def wider_node(req: Request) -> str:
-    if req.is_slurm:
+    if queued(req):
         return "choose a partition with more GPUs per node"
     return "run it on a machine with more GPUs, or on Slurm"
 

@@ -8,6 +8,7 @@ from typing import Any
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.backend import queued
 from trtllm_script_builder.resolve.commands import (
     add_bench_model_path,
     bench_models_without_path,
@@ -64,7 +65,7 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
 def _command(d: Draft, mounts: list[mnt.Mount]) -> None:
     b = parse_bench(d.req.bench_cmd or "")
     d.prep_cmd, d.run_cmd = _with_local_model(b.prep, b.run, d, mounts)
-    d.warnings += _file_warnings(b.files, mounts, d.req.is_slurm)
+    d.warnings += _file_warnings(b.files, mounts, queued(d.req))
     if d.prep_cmd:
         d.exports.append(("PREP_CMD", d.prep_cmd))
     d.exports.append(("BENCH_CMD", d.run_cmd))

@@ -11,6 +11,7 @@ from typing import Any
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.backend import queued
 from trtllm_script_builder.resolve.commands import model_from_path, parse_custom_env
 from trtllm_script_builder.resolve.workflow import Draft, Sizing, Workflow, one_node
 
@@ -72,7 +73,7 @@ def _prepare(d: Draft) -> None:
         ("llmSrcNode", paths.project),
     ]
     d.run_cmd = custom_cmd  # what the Docker payload runs; on Slurm the run script reads it
-    if req.is_slurm:
+    if queued(req):
         d.run_script = posixpath.join(paths.log_dir, RUN_SCRIPT)
         d.extras.append(
             mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")

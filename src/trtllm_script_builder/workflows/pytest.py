@@ -12,6 +12,7 @@ from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.resolve import mounts as mnt
+from trtllm_script_builder.resolve.backend import queued
 from trtllm_script_builder.resolve.job import work_dir_field
 from trtllm_script_builder.resolve.perf.testid import is_perf_sanity_cmd, strip_timeout
 from trtllm_script_builder.resolve.workflow import (
@@ -81,7 +82,7 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
 def _timeout_warning(req: Request) -> list[str]:
     """pytest's --timeout is per test; at or past the Slurm limit, Slurm ends the job first."""
     m = _PYTEST_TIMEOUT.search(req.test_cmd or "")
-    if not m or not req.is_slurm:
+    if not m or not queued(req):
         return []
     limit, seconds = parse_time_minutes(req.time_limit), whole_number(m.group(1))
     if limit is None or (seconds is not None and seconds < limit * 60):
@@ -125,7 +126,7 @@ def junit_file(test_cmd: str, name: str, slurm: bool, warnings: list[str]) -> st
 
 
 def _prepare(d: Draft) -> None:
-    d.junit = junit_file(d.req.test_cmd or "", d.name, d.req.is_slurm, d.warnings)
+    d.junit = junit_file(d.req.test_cmd or "", d.name, queued(d.req), d.warnings)
     if d.junit:  # pytest writes it into the job's folder, which the container must see
         folder = mnt.check_mount_path(d.paths.log_dir, work_dir_field(d.paths))
         d.extras.append(mnt.Mount(folder, folder, "work_dir"))
@@ -147,7 +148,7 @@ def test_timeout(test_cmd: str, seconds: int | None, limit: str | None) -> int |
 def _command(d: Draft, mounts: list[mnt.Mount]) -> None:
     req = d.req
     d.run_cmd = req.test_cmd or ""
-    limit = req.time_limit if req.is_slurm else None
+    limit = req.time_limit if queued(req) else None
     timeout = test_timeout(d.run_cmd, req.test_timeout, limit)
     if timeout is not None:
         # Through pytest's own environment variable, so the command arrives as written.

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import printable
-from trtllm_script_builder.process.backend import DOCKER, backend_for, host_of, refuse_ssh_host_here
 from trtllm_script_builder.process.check.docker import WHERE, check_docker
 from trtllm_script_builder.process.check.slurm import check_slurm
 from trtllm_script_builder.process.host import Here, Host
 from trtllm_script_builder.process.spec_file import read_job_spec
+from trtllm_script_builder.resolve.backend import backend_of
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREACHABLE = 0, 1, 3
 
@@ -71,13 +71,18 @@ def check_job(
     # Nothing built there (or a job_spec.json this version cannot read) is the user's input,
     # refused as submit and watch refuse it (exit 2), not a problem of the job with the cluster.
     spec = read_job_spec(work_dir)
-    refuse_ssh_host_here(spec, ssh_host)
-    if backend_for(spec) == DOCKER:
+    backend = backend_of(spec.execution_scenario)
+    backend.refuse_options(spec, ssh_host=ssh_host)
+    if backend.name not in ("docker", "slurm"):
+        raise BuildError(
+            "execution_scenario", f"check has no check for {backend.name} jobs", "submit it"
+        )
+    if backend.name == "docker":
         found = check_docker(spec.required_devices, host or Here())
         return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, place=WHERE)
     if host is None:
         try:
-            host = host_of(spec, ssh_host)
+            host = backend.host(spec, ssh_host)
         except BuildError as err:
             return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS)
     res = check_slurm(spec, work_dir, host, user)
