@@ -154,8 +154,8 @@ def check_text(
 
 
 def plain_text(value: Any) -> Any:
-    """A request's check on every value before its field's own (a ValueError's text becomes
-    the error line's problem); lines are allowed here, a field that is one line is checked by
+    """What no request value may hold, as a field check's ValueError (its text becomes the
+    error line's problem); lines are allowed here, a field that is one line is checked by
     `check_fields`."""
     if isinstance(value, str):
         problem = text_problem(value, lines=True)
