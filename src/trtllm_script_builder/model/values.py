@@ -22,9 +22,8 @@ from trtllm_script_builder.errors import BuildError
 
 
 def empty_list() -> list[Any]:
-    """A model field's `default_factory` for an empty list. Given the builtin `list`, pydantic
-    reads the builtin's text signature with the tokenizer, compiling its patterns: ~6 ms of
-    a start that builds a model's validator, where a Python function's signature is free."""
+    """A model field's default_factory: for the builtin `list`, pydantic would read the text
+    signature with the tokenizer, compiling its patterns (~6 ms a start)."""
     return []
 
 
