@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
+from trtllm_script_builder.model import values
+
 SCHEMA_VERSION = 1
 # The script header's and the report's name for each value of job_spec's category.
 CATEGORY_TITLES = {
@@ -66,7 +68,7 @@ class JobSpec(BaseModel):
     docker_cmd: str | None = None
     success_patterns: list[str]
     failure_patterns: list[str]
-    extra_files: list[str] = Field(default_factory=list)
+    extra_files: list[str] = Field(default_factory=values.empty_list)
     required_devices: int
     node_count: int
     slurm_params: SlurmParams | None = None
@@ -86,7 +88,7 @@ class JobSpec(BaseModel):
     # {kind, key, script_name, script_path, log_file_pattern, error_file_pattern, output,
     # [remote_script_path]}; the test job waits for them (sbatch --dependency=afterok).
     prerequisites: list[dict[str, str]] | None = None
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=values.empty_list)
 
     def to_json(self) -> str:
         # Absent top-level fields are left out (remote-only, persistent-only, Docker-only);

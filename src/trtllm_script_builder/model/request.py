@@ -46,7 +46,7 @@ def _allowed(names: tuple[str, ...]) -> str:
 
 def check_workflow(v: Any) -> str:
     """A registered workflow's name, refused as a Literal would refuse it."""
-    values.plain_text(v)  # first, as on every field
+    values.plain_text(v)  # first, as in every field's own check
     names = workflow_names()
     if isinstance(v, str) and v in names:
         return v
@@ -88,7 +88,6 @@ _TIME = r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})"
 
 # The checks: a ValueError's text becomes the error line's problem.
 # What a value may hold at all is model/values.py's (decision one-validation-layer).
-no_nul = values.plain_text
 
 
 def no_bool(v: Any) -> Any:
@@ -417,7 +416,6 @@ class Request(_Strict):
         # JSON null or an empty YAML value means "not given": the field's default applies.
         return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
 
-    _no_nul = field_validator("*", mode="before")(no_nul)
     _workflow = field_validator(
         "workflow_type", mode="plain", json_schema_input_type=WorkflowName | None
     )(check_workflow)
@@ -673,6 +671,12 @@ def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, An
     flag_data = {k: v for k, v in flags.items() if v is not None}
     absolutise(flag_data, Path.cwd(), problems)
     data.update(flag_data)
+    # What no value may hold is named before its type or its field's own check: one pass
+    # here, not a `*` validator on every field (3 ms to build, 12 us a request).
+    for name, value in data.items():
+        problem = values.text_problem(value, lines=True) if isinstance(value, str) else None
+        if problem is not None and name in Request.model_fields:
+            problems.setdefault(name, values.refuse(name, problem, value, "correct the value"))
     req: Request | None = None
     try:
         req = Request.model_validate(data)

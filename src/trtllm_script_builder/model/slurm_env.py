@@ -34,7 +34,7 @@ class Partition(_ClusterFile):
 
 
 class Pmix(_ClusterFile):
-    available: list[str] = Field(default_factory=list)
+    available: list[str] = Field(default_factory=values.empty_list)
     preferred: str | None = None
 
 
@@ -43,11 +43,11 @@ class SlurmEnv(_ClusterFile):
 
     user: str | None = None
     default_account: str | None = None
-    accounts: list[str] = Field(default_factory=list)
+    accounts: list[str] = Field(default_factory=values.empty_list)
     default_partition: str | None = None
-    partitions: list[Partition] = Field(default_factory=list)
+    partitions: list[Partition] = Field(default_factory=values.empty_list)
     pmix: Pmix = Field(default_factory=Pmix)
-    errors: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=values.empty_list)
     cluster_name: str | None = None
     mounts: list[str] | None = None
     ssh_host: str | None = None
