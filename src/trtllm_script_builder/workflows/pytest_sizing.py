@@ -186,10 +186,6 @@ def _marks_of(node: ast.expr, consts: dict[str, int]) -> list[Mark]:
     return []
 
 
-def _scalar_id(value: ast.expr, argname: str, index: int) -> str:
-    return _scalar_id_exact(value, argname, index)[0]
-
-
 def _scalar_id_exact(value: ast.expr, argname: str, index: int) -> tuple[str, bool]:
     """pytest's id of one value, and whether it is surely pytest's: a name or a call may hold
     a string or a number, which pytest would show instead of `argname<index>`; pytest escapes
