@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.resolve.commands import normalise_name
 
 DEFS = Path("tests") / "integration" / "defs"
 DEVICE_MARKS = ("skip_less_device", "skip_less_mpi_world_size")
@@ -439,16 +440,12 @@ def _closest(name: str, t: TestFunc, info: FileInfo, param_id: str | None) -> li
     return []
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-
-
 def model_name_for(sel: Selection) -> str:
     if sel.cls:
-        return _norm(sel.cls.removeprefix("Test")) or _norm(sel.cls)
+        return normalise_name(sel.cls.removeprefix("Test")) or normalise_name(sel.cls)
     if sel.func:
-        return _norm(sel.func.removeprefix("test_")) or _norm(sel.func)
-    return _norm(Path(sel.path).stem) or "pytest"
+        return normalise_name(sel.func.removeprefix("test_")) or normalise_name(sel.func)
+    return normalise_name(Path(sel.path).stem) or "pytest"
 
 
 @lru_cache(maxsize=4096)
