@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from trtllm_script_builder.process.junit import parse_junit
+from trtllm_script_builder.process.probe.parse import parse_kv
 from trtllm_script_builder.process.slurm import (
-    parse_scontrol_job,
     status_from_sacct,
     status_from_scontrol,
 )
@@ -320,7 +320,7 @@ SCONTROL = (
 
 
 def test_scontrol_job_line() -> None:
-    f = parse_scontrol_job(SCONTROL)
+    f = parse_kv(SCONTROL)
     assert f["StdOut"] == "/tmp/a b/q_110.out" and f["AllocNode:Sid"] == "localhost:24607"
     st = status_from_scontrol("110", SCONTROL)
     assert (st.state, st.exit_code, st.signal, st.terminal) == ("TIMEOUT", 0, 15, True)
