@@ -8,10 +8,7 @@ import pytest
 
 from trtllm_script_builder.process.junit import parse_junit
 from trtllm_script_builder.process.probe.parse import parse_kv
-from trtllm_script_builder.process.slurm import (
-    status_from_sacct,
-    status_from_scontrol,
-)
+from trtllm_script_builder.process.slurm import sacct_rows, status_from_scontrol
 from trtllm_script_builder.process.verdict import (
     VERDICT_EXIT,
     Kind,
@@ -336,9 +333,9 @@ def test_scontrol_job_line() -> None:
 
 
 def test_sacct_row() -> None:
-    st = status_from_sacct("9", "9|CANCELLED by 0|0:15|00:00:03|gpunode\n")
+    st = sacct_rows("9|CANCELLED by 0|0:15|00:00:03|gpunode\n")["9"]
     assert (st.state, st.exit_code, st.signal, st.terminal) == ("CANCELLED", 0, 15, True)
-    assert not status_from_sacct("9", "").known
+    assert sacct_rows("") == {}
 
 
 # ---------------------------------------------------------------- pytest: NOT_RUN and JUnit

@@ -107,13 +107,6 @@ def _started_id(state: str | None, raw: str | None) -> str | None:
     return raw
 
 
-def status_from_sacct(job_id: str, text: str) -> JobStatus:
-    """`sacct -X -n -P -j ID -o JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw`: the
-    allocation's row (an array task's JobID is `ARRAY_TASK`)."""
-    rows = sacct_rows(text)
-    return rows.get(job_id) or array_record(rows, job_id) or JobStatus(job_id, source="sacct")
-
-
 _TASK = re.compile(r"(\d+)_(\d+)")
 _ARRAY_ROW = re.compile(r"(\d+)(?:_\[([\d,-]+)(?:%\d+)?\])?")
 
