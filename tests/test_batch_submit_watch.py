@@ -263,6 +263,12 @@ def test_query_many_asks_squeue_once_and_sacct_once_for_the_ended() -> None:
     assert (got["9"].state, got["9"].exit_code) == ("FAILED", 1)
 
 
+def _from_sacct(job_id: str, text: str) -> slurm.JobStatus:
+    """A job's status from sacct's rows, looked up as query_many does."""
+    rows = slurm.sacct_rows(text)
+    return rows.get(job_id) or slurm.array_record(rows, job_id) or slurm.JobStatus(job_id)
+
+
 def test_a_task_cancelled_before_it_started_takes_its_arrays_record() -> None:
     """sacct has no row of a task that never started: the array's own row (`101` once its
     unstarted tasks ended, `101_[1-3%1]` while they wait) answers for it."""
@@ -270,16 +276,16 @@ def test_a_task_cancelled_before_it_started_takes_its_arrays_record() -> None:
         "101_0|CANCELLED by 0|0:0|00:00:01|cpunode|102\n"
         "101|CANCELLED by 0|0:0|00:00:00|None assigned|101\n"
     )
-    st = slurm.status_from_sacct("101_2", ended)
+    st = _from_sacct("101_2", ended)
     assert (st.state, st.exit_code, st.raw_id, st.terminal) == ("CANCELLED", None, None, True)
-    assert slurm.status_from_sacct("101_0", ended).raw_id == "102"
-    assert slurm.status_from_sacct("102_2", ended).state is None
+    assert _from_sacct("101_0", ended).raw_id == "102"
+    assert _from_sacct("102_2", ended).state is None
     # just after an array ended, accounting may list its last task as the bare array id
     lagging = "101|COMPLETED|0:0|00:00:00|cpunode|101\n"
-    assert slurm.status_from_sacct("101_2", lagging).state is None
+    assert _from_sacct("101_2", lagging).state is None
     waiting = "101_0|RUNNING|0:0|00:00:01|cpunode|102\n101_[1-3%1]|PENDING|0:0|00:00:00||101\n"
-    assert slurm.status_from_sacct("101_3", waiting).state == "PENDING"
-    assert slurm.status_from_sacct("101_4", waiting).state is None
+    assert _from_sacct("101_3", waiting).state == "PENDING"
+    assert _from_sacct("101_4", waiting).state is None
     calls: list[list[str]] = []
 
     def runner(argv: Any, cwd: Any = None, **_: Any) -> CmdResult:

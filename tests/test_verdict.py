@@ -7,11 +7,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from trtllm_script_builder.process.junit import parse_junit
-from trtllm_script_builder.process.slurm import (
-    parse_scontrol_job,
-    status_from_sacct,
-    status_from_scontrol,
-)
+from trtllm_script_builder.process.probe.parse import parse_kv
+from trtllm_script_builder.process.slurm import sacct_rows, status_from_scontrol
 from trtllm_script_builder.process.verdict import (
     VERDICT_EXIT,
     Kind,
@@ -320,7 +317,7 @@ SCONTROL = (
 
 
 def test_scontrol_job_line() -> None:
-    f = parse_scontrol_job(SCONTROL)
+    f = parse_kv(SCONTROL)
     assert f["StdOut"] == "/tmp/a b/q_110.out" and f["AllocNode:Sid"] == "localhost:24607"
     st = status_from_scontrol("110", SCONTROL)
     assert (st.state, st.exit_code, st.signal, st.terminal) == ("TIMEOUT", 0, 15, True)
@@ -336,9 +333,9 @@ def test_scontrol_job_line() -> None:
 
 
 def test_sacct_row() -> None:
-    st = status_from_sacct("9", "9|CANCELLED by 0|0:15|00:00:03|gpunode\n")
+    st = sacct_rows("9|CANCELLED by 0|0:15|00:00:03|gpunode\n")["9"]
     assert (st.state, st.exit_code, st.signal, st.terminal) == ("CANCELLED", 0, 15, True)
-    assert not status_from_sacct("9", "").known
+    assert sacct_rows("") == {}
 
 
 # ---------------------------------------------------------------- pytest: NOT_RUN and JUnit

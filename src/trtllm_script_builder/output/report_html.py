@@ -168,18 +168,15 @@ def _batch_job(root: Path, row: dict[str, Any]) -> Job:
     work = Path(str(row["work_dir"]))
     if not work.is_absolute():
         work = root / work
-    name = work.name
+    unwatched = Job(work.name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
     try:
         verdict = parse_json((work / VERDICT_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return Job(name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
+        return unwatched
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        job = Job(name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
-        job.reason = f"{VERDICT_FILE} cannot be read: {str(exc).splitlines()[0]}"
-        return job
-    if not isinstance(verdict, dict):
-        return Job(name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
-    return _job(root, work, name, verdict, entry)
+        unwatched.reason = f"{VERDICT_FILE} cannot be read: {str(exc).splitlines()[0]}"
+        return unwatched
+    return _job(root, work, work.name, verdict, entry) if isinstance(verdict, dict) else unwatched
 
 
 def _href(root: Path, path: Path, folder: bool = False) -> str | None:

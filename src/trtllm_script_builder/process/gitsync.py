@@ -69,10 +69,8 @@ _INDEX_CONFIG = (
 _SNAPSHOT_NAME = "trtllm-script-builder"
 _SNAPSHOT_EMAIL = "tsb-sync@localhost"
 
-# exit statuses of the remote scripts below
-_RC_NO_DIR = 50
+# exit statuses of the remote scripts below (50: no folder, 52: git failed)
 _RC_DIRTY = 51
-_RC_FAILED = 52
 _RC_SUBMODULES = 53
 
 
@@ -428,7 +426,8 @@ def _clone_url(local: _Local) -> str | None:
 
 @dataclass(frozen=True)
 class _There:
-    """The host of remote_repo_path, every shell line given the sync's long time limit."""
+    """The host of remote_repo_path, every shell line given the sync's long time limit; ssh
+    failing to reach it is the refusal ssh_failed."""
 
     host: Host
     timeout: float
@@ -438,7 +437,10 @@ class _There:
         return self.host.name
 
     def __call__(self, line: str, input: Path | None = None) -> CmdResult:
-        return self.host.shell(line, input, timeout=self.timeout)
+        res = self.host.shell(line, input, timeout=self.timeout)
+        if res.rc == SSH_FAILED:
+            raise ssh_failed(res, self.name)
+        return res
 
 
 def sync_checkout(
@@ -496,7 +498,7 @@ def sync_checkout(
             _checkout(there, path, sha, where, force or fresh, submodules, force_hint)
         except BaseException:
             if fresh:  # what this sync made there and left unfinished goes again
-                there(_line(_REMOVE, path, made_folder))
+                host.shell(_line(_REMOVE, path, made_folder), timeout=there.timeout)
             raise
         if remote.changes and force and not fresh:
             notes.append(f"discarded {remote.changes} change(s) of the cluster checkout (--force)")
@@ -529,7 +531,7 @@ def ssh_failed(res: CmdResult, host: str) -> ToolFailed:
 
 def _probe(there: _There, path: str, sha: str, where: str) -> _Remote:
     res = there(_line(_PROBE, path, sha))
-    if res.rc == SSH_FAILED or (res.rc != 0 and "state=" not in res.out):
+    if res.rc != 0 and "state=" not in res.out:
         raise ssh_failed(res, there.name)
     remote = _parse_probe(res.out)
     if remote.state == "notdir":
@@ -579,13 +581,9 @@ def _create(
         if res.rc == 0:
             notes.append(f"cloned {url} into {where}")
             return _probe(there, path, sha, where)
-        if res.rc == SSH_FAILED:
-            raise ssh_failed(res, there.name)
         notes.append(f"cloning {url} there failed ({first_line(res)}); made an empty repository")
     res = there(_line(_CREATE, path, ""))
     if res.rc != 0:
-        if res.rc == SSH_FAILED:
-            raise ssh_failed(res, there.name)
         raise ToolFailed(
             "remote_repo_path",
             f"making the checkout at {where} failed: {first_line(res)}",
@@ -635,8 +633,6 @@ def _transfer(
                 )
         if fetched.rc == 0:
             return "push"
-        if fetched.rc == SSH_FAILED:
-            raise ssh_failed(fetched, there.name)
         notes.append(
             f"the cluster could not fetch from its origin ({first_line(fetched)}); "
             "sent a bundle instead"
@@ -671,8 +667,6 @@ def _send_bundle(
     local.must("bundle", [*git_dir, "bundle", "create", "-q", str(bundle), ref, *(f"^{h}" for h in have)])  # fmt: skip
     say(f"sending a {bundle.stat().st_size / 1e6:.1f} MB bundle to {where}")
     res = there(_line(_FETCH_BUNDLE, path, ref), input=bundle)  # streamed from the file
-    if res.rc == SSH_FAILED:
-        raise ssh_failed(res, there.name)
     if res.rc != 0:
         raise ToolFailed(
             "remote_repo_path",
@@ -693,8 +687,6 @@ def _checkout(
     res = there(_line(_CHECKOUT, path, sha, "1" if force else "", "1" if submodules else ""))
     if res.rc == 0:
         return
-    if res.rc == SSH_FAILED:
-        raise ssh_failed(res, there.name)
     if res.rc == _RC_DIRTY:
         probe = _probe(there, path, sha, where)
         raise _dirty(where, probe, force_hint)

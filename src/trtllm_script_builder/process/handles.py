@@ -20,8 +20,10 @@ from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process import slurm
+from trtllm_script_builder.process.host import Here
 from trtllm_script_builder.process.junit import JUnitError, TestReport, parse_junit
 from trtllm_script_builder.process.proc import Runner, alive, kill_group, reap, run
+from trtllm_script_builder.process.ssh import MAX_READ
 from trtllm_script_builder.process.verdict import (
     MAX_EVIDENCE,
     Decision,
@@ -31,7 +33,6 @@ from trtllm_script_builder.process.verdict import (
 )
 from trtllm_script_builder.resolve.workflow import find
 
-MAX_READ = 8 * 1024 * 1024  # bytes read from one log per poll
 # A log line longer than this is taken as several (a job that prints megabytes without a
 # newline would otherwise sit in memory whole; decision shown-never-obeyed).
 MAX_LINE = 1024 * 1024
@@ -41,13 +42,7 @@ Reader = Callable[[str, int], "bytes | None"]
 Logs = list[tuple[list[LogLine], str]]  # new lines of each log, with the prefix to show them
 
 
-def read_local(path: str, offset: int) -> bytes | None:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(MAX_READ)
-    except OSError:
-        return None
+read_local: Reader = Here().read_from
 
 
 def junit_path(spec: JobSpec, job_id: str | None) -> str | None:

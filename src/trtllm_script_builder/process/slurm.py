@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from trtllm_script_builder.model.values import whole_number
+from trtllm_script_builder.process.probe.parse import parse_kv
 from trtllm_script_builder.process.proc import CmdResult, Runner
 from trtllm_script_builder.slurm_time import seconds_to_time, time_to_seconds
 
@@ -70,18 +71,10 @@ def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
     return (int(m.group(1)), int(m.group(2))) if m else (None, None)
 
 
-def parse_scontrol_job(text: str) -> dict[str, str]:
-    """`scontrol show job -o ID`: one line of KEY=VALUE words (values without spaces, except
-    that Command/WorkDir/StdOut may hold them: they run to the next ` KEY=`)."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    fields: dict[str, str] = {}
-    for m in re.finditer(r"(?:^|\s)([A-Za-z][\w/:]*)=(.*?)(?=\s[A-Za-z][\w/:]*=|$)", line):
-        fields.setdefault(m.group(1), m.group(2))
-    return fields
-
-
 def status_from_scontrol(job_id: str, text: str) -> JobStatus:
-    f = parse_scontrol_job(text)
+    """`scontrol show job -o ID`: the first line is the job's record (an array's tasks
+    follow it)."""
+    f = parse_kv(text.strip().split("\n")[0])
     if not f.get("JobState"):
         return JobStatus(job_id, source="scontrol")
     code, sig = parse_exit_code(f.get("ExitCode"))
@@ -112,13 +105,6 @@ def _started_id(state: str | None, raw: str | None) -> str | None:
     if (state or "").startswith("PENDING"):
         return None
     return raw
-
-
-def status_from_sacct(job_id: str, text: str) -> JobStatus:
-    """`sacct -X -n -P -j ID -o JobID,State,ExitCode,Elapsed,NodeList,JobIDRaw`: the
-    allocation's row (an array task's JobID is `ARRAY_TASK`)."""
-    rows = sacct_rows(text)
-    return rows.get(job_id) or array_record(rows, job_id) or JobStatus(job_id, source="sacct")
 
 
 _TASK = re.compile(r"(\d+)_(\d+)")

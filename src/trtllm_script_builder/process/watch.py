@@ -36,7 +36,7 @@ from trtllm_script_builder.process.follow import (
     link,
 )
 from trtllm_script_builder.process.handles import LogNames, SlurmJob, SlurmPoller
-from trtllm_script_builder.process.slurm_submit import load_batch_submission
+from trtllm_script_builder.process.slurm_submit import BatchSubmission, load_batch_submission
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.submission import load_submission, write_json
 from trtllm_script_builder.process.verdict import LogLine
@@ -254,14 +254,16 @@ def watch_batch(
     return result
 
 
-def _prerequisites(batch: object, tracked: list[Tracked], on: hosts.Host) -> list[Prerequisite]:
+def _prerequisites(
+    batch: BatchSubmission, tracked: list[Tracked], on: hosts.Host
+) -> list[Prerequisite]:
     """The batch's prerequisites, each linked both ways with the test jobs that wait for it."""
     by_id: dict[str, Prerequisite] = {}
-    for data in getattr(batch, "prerequisites", None) or []:
-        job = ChainJob.from_json(data)
-        handle = PrerequisiteJob(job, on, on.read_from, getattr(batch, "host", None))
-        by_id[job.job_id] = Prerequisite(job.kind, job.job_id, handle)
-    for t, job in zip(tracked, getattr(batch, "jobs", []), strict=True):
+    for data in batch.prerequisites or []:
+        pre = ChainJob.from_json(data)
+        handle = PrerequisiteJob(pre, on, on.read_from, batch.host)
+        by_id[pre.job_id] = Prerequisite(pre.kind, pre.job_id, handle)
+    for t, job in zip(tracked, batch.jobs, strict=True):
         for job_id in job.prerequisites or []:
             p = by_id.get(job_id)
             if p is None:

@@ -14,6 +14,7 @@ from trtllm_script_builder.resolve.commands import (
     bench_models_without_path,
     is_hf_id,
     model_from_path,
+    normalise_name,
     parse_bench,
     split_and,
 )
@@ -116,11 +117,10 @@ def figure(line: str) -> tuple[str, float] | None:
     m = _FIGURE.match(line.strip())
     if m is None:
         return None
-    return f"{_slug(m.group(1))}_{_slug(m.group(2).replace('/', ' per '))}", float(m.group(3))
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    return (
+        f"{normalise_name(m.group(1))}_{normalise_name(m.group(2).replace('/', ' per '))}",
+        float(m.group(3)),
+    )
 
 
 def _job_name(item: dict[str, Any]) -> str | None:

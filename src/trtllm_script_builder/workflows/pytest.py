@@ -13,6 +13,7 @@ from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.backend import queued
+from trtllm_script_builder.resolve.commands import normalise_name
 from trtllm_script_builder.resolve.job import work_dir_field
 from trtllm_script_builder.resolve.perf.testid import is_perf_sanity_cmd, strip_timeout
 from trtllm_script_builder.resolve.workflow import (
@@ -25,7 +26,6 @@ from trtllm_script_builder.resolve.workflow import (
 )
 from trtllm_script_builder.slurm_time import parse_time_minutes
 from trtllm_script_builder.workflows.pytest_sizing import (
-    _norm,
     _selection,
     model_name_for,
     size_pytest,
@@ -164,11 +164,11 @@ def test_job_name(test_id: str) -> str:
     sel = _selection(test_id)
     parts = [model_name_for(sel)]
     if sel.cls is None:  # a module-level test: the file names it, model_name_for the test
-        parts = [_norm(Path(sel.path).stem.removeprefix("test_"))]
+        parts = [normalise_name(Path(sel.path).stem.removeprefix("test_"))]
     if sel.func:
-        parts.append(_norm(sel.func.removeprefix("test_")))
+        parts.append(normalise_name(sel.func.removeprefix("test_")))
     if sel.param_id:
-        parts.append(_norm(sel.param_id))
+        parts.append(normalise_name(sel.param_id))
     return "_".join(p for p in parts if p)[:NAME_MAX].strip("_") or NAME
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.resolve.commands import normalise_name
 
 DEFS = Path("tests") / "integration" / "defs"
 DEVICE_MARKS = ("skip_less_device", "skip_less_mpi_world_size")
@@ -186,11 +188,7 @@ def _marks_of(node: ast.expr, consts: dict[str, int]) -> list[Mark]:
     return []
 
 
-def _scalar_id(value: ast.expr, argname: str, index: int) -> str:
-    return _scalar_id_exact(value, argname, index)[0]
-
-
-def _scalar_id_exact(value: ast.expr, argname: str, index: int) -> tuple[str, bool]:
+def _scalar_id(value: ast.expr, argname: str, index: int) -> tuple[str, bool]:
     """pytest's id of one value, and whether it is surely pytest's: a name or a call may hold
     a string or a number, which pytest would show instead of `argname<index>`; pytest escapes
     a string that is not printable ASCII."""
@@ -271,7 +269,7 @@ def _param_sets(
             exact = exact and len(vals) == max(len(argnames), 1)
             for j, v in enumerate(vals):
                 name = argnames[j] if j < len(argnames) else f"arg{j}"
-                sid, sure = _scalar_id_exact(v, name, i)
+                sid, sure = _scalar_id(v, name, i)
                 exact = exact and sure
                 parts.append(f"{name}={sid}" if with_names else sid)
             pid = "-".join(parts)
@@ -309,7 +307,8 @@ def _func_info(
     free = set(fixtures) - covered - {"self", "cls", "request"}
     exact = exact and bool(params) and not free and fn.args.vararg is None
     ids = [p.id for ps in params for p in ps]
-    exact = exact and len(_ids_of(params)) == len(set(_ids_of(params))) and all(ids)
+    full = _full_ids(params)
+    exact = exact and len(full) == len(set(full)) and all(ids)
     return TestFunc(fn.name, cls, tuple(marks), tuple(params), exact)
 
 
@@ -320,21 +319,18 @@ def _is_parametrize(node: ast.expr) -> bool:
     )
 
 
-def _ids_of(params: list[tuple[Param, ...]]) -> list[str]:
-    ids = [""]
-    for ps in params:
-        ids = [f"{a}-{p.id}" if a else p.id for a in ids for p in ps]
-    return ids
+def _pytestmarks(body: list[ast.stmt]) -> list[ast.expr]:
+    """The values of a module's or class's `pytestmark = ...` assignments."""
+    return [
+        stmt.value
+        for stmt in body
+        if isinstance(stmt, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets)
+    ]
 
 
 def _pytestmark(body: list[ast.stmt], consts: dict[str, int]) -> list[Mark]:
-    marks: list[Mark] = []
-    for stmt in body:
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets
-        ):
-            marks.extend(_marks_of(stmt.value, consts))
-    return marks
+    return [m for value in _pytestmarks(body) for m in _marks_of(value, consts)]
 
 
 # TensorRT-LLM's largest test files are a few hundred KiB; parsing is bounded well above that.
@@ -403,13 +399,10 @@ def inspect_file(path: str) -> FileInfo:
 
 def _marked_parametrize(body: list[ast.stmt]) -> bool:
     """A `pytestmark = ...` that holds a parametrize: every test of its scope gets its ids."""
-    for stmt in body:
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets
-        ):
-            values = stmt.value.elts if isinstance(stmt.value, (ast.List, ast.Tuple)) else []
-            if any(_is_parametrize(v) for v in [stmt.value, *values]):
-                return True
+    for value in _pytestmarks(body):
+        values = value.elts if isinstance(value, (ast.List, ast.Tuple)) else []
+        if any(_is_parametrize(v) for v in [value, *values]):
+            return True
     return False
 
 
@@ -447,18 +440,12 @@ def _closest(name: str, t: TestFunc, info: FileInfo, param_id: str | None) -> li
     return []
 
 
-def _norm(name: str) -> str:
-    import re
-
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-
-
 def model_name_for(sel: Selection) -> str:
     if sel.cls:
-        return _norm(sel.cls.removeprefix("Test")) or _norm(sel.cls)
+        return normalise_name(sel.cls.removeprefix("Test")) or normalise_name(sel.cls)
     if sel.func:
-        return _norm(sel.func.removeprefix("test_")) or _norm(sel.func)
-    return _norm(Path(sel.path).stem) or "pytest"
+        return normalise_name(sel.func.removeprefix("test_")) or normalise_name(sel.func)
+    return normalise_name(Path(sel.path).stem) or "pytest"
 
 
 @lru_cache(maxsize=4096)
@@ -514,10 +501,8 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
                     continue
                 for pid in _param_ids(t, sel, cmd.keyword, f.stem, notes):
                     best = _largest(best, t, info, pid, f, notes)
-    model = model_name_for(sels[0])
-    if best is None:
-        return PytestSizing(None, "", model, workdir_rel, notes)
-    return PytestSizing(best[0], best[1], model, workdir_rel, notes)
+    devices, source = best or (None, "")
+    return PytestSizing(devices, source, model_name_for(sels[0]), workdir_rel, notes)
 
 
 def _nearest(given: str, names: list[str]) -> str | None:
@@ -561,7 +546,7 @@ def _check_selection(sel: Selection, info: FileInfo, f: Path, notes: list[str]) 
         )
     if sel.param_id is None:
         return
-    ids = [i for t in found for i in _full_ids(t)]
+    ids = [i for t in found for i in _full_ids(t.params)]
     if sel.param_id not in ids:
         near = _nearest(sel.param_id, ids)
         sure = all(
@@ -583,10 +568,10 @@ def _check_selection(sel: Selection, info: FileInfo, f: Path, notes: list[str]) 
         )
 
 
-def _full_ids(t: TestFunc) -> list[str]:
+def _full_ids(params: Sequence[tuple[Param, ...]]) -> list[str]:
     """pytest's ids of stacked parametrize decorators: the one nearest the `def` first."""
     ids = [""]
-    for ps in t.params:
+    for ps in params:
         ids = [f"{a}-{p.id}" if a else p.id for a in ids for p in ps]
     return [i for i in ids if i]
 

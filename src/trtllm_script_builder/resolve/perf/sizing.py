@@ -174,15 +174,12 @@ def _gpus_per_node(cfg: Mapping[str, Any], field: str, source: str | None) -> in
 
 
 def _one_server(gpus: int, gpn: int, mode: str) -> PerfSizing:
-    nodes = math.ceil(gpus / gpn)
-    return PerfSizing(
-        gpus=gpus,
-        nodes=nodes,
-        gpus_per_node=gpn,
-        total_gpus=nodes * gpn,
-        ntasks_per_node=gpn,
-        mode=mode,
-    )
+    return _whole_nodes(gpus, math.ceil(gpus / gpn), gpn, mode)
+
+
+def _whole_nodes(gpus: int, nodes: int, gpn: int, mode: str) -> PerfSizing:
+    """submit.py allocates whole nodes, one task per GPU."""
+    return PerfSizing(gpus, nodes, gpn, total_gpus=nodes * gpn, ntasks_per_node=gpn, mode=mode)
 
 
 def _worker(cfg: Mapping[str, Any], role: str, field: str, source: str | None) -> Mapping[str, Any]:
@@ -312,11 +309,4 @@ def size_config(
             f"(num_ctx_servers {num_ctx}, num_gen_servers {num_gen})",
             "set hardware.num_gen_servers (and num_ctx_servers) to at least 1",
         )
-    return PerfSizing(
-        gpus=gpus,
-        nodes=nodes,
-        gpus_per_node=gpn,
-        total_gpus=nodes * gpn,
-        ntasks_per_node=gpn,
-        mode=mode,
-    )
+    return _whole_nodes(gpus, nodes, gpn, mode)
