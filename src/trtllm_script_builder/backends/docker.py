@@ -12,6 +12,7 @@ from trtllm_script_builder.resolve.backend import Backend, refuse_options, regis
 
 if TYPE_CHECKING:
     from trtllm_script_builder.model.jobspec import JobSpec
+    from trtllm_script_builder.process.check import Checked
     from trtllm_script_builder.process.follow import Followed
     from trtllm_script_builder.process.host import Host
     from trtllm_script_builder.process.submission import Submission, Undo
@@ -78,6 +79,16 @@ def followed(spec: JobSpec, sub: Submission, ssh_host: str | None) -> Followed:
     return Followed(LocalProcess.of(sub), EachPoller(), Here(), [])
 
 
+def check(spec: JobSpec, work_dir: Path, *, host: Host | None = None, **_: Any) -> Checked:
+    """Docker answers and nvidia-smi lists the GPUs the job needs, on this machine."""
+    from trtllm_script_builder.process.check import EXIT_OK, EXIT_PROBLEMS, Checked
+    from trtllm_script_builder.process.check.docker import WHERE, check_docker
+    from trtllm_script_builder.process.host import Here
+
+    found = check_docker(spec.required_devices, host or Here())
+    return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, place=WHERE)
+
+
 def _steps(spec: JobSpec) -> tuple[str, str]:
     run = f"bash {Path(spec.script_path).name} in the background"
     return "docker answers, nvidia-smi lists the GPUs", run
@@ -92,5 +103,6 @@ DOCKER = register_backend(
         submit=submit,
         followed=followed,
         host=_host,
+        check=check,
     )
 )

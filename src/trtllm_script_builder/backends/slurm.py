@@ -12,6 +12,7 @@ from trtllm_script_builder.resolve.backend import Backend, refuse_options, regis
 
 if TYPE_CHECKING:
     from trtllm_script_builder.model.jobspec import JobSpec
+    from trtllm_script_builder.process.check import Checked
     from trtllm_script_builder.process.follow import Followed
     from trtllm_script_builder.process.host import Host
     from trtllm_script_builder.process.submission import Submission
@@ -88,6 +89,33 @@ def followed(spec: JobSpec, sub: Submission, ssh_host: str | None) -> Followed:
     return Followed(handle, SlurmPoller(on), on, prereqs)
 
 
+def check(
+    spec: JobSpec,
+    work_dir: Path,
+    *,
+    ssh_host: str | None = None,
+    host: Host | None = None,
+    user: str | None = None,
+) -> Checked:
+    """`sbatch --test-only` and the cluster's own limits, on the host its tools run on."""
+    from trtllm_script_builder.process.check import (
+        EXIT_OK,
+        EXIT_PROBLEMS,
+        EXIT_UNREACHABLE,
+        Checked,
+    )
+    from trtllm_script_builder.process.check.slurm import check_slurm
+
+    if host is None:
+        try:
+            host = _host(spec, ssh_host)
+        except BuildError as err:
+            return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS)
+    res = check_slurm(spec, work_dir, host, user)
+    rc = EXIT_UNREACHABLE if res.unreachable else EXIT_PROBLEMS if res.problems else EXIT_OK
+    return Checked(res.problems, rc, res.cluster, host.ssh_host)
+
+
 def _steps(spec: JobSpec) -> tuple[str, str]:
     if spec.execution_scenario not in SLURM.over_ssh:
         return "sbatch --test-only on this cluster", "sbatch"
@@ -112,5 +140,6 @@ SLURM = register_backend(
         submit=submit,
         followed=followed,
         host=_host,
+        check=check,
     )
 )

@@ -18,6 +18,11 @@ def _none(*_: Any, **__: Any) -> Any:
     raise BuildError("execution_scenario", "this backend cannot run jobs", "pick another")
 
 
+def _no_check(spec: Any, *_: Any, **__: Any) -> Any:
+    name = backend_of(spec.execution_scenario).name
+    raise BuildError("execution_scenario", f"check has no check for {name} jobs", "submit it")
+
+
 def refuse_options(spec: Any, *, ssh_host: str | None, persistent: bool = False) -> None:
     """Options a job cannot honour, refused rather than ignored."""
     scenario = spec.execution_scenario
@@ -52,6 +57,7 @@ class Backend:
     submit: Run = _none
     followed: Run = _none
     host: Run = _none
+    check: Run = _no_check  # (spec, work_dir, *, ssh_host, host, user) -> process.check.Checked
 
 
 def register_backend(backend: Backend) -> Backend:

@@ -1,9 +1,10 @@
 """Check a built job (WORK_DIR/job_spec.json) against where it will run.
 
-`check_job()` picks the check of the job's backend: `slurm` runs `sbatch --test-only` on the
-scripts and checks partition, account, GRES, node count, time limit and MPI plugin against
-what the cluster reports, on the host its tools run on (here or over ssh); `docker` checks
-this machine. The click command is in cli/check.py.
+`check_job()` runs the check of the job's backend (its `check` hook): Slurm's
+(`check/slurm.py`) runs `sbatch --test-only` on the scripts and checks partition, account, GRES,
+node count, time limit and MPI plugin against what the cluster reports, on the host its tools
+run on (here or over ssh); Docker's (`check/docker.py`) checks this machine. The click command
+is in cli/check.py.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import printable
-from trtllm_script_builder.process.check.docker import WHERE, check_docker
-from trtllm_script_builder.process.check.slurm import check_slurm
-from trtllm_script_builder.process.host import Here, Host
+from trtllm_script_builder.process.host import Host
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.resolve.backend import backend_of
 
@@ -73,18 +71,5 @@ def check_job(
     spec = read_job_spec(work_dir)
     backend = backend_of(spec.execution_scenario)
     backend.refuse_options(spec, ssh_host=ssh_host)
-    if backend.name not in ("docker", "slurm"):
-        raise BuildError(
-            "execution_scenario", f"check has no check for {backend.name} jobs", "submit it"
-        )
-    if backend.name == "docker":
-        found = check_docker(spec.required_devices, host or Here())
-        return Checked(found, EXIT_PROBLEMS if found else EXIT_OK, place=WHERE)
-    if host is None:
-        try:
-            host = backend.host(spec, ssh_host)
-        except BuildError as err:
-            return Checked([f"{err.field}: {err.problem}; {err.fix}"], EXIT_PROBLEMS)
-    res = check_slurm(spec, work_dir, host, user)
-    rc = EXIT_UNREACHABLE if res.unreachable else EXIT_PROBLEMS if res.problems else EXIT_OK
-    return Checked(res.problems, rc, res.cluster, host.ssh_host)
+    found: Checked = backend.check(spec, work_dir, ssh_host=ssh_host, host=host, user=user)
+    return found
