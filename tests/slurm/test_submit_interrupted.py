@@ -38,7 +38,7 @@ def jobs_named(name: str) -> list[str]:
     return out.split()
 
 
-def interrupted(args: list[str], batch: bool = False) -> subprocess.Popen[str]:
+def interrupted(args: list[str]) -> subprocess.Popen[str]:
     """Paused after its sbatch calls, before the block that writes its records."""
     # one job and a batch write their records alike, in the one submit path
     return paused(args, "trtllm_script_builder.atomic.signals_held", 2)
@@ -102,7 +102,7 @@ def test_an_interrupted_batch_submit_cancels_every_array(
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
     before = tree(batch)
-    p = interrupted(["submit", str(batch)], batch=True)
+    p = interrupted(["submit", str(batch)])
     deadline = time.monotonic() + 10
     jobs: list[str] = []
     while not jobs and time.monotonic() < deadline:
