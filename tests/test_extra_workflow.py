@@ -104,17 +104,22 @@ SERVE = Workflow(
 )
 
 SERVER = """#!{python}
-# trtllm-serve STAND-IN for tests: answers /health and /v1/completions on --port.
+# trtllm-serve STAND-IN for tests. Behaviours copied from TensorRT-LLM's
+# tensorrt_llm/serve/openai_server.py (commit 00057725d9a6591f033e44f31c219e2426827bb7):
+# GET /health answers 200 with an empty body once the model is up; POST /v1/completions takes
+# a JSON body naming `model` and `prompt`, and a request that fails validation gets 400 with
+# {"error": ...}; any other route is 404. It serves until stopped, on --port.
 import json, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 port = int(sys.argv[sys.argv.index("--port") + 1])
 
 class Handler(BaseHTTPRequestHandler):
-    def _send(self, body):
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+    def _send(self, body, status=200):
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -123,11 +128,20 @@ class Handler(BaseHTTPRequestHandler):
         if self.path != "/health":
             self.send_error(404)
             return
-        self._send({})
+        self._send(None)
 
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        assert body["prompt"] and body["model"], body
+        if self.path != "/v1/completions":
+            self.send_error(404)
+            return
+        try:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            ok = isinstance(body, dict) and body.get("prompt") and body.get("model")
+        except ValueError as exc:
+            body, ok = str(exc), False
+        if not ok:
+            self._send({"error": f"invalid request: {body!r}"}, 400)
+            return
         self._send({"choices": [{"text": " world"}], "model": body["model"]})
 
     def log_message(self, *args):
