@@ -1,31 +1,38 @@
 #!/usr/bin/env bash
-# cluster.sh - a real two-node Slurm test cluster on this Debian 12 machine (root, no systemd).
+# cluster.sh - a real three-node Slurm test cluster on this Debian 12 machine (root, no systemd).
 #
 #   bash tests/slurm/cluster.sh up     install packages, write config, start everything; returns
-#                                      once both nodes are idle and a batch job ran in each
+#                                      once every node is idle and a batch job ran in each
 #                                      partition (idempotent: a healthy cluster is left running)
 #   bash tests/slurm/cluster.sh down   stop the daemons this script started (keeps config/state)
 #   bash tests/slurm/cluster.sh env    print export lines: eval "$(bash tests/slurm/cluster.sh env)"
 #
 # What it builds (Slurm 22.05 from Debian, config in the default /etc/slurm so plain sinfo works):
-#   ClusterName=tsb; two fake nodes on 127.0.0.1, one slurmd each (slurmd -N NAME):
-#     gpunode  CPUs=16, Gres=gpu:8 (fake GPUs: char devices cloned from /dev/null)
-#     cpunode  CPUs=4, no GRES
+#   ClusterName=tsb; three fake nodes on 127.0.0.1, one slurmd each (slurmd -N NAME):
+#     gpunode1, gpunode2  CPUs=16, Gres=gpu:8 each (fake GPUs: char devices cloned from
+#                         /dev/null, one set per node under $STATE/dev/NODE)
+#     cpunode             CPUs=4, no GRES
 #   The node sizes are fake (SlurmdParameters=config_overrides): the jobs our tool writes for
 #   8 GPUs ask for 8 tasks on one node, which the 2 real cores would refuse.
 #   Partitions (EnforcePartLimits=ALL, so over-limit jobs are refused at submission):
-#     gpu  Default, gpunode, MaxTime=04:00:00      cpu  cpunode, MaxTime=01:00:00
+#     gpu  Default, gpunode[1-2], MaxTime=04:00:00      cpu  cpunode, MaxTime=01:00:00
 #   Accounting: MariaDB (own datadir, 127.0.0.1:$DB_PORT) + slurmdbd,
 #   AccountingStorageEnforce=associations,limits,qos; accounts tsb (root's default) and tsb2.
+#   MaxArraySize=5: a batch of more than 5 jobs of one shape needs more than one array.
 #   MpiDefault=none; --mpi=pmix works (libpmix-dev). OpenMPI 4.1 and mpi4py (openmpi-bin,
 #   libopenmpi-dev, python3-mpi4py) are installed for the system /usr/bin/python3, which the
 #   stand-ins in tests/slurm/standins run under: Debian's OpenMPI is built against the same
 #   external PMIx (libpmix2) as Slurm's pmix_v4 plugin, so `srun --mpi=pmix -n N` gives a real
-#   N-rank MPI_COMM_WORLD (the smoke test checks it with mpi4py).
+#   N-rank MPI_COMM_WORLD (the smoke test checks it with mpi4py, 4 ranks over both GPU nodes).
+#   Every slurmd runs in its own mount namespace (unshare -m) with its own /dev/shm and where
+#   $STATE/pmix-cli is its own folder $STATE/pmix/NODE: the pmix plugin makes one client folder
+#   per step under PMIxCliTmpDirBase and OpenMPI one shared memory file per rank of a node in
+#   /dev/shm, both named without the node, so two slurmds on one machine would collide.
 #   SPANK: tests/slurm/spank/fake_pyxis.c (pyxis's --container-* options, no container), built
 #   into $STATE/fake_pyxis.so; it records container steps in $FAKE_PYXIS_RECORD (job env), else
 #   in $STATE/fake_pyxis.jsonl (emptied whenever the cluster (re)starts).
-# Ports: slurmctld 6817, slurmd 6818 (gpunode) / 6820 (cpunode), slurmdbd 6819, mariadbd 6833.
+# Ports: slurmctld 6817, slurmd 6818 (gpunode1) / 6821 (gpunode2) / 6820 (cpunode),
+# slurmdbd 6819, mariadbd 6833.
 # Everything it writes besides /etc/slurm lives under $STATE (logs in $STATE/log); a munged
 # that already works is reused, else one is started (and stopped by `down`).
 set -euo pipefail
@@ -36,9 +43,12 @@ CONF=$CONF_DIR/slurm.conf
 CLUSTER=tsb
 ACCOUNTS=(tsb tsb2)
 CTLD_PORT=6817
-GPU_PORT=6818
+GPU_PORT=6818 # gpunode1; gpunode2 on GPU2_PORT
 DBD_PORT=6819
 CPU_PORT=6820
+GPU2_PORT=6821
+NODES=(gpunode1 gpunode2 cpunode)
+MAX_ARRAY=5 # small, so a live test submits a batch bigger than it (Slurm's default: 1001)
 DB_PORT=6833
 DB_SOCK=$STATE/mysql/mysqld.sock
 DB_NAME=tsb_slurm_acct
@@ -138,9 +148,13 @@ write_config() {
   host=$(hostname -s)
   mem=$(slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' | head -n 1)
   mem=${mem:-4000}
-  mkdir -p "$CONF_DIR" "$STATE"/{ctld,spool/gpunode,spool/cpunode,dev} "$RUN" "$LOG"
-  for i in 0 1 2 3 4 5 6 7; do # gres File= must be a character device
-    [ -c "$STATE/dev/nvidia$i" ] || mknod -m 0666 "$STATE/dev/nvidia$i" c 1 3
+  local n
+  mkdir -p "$CONF_DIR" "$STATE"/{ctld,pmix-cli} "$RUN" "$LOG"
+  for n in "${NODES[@]}"; do mkdir -p "$STATE/spool/$n" "$STATE/pmix/$n" "$STATE/dev/$n"; done
+  for n in gpunode1 gpunode2; do
+    for i in 0 1 2 3 4 5 6 7; do # gres File= must be a character device
+      [ -c "$STATE/dev/$n/nvidia$i" ] || mknod -m 0666 "$STATE/dev/$n/nvidia$i" c 1 3
+    done
   done
   put "$CONF" <<EOF
 # written by tests/slurm/cluster.sh
@@ -167,6 +181,7 @@ SelectTypeParameters=CR_Core
 EnforcePartLimits=ALL
 ReturnToService=2
 MinJobAge=300
+MaxArraySize=$MAX_ARRAY
 KillWait=5
 InactiveLimit=0
 MailProg=/bin/true
@@ -178,15 +193,21 @@ SlurmctldLogFile=$LOG/slurmctld.log
 SlurmdLogFile=$LOG/slurmd-%n.log
 SlurmdParameters=config_overrides
 GresTypes=gpu
-NodeName=gpunode NodeHostname=$host NodeAddr=127.0.0.1 Port=$GPU_PORT CPUs=16 Boards=1 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=$mem Gres=gpu:8 State=UNKNOWN
+NodeName=gpunode1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$GPU_PORT CPUs=16 Boards=1 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=$mem Gres=gpu:8 State=UNKNOWN
+NodeName=gpunode2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$GPU2_PORT CPUs=16 Boards=1 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=$mem Gres=gpu:8 State=UNKNOWN
 NodeName=cpunode NodeHostname=$host NodeAddr=127.0.0.1 Port=$CPU_PORT CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=$mem State=UNKNOWN
-PartitionName=gpu Nodes=gpunode Default=YES MaxTime=04:00:00 State=UP
+PartitionName=gpu Nodes=gpunode1,gpunode2 Default=YES MaxTime=04:00:00 State=UP
 PartitionName=cpu Nodes=cpunode Default=NO MaxTime=01:00:00 State=UP
 EOF
   put "$CONF_DIR/gres.conf" <<EOF
 # written by tests/slurm/cluster.sh
 AutoDetect=off
-NodeName=gpunode Name=gpu File=$STATE/dev/nvidia[0-7]
+NodeName=gpunode1 Name=gpu File=$STATE/dev/gpunode1/nvidia[0-7]
+NodeName=gpunode2 Name=gpu File=$STATE/dev/gpunode2/nvidia[0-7]
+EOF
+  put "$CONF_DIR/mpi.conf" <<EOF
+# written by tests/slurm/cluster.sh
+PMIxCliTmpDirBase=$STATE/pmix-cli
 EOF
   put "$CONF_DIR/slurmdbd.conf" <<EOF
 # written by tests/slurm/cluster.sh
@@ -256,15 +277,15 @@ start_accounting() { # fresh database, slurmdbd, cluster + accounts + root's ass
 daemons_alive() {
   live_pid "$RUN/slurmdbd.pid" slurmdbd >/dev/null &&
     live_pid "$RUN/slurmctld.pid" slurmctld >/dev/null &&
-    live_pid "$RUN/slurmd-gpunode.pid" slurmd >/dev/null &&
-    live_pid "$RUN/slurmd-cpunode.pid" slurmd >/dev/null &&
-    db 'select 1' >/dev/null 2>&1
+    db 'select 1' >/dev/null 2>&1 || return 1
+  local n
+  for n in "${NODES[@]}"; do live_pid "$RUN/slurmd-$n.pid" slurmd >/dev/null || return 1; done
 }
 
-nodes_idle() { # both nodes idle (or busy), none down/drained
+nodes_idle() { # every node idle (or busy), none down/drained
   local states
   states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u) || return 1
-  [ "$(grep -cE '^(gpunode|cpunode) (idle|mixed|allocated|completing)$' <<<"$states")" -eq 2 ]
+  [ "$(grep -cE '^(gpunode1|gpunode2|cpunode) (idle|mixed|allocated|completing)$' <<<"$states")" -eq ${#NODES[@]} ]
 }
 
 stop_slurm() { # all slurmd + slurmctld at once (each takes seconds to exit), then slurmdbd
@@ -285,8 +306,14 @@ start_slurm() {
   start_accounting
   /usr/sbin/slurmctld -f "$CONF" || die "slurmctld failed: $(tail -n 5 "$LOG/slurmctld.log")"
   local n
-  for n in gpunode cpunode; do
-    /usr/sbin/slurmd -f "$CONF" -N "$n" || die "slurmd $n failed: $(tail -n 5 "$LOG/slurmd-$n.log")"
+  for n in "${NODES[@]}"; do
+    # its own mount namespace: the step's pmix client folders and OpenMPI's shared memory
+    # segments (named after the host and the rank on the node) do not meet the other nodes'
+    # shellcheck disable=SC2016 # the inner sh expands its own arguments
+    unshare -m --propagation private sh -c 'mount --bind "$1" "$2" &&
+      mount -t tmpfs -o mode=1777,size=1g tsb-shm /dev/shm && exec "$3" -f "$4" -N "$5"' \
+      sh "$STATE/pmix/$n" "$STATE/pmix-cli" /usr/sbin/slurmd "$CONF" "$n" ||
+      die "slurmd $n failed: $(tail -n 5 "$LOG/slurmd-$n.log")"
   done
 }
 
@@ -302,11 +329,11 @@ wait_idle() {
   done
 }
 
-smoke_test() { # one batch job per partition (pmix, OpenMPI+mpi4py and the SPANK plugin on gpu)
+smoke_test() { # one batch job per partition (pmix over both GPU nodes, OpenMPI+mpi4py, SPANK)
   local gpu cpu t0=$SECONDS state j
-  local mpi="from mpi4py import MPI; assert MPI.COMM_WORLD.allreduce(1) == 2, 'no 2-rank MPI world'"
+  local mpi="from mpi4py import MPI; assert MPI.COMM_WORLD.allreduce(1) == 4, 'no 4-rank MPI world'"
   srun --mpi=list 2>&1 | grep -q pmix || die "Slurm has no pmix MPI plugin: $(srun --mpi=list 2>&1)"
-  gpu=$(sbatch --parsable -p gpu -N 1 -n 2 --gres=gpu:2 -t 1 -J tsb-smoke -o "$LOG/smoke-%j.out" \
+  gpu=$(sbatch --parsable -p gpu -N 2 --ntasks-per-node=2 --gres=gpu:2 -t 1 -J tsb-smoke -o "$LOG/smoke-%j.out" \
     --wrap "srun --mpi=pmix --container-image=tsb-smoke --container-workdir=/ /usr/bin/python3 -c \"$mpi\"")
   cpu=$(sbatch --parsable -p cpu -n 1 -t 1 -J tsb-smoke -o "$LOG/smoke-%j.out" --wrap 'srun true')
   while [ -n "$(squeue -h -j "$gpu,$cpu" 2>/dev/null)" ]; do

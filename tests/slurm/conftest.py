@@ -40,8 +40,9 @@ class JobResult:
 class SlurmCluster:
     """The cluster cluster.sh builds: names and a helper to run a batch script to its end."""
 
-    gpu_partition: str = "gpu"  # default partition, gpunode, Gres=gpu:8, MaxTime 04:00:00
+    gpu_partition: str = "gpu"  # default partition, gpu_nodes, Gres=gpu:8 each, MaxTime 04:00:00
     cpu_partition: str = "cpu"  # cpunode, no GRES, MaxTime 01:00:00
+    gpu_nodes: tuple[str, ...] = ("gpunode1", "gpunode2")
     account: str = "tsb"  # root's default account
     other_account: str = "tsb2"
     # the fake pyxis plugin's default record file (FAKE_PYXIS_RECORD in the job env wins)

@@ -262,7 +262,7 @@ def test_container_options_reach_the_task(slurm_cluster: SlurmCluster, tmp_path:
     assert "cwd=/tmp\n" in job.output
     assert "FAKE_PYXIS_NAME" not in job.output
     (rec,) = records(record, job.job_id)
-    assert rec["step"] == 0 and rec["rank"] == 0 and rec["node"] == "gpunode"
+    assert rec["step"] == 0 and rec["rank"] == 0 and rec["node"] in slurm_cluster.gpu_nodes
     assert (rec["image"], rec["mounts"], rec["workdir"], rec["cwd"]) == (
         "x",
         "/tmp:/tmp",
@@ -286,11 +286,12 @@ def test_every_option_is_recorded_per_task(slurm_cluster: SlurmCluster, tmp_path
     assert job.state == "COMPLETED", job.output
     recs = records(record, job.job_id)
     assert sorted(r["rank"] for r in recs) == [0, 1]
-    assert recs[0] | {"rank": 0} == {
+    assert recs[0]["node"] in slurm_cluster.gpu_nodes
+    assert recs[0] | {"rank": 0, "node": "gpunode1"} == {
         "job": int(job.job_id),
         "step": 0,
         "rank": 0,
-        "node": "gpunode",
+        "node": "gpunode1",
         "cwd": str(tmp_path),
         "image": "nvcr.io#nvidia/pytorch:24.01-py3",
         "mounts": "/tmp:/data:ro,/etc",
@@ -337,7 +338,7 @@ def test_missing_workdir_and_unrewritten_image_fail(
 
 
 def test_pmix_runs_eight_ranks_on_the_gpu_node(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
-    """The fake gpunode takes 8 tasks (one per GPU), as 8-GPU jobs of the builder ask."""
+    """A fake GPU node takes 8 tasks (one per GPU), as 8-GPU jobs of the builder ask."""
     script = batch_script(
         tmp_path,
         "srun --mpi=pmix bash -c 'echo rank=$PMIX_RANK gpus=$CUDA_VISIBLE_DEVICES'",
