@@ -41,7 +41,7 @@ MPI = (
     "MPI plugin types are...\n\tnone\n\tpmix\n"
     "specific pmix plugin versions available: pmix_v4,pmix_v5\n"
 )
-CONFIG = "AccountingStorageEnforce = associations,limits,qos\n"
+CONFIG = "AccountingStorageEnforce = associations,limits,qos\nMaxArraySize            = 1001\n"
 ASSOC = "prj|prj|\nprj|other|arm\n"
 
 
@@ -119,13 +119,22 @@ def test_probe_full() -> None:
     assert parts["dead"]["arch"] is None and parts["dead"]["requires_gres"] is False
     assert env["pmix"] == {"available": ["pmix", "pmix_v4", "pmix_v5"], "preferred": "pmix_v5"}
     assert env["default_partition"] == "batch"  # batch-hp scores worse, arm is refused
+    assert env["max_array_size"] == 1001  # submit cuts a bigger batch (decision max-array-size)
 
 
 def test_probe_runs_each_tool_once() -> None:
     fake = cluster()
     probe(host=fake, user="alice")
-    tools = [" ".join(c[:2]) for c in fake.calls if c[0] != "sbatch"]
-    assert sorted(tools) == sorted(["sinfo -h", "sacctmgr -nP", "scontrol show", "srun --mpi=list"])
+    tools = [" ".join(c[:3]) for c in fake.calls if c[0] != "sbatch"]
+    assert sorted(tools) == sorted(
+        [
+            "sinfo -h -o",
+            "sacctmgr -nP show",
+            "scontrol show node",
+            "scontrol show config",
+            "srun --mpi=list",
+        ]
+    )
     assert sum(c[0] == "sbatch" for c in fake.calls) == 3  # one per up partition
 
 

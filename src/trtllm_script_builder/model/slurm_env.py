@@ -55,6 +55,7 @@ class SlurmEnv(_ClusterFile):
     remote_cwd: str | None = None
     remote_home: str | None = None  # `probe --ssh` reads $HOME on the cluster
     mfa_style: bool | None = None
+    max_array_size: int | None = Field(default=None, ge=0)  # Slurm's MaxArraySize
 
     def partition(self, name: str) -> Partition | None:
         return next((p for p in self.partitions if p.name == name), None)

@@ -7,7 +7,9 @@ and prerequisites (decision shape-from-job-spec). A shape of two jobs or more go
 array: a driver script in the batch folder carries the shared `#SBATCH` lines and
 `--array=0-(n-1)` (with `%N` from `--max-running`); task i goes into job i's folder, sends its
 output where that job_spec says (with the task's own job id for `%j`) and runs the job's own
-script. A shape of one job goes in as a plain `sbatch`.
+script. A shape of one job goes in as a plain `sbatch`. A shape of more jobs than the cluster's
+MaxArraySize goes in as several arrays, each waiting for the one before under `--max-running`
+(decision max-array-size).
 
 Jobs built with `compile` or `sqsh_cache_dir` wait for prerequisites
 (decisions compile-chain and batch-prerequisites): each distinct one (by its job_spec `key`: one
@@ -50,6 +52,7 @@ from trtllm_script_builder.process.chain import (
 from trtllm_script_builder.process.gitsync import ssh_failed
 from trtllm_script_builder.process.handles import LogNames
 from trtllm_script_builder.process.host import Host
+from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
@@ -69,6 +72,7 @@ from trtllm_script_builder.resolve import backend as be
 
 BATCH_INDEX = "jobs.json"
 BATCH_SUBMISSION = "batch_submission.json"
+SLURM_MAX_ARRAY_SIZE = 1001  # its default; probe reads the cluster's (decision max-array-size)
 # The options that name one job's own things; all other #SBATCH lines make the shape.
 _OWN = re.compile(r"#SBATCH\s+(--job-name|--output|--error|-J|-o|-e)(=|\s|$)")
 _DIRECTIVE = re.compile(r"#SBATCH\s.*")
@@ -212,6 +216,32 @@ def group_by_shape(keys: Sequence[tuple[object, ...]]) -> list[list[int]]:
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)
     return list(groups.values())
+
+
+def split_arrays(groups: list[list[int]], limit: int) -> list[tuple[list[int], bool]]:
+    """The groups cut into arrays Slurm takes (`--array=0-(n-1)` needs n <= MaxArraySize; 0 or 1
+    leaves every job alone), each with whether it continues the group before it."""
+    size = max(limit, 1)
+    return [(g[i : i + size], i > 0) for g in groups for i in range(0, len(g), size)]
+
+
+def max_array_size(jobs: list[_Job], runner: Host) -> int:
+    """The cluster's MaxArraySize: probe's record, else the cluster's answer now, else Slurm's
+    default."""
+    probed = (jobs[0].spec.slurm_env or {}).get("max_array_size")
+    if type(probed) is int and probed >= 0:
+        return probed
+    config = runner(["scontrol", "show", "config"])
+    found = parse.max_array_size(parse.parse_config(config.out)) if config.rc == 0 else None
+    return SLURM_MAX_ARRAY_SIZE if found is None else found
+
+
+def _also_after(args: list[str], job: str) -> list[str]:
+    """`args` that also wait for `job` to end: one --dependency, since a second replaces it."""
+    for i, arg in enumerate(args):
+        if arg.startswith("--dependency="):
+            return [*args[:i], f"{arg},afterany:{job}", *args[i + 1 :]]
+    return [*args, f"--dependency=afterany:{job}"]
 
 
 def array_spec(size: int, max_running: int | None) -> str:
@@ -659,13 +689,20 @@ def _submit_all(
             source_commit=target.commit(j.spec),
         )
 
-    for g in groups:
+    limit = max(map(len, groups))
+    if limit > 1:
+        limit = max_array_size(jobs, target.runner)
+    parts = split_arrays(groups, limit)
+    last = ""
+    for g, continues in parts:
         # the same for the group: the prerequisites, hence the clone, are part of its shape
         after = source_args(target.commit(jobs[g[0]].spec)) + dependency_args(chains[g[0]])
+        if continues and max_running:  # the throttle holds for the whole group
+            after = _also_after(after, last)
         if len(g) == 1:
             j = jobs[g[0]]
             at = _where(j, remote)
-            job = target.sbatch(at.script, at.work_dir, started, j.member.work_dir, after)
+            last = job = target.sbatch(at.script, at.work_dir, started, j.member.work_dir, after)
             record(g[0], job, None, None)
             if chains[g[0]] and len(jobs) > 1:
                 say(f"submitted job {job}{_after_text(chains[g[0]])} ({j.member.work_dir.name})")
@@ -711,13 +748,17 @@ def _submit_all(
                     "check that the folder can be written",
                 )
         script = posixpath.join(driver_dir, driver.name) if remote else str(driver)
-        array = target.sbatch(script, driver_dir, started, first.member.work_dir, after)
+        last = array = target.sbatch(script, driver_dir, started, first.member.work_dir, after)
         arrays.append(BatchArray(job_id=array, driver=script, size=len(g), max_running=max_running))
         for t, i in enumerate(g):
             record(i, f"{array}_{t}", array, t)
         throttle = f", at most {max_running} at once" if max_running else ""
         waits = _after_text(chains[g[0]])
-        say(f"submitted array {array}: {len(g)} jobs of one shape{throttle}{waits} ({driver.name})")
+        cut = f" (MaxArraySize is {limit})" if len(parts) > len(groups) else ""
+        say(
+            f"submitted array {array}: {len(g)} jobs of one shape{throttle}{waits}{cut} "
+            f"({driver.name})"
+        )
     batch = None
     if folder is not None:
         batch = BatchSubmission(

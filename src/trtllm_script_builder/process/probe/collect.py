@@ -184,6 +184,11 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
         elif not available:
             errors.append("no pmix MPI plugin reported by srun --mpi=list")
 
+    # submit cuts a bigger batch into arrays of this many jobs (decision max-array-size)
+    config = runner(["scontrol", "show", "config"])
+    if config.rc == 0:
+        env["max_array_size"] = parse.max_array_size(parse.parse_config(config.out))
+
     # default partition: the best-ranked one this user may really submit to
     if probed:
         env["default_partition"] = choose_default(

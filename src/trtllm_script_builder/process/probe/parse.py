@@ -144,6 +144,13 @@ def parse_config(text: str) -> dict[str, str]:
     return out
 
 
+def max_array_size(config: dict[str, str]) -> int | None:
+    """`MaxArraySize` of `scontrol show config`: an array's indexes must stay below it (0: no
+    arrays at all)."""
+    value = config.get("MaxArraySize", "")
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 9 else None
+
+
 # ---------------------------------------------------------------- GRES
 
 
