@@ -3,9 +3,11 @@
     python tests/interrupt_at.py SPEC [ARGS...]   (ARGS as for trtllm-script-builder)
 
 SPEC is one of
-  pause:NAME[@S]  before the first call of NAME (`os.rename`, or `package.module.attr`), print
-                  `tsb-pause NAME` on stderr and sleep S seconds (1), then call it: the test
-                  sends its signal meanwhile (one blocked at that moment arrives after it);
+  pause:NAME      before the first call of NAME (`os.rename`, or `package.module.attr`), print
+                  `tsb-pause NAME` on stderr and wait until stdin ends (the test closes it,
+                  e.g. by `communicate()`), then call it: the test does what it must while the
+                  command waits, however slow the machine (one signal blocked at that moment
+                  arrives after it);
   kill:SIG:N      send this process SIG just before its Nth change to the file system (a
                   rename, link, symlink, unlink, mkdir or rmdir), N counted from 1;
   count           run as is, and say `tsb-ops N` on stderr at the end: the N of `kill`.
@@ -18,7 +20,6 @@ import importlib
 import os
 import signal
 import sys
-import time
 from typing import Any
 
 OPS = ("replace", "rename", "link", "symlink", "unlink", "mkdir", "rmdir")
@@ -43,7 +44,6 @@ def main() -> None:
     spec, args = sys.argv[1], sys.argv[2:]
     kind, _, rest = spec.partition(":")
     if kind == "pause":
-        rest, _, seconds = rest.partition("@")
         done: list[bool] = []
 
         def pause() -> None:
@@ -51,7 +51,7 @@ def main() -> None:
                 done.append(True)
                 sys.stderr.write(f"tsb-pause {rest}\n")
                 sys.stderr.flush()
-                time.sleep(float(seconds or 1))
+                sys.stdin.read()
 
         _patch(*_owner(rest), pause)
     else:

@@ -33,10 +33,12 @@ from .test_atomic_sets import (
     IN_INSTALL,
     NEW,
     OLD,
+    blocked_on_a_lock,
     leftovers,
     paused,
     perf_request,
     request_file,
+    resume,
     run,
     set_time,
     start,
@@ -99,10 +101,10 @@ def test_two_builds_into_one_folder_at_once_leave_one_whole_set(env: Env, place:
     """The first is held inside its switch (its lock held) while the second runs."""
     work = place / "work"
     run(["build", request_named(env, work, "x.json", "modelx")])
-    first = paused(
-        ["build", "--force", request_named(env, work, "y.json", "modely")], IN_INSTALL, 3
-    )
+    first = paused(["build", "--force", request_named(env, work, "y.json", "modely")], IN_INSTALL)
     second = start(["build", "--force", request_named(env, work, "z.json", "modelz")])
+    blocked_on_a_lock(second)
+    resume(first)
     _, err = second.communicate(timeout=60)
     assert second.returncode == 0, err
     _, err = first.communicate(timeout=60)
@@ -117,8 +119,12 @@ def test_two_builds_into_one_folder_at_once_leave_one_whole_set(env: Env, place:
 def test_two_builds_of_one_job_at_once_do_not_mix_their_files(env: Env, place: Path) -> None:
     work = place / "work"
     run(["build", request_file(env, work, OLD, "old.json")])
-    first = paused(["build", request_file(env, work, NEW, "new.json")], IN_INSTALL, 3)
-    run(["build", request_file(env, work, OLD, "old2.json")])
+    first = paused(["build", request_file(env, work, NEW, "new.json")], IN_INSTALL)
+    second = start(["build", request_file(env, work, OLD, "old2.json")])
+    blocked_on_a_lock(second)
+    resume(first)
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err
     set_time(work)  # job_spec.json and its script agree
@@ -132,7 +138,7 @@ def test_a_second_build_many_into_a_folder_being_written_is_refused(env: Env, pl
     base.write_text(json.dumps({k: v for k, v in env.request().items() if k != "work_dir"}))
     root = place / "many"
     args = ["build-many", str(listing), "--base", str(base), "--work-dir", str(root)]
-    first = paused(args, "os.rename", 5)  # its first job folder staged, the lock held
+    first = paused(args, "os.rename")  # its first job folder staged, the lock held
     second = start([*args, "--force"])
     _, err = second.communicate(timeout=60)
     _, err1 = first.communicate(timeout=60)

@@ -135,15 +135,34 @@ def run(args: list[str], stop: str | None = None) -> str:
     return err
 
 
-def paused(args: list[str], at: str, seconds: float = 1, **popen: Any) -> subprocess.Popen[str]:
-    """Started, and now paused (for `seconds`) before the first call of `at`."""
-    p = start(args, f"pause:{at}@{seconds}", **popen)
+def paused(args: list[str], at: str, **popen: Any) -> subprocess.Popen[str]:
+    """Started, and now paused before the first call of `at` until its stdin is closed
+    (`communicate()` closes it): a pause of no fixed length, so a loaded machine cannot end
+    it before the test did what it must meanwhile."""
+    p = start(args, f"pause:{at}", stdin=subprocess.PIPE, **popen)
     assert p.stderr is not None
     said = []
     while (line := p.stderr.readline()) and line.strip() != f"tsb-pause {at}":
         said.append(line)
     assert line, "".join(said)  # the point was reached
     return p
+
+
+def resume(p: subprocess.Popen[str]) -> None:
+    """Let a `paused` command go on before `communicate()` (which would close stdin itself)."""
+    assert p.stdin is not None
+    p.stdin.close()
+    p.stdin = None
+
+
+def blocked_on_a_lock(p: subprocess.Popen[str]) -> None:
+    """Wait until `p` waits for a lock another process holds (its `->` line in /proc/locks)."""
+    while not any(
+        ln.split()[1:2] == ["->"] and ln.split()[5:6] == [str(p.pid)]
+        for ln in Path("/proc/locks").read_text().splitlines()
+    ):
+        assert p.poll() is None, p.communicate()[1]
+        time.sleep(0.01)
 
 
 def kill_at(args: list[str], at: str, sig: int) -> int:

@@ -41,7 +41,7 @@ def jobs_named(name: str) -> list[str]:
 def interrupted(args: list[str]) -> subprocess.Popen[str]:
     """Paused after its sbatch calls, before the block that writes its records."""
     # one job and a batch write their records alike, in the one submit path
-    return paused(args, "trtllm_script_builder.atomic.signals_held", 2)
+    return paused(args, "trtllm_script_builder.atomic.signals_held")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
