@@ -191,33 +191,55 @@ def test_schema_into_a_new_folder_interrupted_leaves_nothing(tmp_path: Path) -> 
 # ---------------------------------------------------------------- submit.py's children
 
 FORKING_SUBMIT = '''\
-"""A submit.py whose child writes into --work-dir after submit.py itself has failed."""
+"""A submit.py whose child writes into --work-dir a while after submit.py itself has failed."""
 import os, subprocess, sys, time
 from pathlib import Path
 
 args = sys.argv[1:]
 work = Path(args[args.index("--work-dir") + 1])
-subprocess.Popen(
+child = subprocess.Popen(
     [sys.executable, "-c",
-     "import os, sys, time; time.sleep(0.6); os.makedirs(sys.argv[1], exist_ok=True); "
+     "import os, sys, time; time.sleep(60); os.makedirs(sys.argv[1], exist_ok=True); "
      "open(os.path.join(sys.argv[1], 'late.txt'), 'w').write('late')",
      str(work)],
     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False,
 )
+Path(os.environ["SLOW_SUBMIT_MARK"]).write_text(str(child.pid))
 sys.exit(1)
 '''
 
 
-def test_submit_pys_children_end_with_it(env: Env, tmp_path: Path) -> None:
+def test_submit_pys_children_end_with_it(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Its child would otherwise write into the private folder once it was removed, and
     leave it (a folder of a temporary name) behind."""
     (env.repo / "jenkins/scripts/perf/local/submit.py").write_text(FORKING_SUBMIT)
+    mark = tmp_path / "mark"
+    monkeypatch.setenv("SLOW_SUBMIT_MARK", str(mark))
     before = tree(env.repo)
     p = start(["build", perf_request(env)])
     _, err = p.communicate(timeout=60)
     assert p.returncode == 3, err
-    time.sleep(1.0)  # the child's moment to write has passed
+    child = int(mark.read_text())
+    try:
+        gone(child)  # ended with submit.py, not left to write later
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
     assert tree(env.repo) == before
+
+
+def gone(pid: int) -> None:
+    """Wait until `pid` has ended (a zombie has ended: only its parent's wait is missing)."""
+    deadline = time.monotonic() + 30
+    status = Path(f"/proc/{pid}/status")
+    while status.exists() and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if "\nState:\tZ" in status.read_text():
+                return
+        time.sleep(0.02)
+    assert not status.exists(), f"process {pid} is still running"
 
 
 def test_the_commit_lock_is_let_go_after_the_commit(tmp_path: Path) -> None:

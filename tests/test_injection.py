@@ -87,10 +87,10 @@ def test_yaml_that_is_no_request_is_refused_quickly(tmp_path, text: str, words: 
 
     f = tmp_path / "req.yaml"
     f.write_text(text)
-    start = time.monotonic()
+    start = time.process_time()  # this process's CPU time: what a busy machine does not stretch
     with pytest.raises(BuildError) as err:
         read_request_file(str(f))
-    assert time.monotonic() - start < 2
+    assert time.process_time() - start < 2
     assert err.value.field == "request" and words in err.value.line()
     assert "\n" not in err.value.line()
 
