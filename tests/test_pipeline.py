@@ -64,7 +64,7 @@ def test_partition_is_decided_once_and_rendered_from_the_job(env: Env) -> None:
     assert result.spec.slurm_params.partition == "elsewhere"
 
 
-def test_the_eval_fallback_asks_for_each_field_once(env: Env) -> None:
+def test_a_two_node_eval_asks_for_each_field_once(env: Env) -> None:
     req = _req(env, eval_cmd=EVAL_16, models_path=None)
     asked: list[str] = []
 
@@ -73,7 +73,7 @@ def test_the_eval_fallback_asks_for_each_field_once(env: Env) -> None:
         return str(env.repo / "models")
 
     result = build(req, SiteConfig(), ask)
-    assert result.spec.category == 4
+    assert result.spec.category == 5 and result.spec.node_count == 2
     assert asked == ["models_path"]
 
 
