@@ -219,7 +219,7 @@ def shutdown() -> None:
     if launched():
         from tensorrt_llm.llmapi._mgmn import ask
 
-        ask("stop", timeout=10)
+        ask("stop", timeout=5)
 
 
 def start_mpi(tool: str, need: int) -> int:

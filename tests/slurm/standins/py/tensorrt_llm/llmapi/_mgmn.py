@@ -14,6 +14,7 @@ import os
 import socket
 import socketserver
 import sys
+import time
 from typing import Any
 
 
@@ -40,13 +41,19 @@ def me() -> dict[str, Any]:
 
 
 def ask(request: str, timeout: float = 30) -> str:
-    """One request to the leader; its one-line answer ("" when nobody listens)."""
-    try:
-        with socket.create_connection(address(), timeout=timeout) as s:
-            s.sendall(request.encode() + b"\n")
-            return s.makefile().readline().strip()
-    except OSError:
-        return ""
+    """One request to the leader; its one-line answer ("" when no leader answers in time).
+    Connecting is retried until then, as the real client's ZeroMQ socket waits for a server
+    that has not bound its address yet (the leader may still be starting MPI)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(address(), timeout=timeout) as s:
+                s.sendall(request.encode() + b"\n")
+                return s.makefile().readline().strip()
+        except OSError:
+            if time.monotonic() >= deadline:
+                return ""
+            time.sleep(0.2)
 
 
 def serve(world: list[dict[str, Any]]) -> None:

@@ -19,7 +19,7 @@ import sys
 from tensorrt_llm.llmapi._mgmn import ask, me, serve
 
 if sys.argv[1:] == ["--action", "stop"]:
-    answer = ask("stop", timeout=10)
+    answer = ask("stop", timeout=5)
     print(f"mgmn_leader_node (stand-in): stop -> {answer or 'no leader answered'}", flush=True)
     sys.exit(0)
 
