@@ -71,11 +71,24 @@ markers =
 # skip_by_device_count skips a test whose skip_less_device(n) asks for more GPUs than the node
 # shows (get_device_count: `nvidia-smi -L`), with the same message. Here the count is what
 # Slurm exposed to the step (CUDA_VISIBLE_DEVICES, from the job's --gres=gpu:N), which is
-# also what the nvidia-smi stand-in lists. skip_less_mpi_world_size likewise.
+# also what the nvidia-smi stand-in lists. skip_less_mpi_world_size likewise. --output-dir and
+# the session fixture output_dir as the real tests/integration/defs/conftest.py defines them.
 DEFS_CONFTEST = """\
 import os
 
 import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--output-dir", default=None, help="where the tests write their output")
+
+
+@pytest.fixture(scope="session")
+def output_dir(request):
+    output = request.config.getoption("--output-dir")
+    if output:
+        os.makedirs(str(output), exist_ok=True)
+    return output
 
 
 def get_device_count():
@@ -118,8 +131,10 @@ def dump_env(name):
 
 class TestTiny:
     @pytest.mark.skip_less_device(2)
-    def test_two_gpus(self):
+    def test_two_gpus(self, output_dir):
         dump_env("test_two_gpus")
+        with open(os.path.join(output_dir, "test_two_gpus.out"), "w") as f:
+            f.write("written under --output-dir")
 
     @pytest.mark.skip_less_device(8)
     @pytest.mark.parametrize("tp_size", [8], ids=["tp8"])
@@ -470,6 +485,9 @@ def test_pytest_job_runs_the_tests_on_all_gpus_with_mpi_cleared(site: Site) -> N
         assert (seen["env"]["SLURM_PROCID"], seen["env"]["SLURM_LOCALID"]) == ("0", "0")
         assert gpu_list(seen["env"]) == [str(i) for i in range(8)]
         assert seen["env"]["FAKE_PYXIS_NAME"] == "tiny_auto_test"
+    # as CI runs pytest (decision pytest-as-ci): the output fixture has the job's folder
+    assert f"--output-dir={work} -o junit_logging=out-err" in seen["env"]["PYTEST_ADDOPTS"]
+    assert (work / "test_two_gpus.out").read_text() == "written under --output-dir"
 
 
 def test_pytest_job_with_fewer_gpus_than_the_marker_reports_skipped_tests(site: Site) -> None:

@@ -73,7 +73,7 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
         )
     one_node(req, NAME)
     warnings += _timeout_warning(req)
-    mark = timeout_marks(req.test_cmd, Path(req.repo_root)) if queued(req) else None
+    mark = _mark(req) if queued(req) else None
     if mark is not None and req.time_limit == _time_for(mark):
         warnings.append(
             f"the selected test has @pytest.mark.timeout({mark}): time_limit raised to "
@@ -113,6 +113,10 @@ def timeout_suffix_to_flag(req: Request) -> Request:
     return req.model_copy(update={"test_cmd": f"{cmd} --timeout={minutes * 60}"})
 
 
+def _mark(req: Request) -> int | None:
+    return timeout_marks(req.test_cmd or "", Path(req.repo_root))
+
+
 def _time_for(mark: int) -> str:
     return seconds_to_time(-(-(mark + MARK_MARGIN) // 60) * 60)
 
@@ -124,7 +128,7 @@ def adjust(req: Request) -> Request:
     req = timeout_suffix_to_flag(req)
     if not req.test_cmd or not queued(req):
         return req
-    mark = timeout_marks(req.test_cmd, Path(req.repo_root))
+    mark = _mark(req)
     limit = time_to_seconds(req.time_limit)
     if mark is None or limit is None or limit >= mark + MARK_MARGIN:
         return req
@@ -181,13 +185,16 @@ def _command(d: Draft, mounts: list[mnt.Mount]) -> None:
     # Through pytest's own environment variable, so the command arrives as written; the
     # options CI's slurm_run.sh gives (decision pytest-as-ci).
     opts = [f"--timeout={timeout}"] if timeout is not None else []
-    if "--timeout-method" not in d.run_cmd:
+    # Only with a timeout: the option is pytest-timeout's, which pytest refuses without it.
+    timed = opts or _HAS_TIMEOUT.search(d.run_cmd) or queued(req) and _mark(req) is not None
+    if timed and "--timeout-method" not in d.run_cmd:
         opts.append("--timeout-method=thread")
     if _in_defs(d) and "--output-dir" not in d.run_cmd:
         opts.append("--output-dir=" + shlex.quote(d.paths.log_dir))
     if d.junit:
         opts.append("-o junit_logging=out-err")
-    d.exports.append(("PYTEST_ADDOPTS", " ".join(opts)))
+    if opts:
+        d.exports.append(("PYTEST_ADDOPTS", " ".join(opts)))
     rel = d.sizing.workdir_rel
     workdir = posixpath.join(d.paths.project, rel) if rel else d.paths.project
     d.exports += [("TEST_WORKDIR", workdir), ("TEST_CMD", d.run_cmd)]
