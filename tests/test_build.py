@@ -85,10 +85,11 @@ def test_eval_single_rank_and_multi_rank(env: Env, cli) -> None:
         [], env.request(eval_cmd="trtllm-eval --model org/Tiny-Model --tp_size 2 --pp_size 2 gsm8k")
     )
     text = (env.work / "tiny_model_eval.slurm").read_text()
-    assert "--ntasks=4 --ntasks-per-node=4 --mpi=pmix_v5" in text
-    assert "PMI*|MPI*|OMPI*|SLURM*) unset" not in text
-    assert "#SBATCH --gres=gpu:4\n" in text
-    assert 'trtllm-llmapi-launch bash -c "$EVAL_CMD"' in text
+    # tp x pp on one node: still one task that sees the GPUs, no launcher (decision launcher-words)
+    assert '--ntasks=1 --ntasks-per-node=1 "${container[@]}"' in text and "--mpi" not in text
+    assert "PMI*|MPI*|OMPI*|SLURM*) unset" in text and "trtllm-llmapi-launch" not in text
+    assert "#SBATCH --gres=gpu:4\n" in text and "#SBATCH --ntasks=1\n" in text
+    assert '\nbash -c "$EVAL_CMD"' in text
     spec = spec_of(env)
     assert spec["category"] == 5 and spec["required_devices"] == 4
     assert spec["success_patterns"][:2] == ["accuracy:", "score:"]
@@ -100,6 +101,17 @@ def test_eval_model_not_found_warns(env: Env, cli) -> None:
     # On stderr, one `warning:` line, and not repeated in the report (decision warnings-to-stderr).
     assert "warning: --model org/Missing" in r.stderr and "org/Missing" not in r.stdout
     assert any("org/Missing" in w for w in spec_of(env)["warnings"])
+
+
+def test_an_eval_model_under_llm_models_root_is_in_the_mount(env: Env, cli) -> None:
+    # llm_models_root (/models) is where the models folder is mounted: no "under no mount"
+    r = cli([], env.request(eval_cmd="trtllm-eval --model /models/org/Tiny-Model mmlu"))
+    assert r.code == 0, r.stderr
+    assert "under no mount" not in r.stderr and not spec_of(env)["warnings"]
+    text = (env.work / "tiny_model_eval.slurm").read_text()
+    assert "export EVAL_CMD='trtllm-eval --model /models/org/Tiny-Model mmlu'" in text
+    r = cli(["--force"], env.request(eval_cmd="trtllm-eval --model /elsewhere/m mmlu"))
+    assert "--model /elsewhere/m is under no mount" in r.stderr
 
 
 def test_bench_split_and_mpi(env: Env, cli) -> None:
@@ -115,8 +127,8 @@ def test_bench_split_and_mpi(env: Env, cli) -> None:
     )
     prep, run = text.split("# Step 3")
     assert "--mpi" not in prep.split("# Step 2")[1]
-    assert "--ntasks=2 --ntasks-per-node=2 --mpi=pmix_v5" in run
-    assert 'trtllm-llmapi-launch bash -c "$BENCH_CMD"' in run
+    assert '--ntasks=1 --ntasks-per-node=1 "${container[@]}"' in run and "--mpi" not in run
+    assert '\nbash -c "$BENCH_CMD"' in run and "trtllm-llmapi-launch" not in run
     r = cli([], env.request(bench_cmd="trtllm-bench -m org/Tiny-Model throughput --dataset d.json"))
     text = (env.work / "tiny_model_bench.slurm").read_text()
     assert "PREP_CMD" not in text and "--mpi" not in text and "compgen -e" in text
@@ -391,17 +403,23 @@ def test_models_mount_is_read_only_in_every_scenario(env: Env, cli) -> None:
     assert f"source={env.repo}/models,target=/models,readonly" in spec_of(env)["docker_cmd"]
 
 
-def test_launcher_not_added_twice(env: Env, cli) -> None:
-    cli([], env.request(eval_cmd="trtllm-llmapi-launch trtllm-eval --model /m/x --tp_size 2 gsm8k"))
+def test_a_users_launcher_is_dropped_for_the_scripts_own(env: Env, cli) -> None:
+    cmd = "trtllm-llmapi-launch trtllm-eval --model /m/x --tp_size 16 gsm8k"
+    r = cli([], env.request(eval_cmd=cmd))
+    assert r.code == 0, r.stderr
     text = (env.work / "x_eval.slurm").read_text()
-    assert (
-        'trtllm-llmapi-launch bash -c "$EVAL_CMD"' not in text and '\nbash -c "$EVAL_CMD"' in text
+    assert "\n' bash trtllm-eval --model /m/x --tp_size 16 gsm8k || status=$?" in text
+    assert text.count("trtllm-llmapi-launch bash") == 1  # the script's own, with its wrapper
+    r = cli(
+        ["--force"], env.request(eval_cmd="trtllm-llmapi-launch trtllm-eval --model /m/x gsm8k")
     )
-    assert "--mpi=pmix_v5" in text
+    text = (env.work / "x_eval.slurm").read_text()
+    assert "export EVAL_CMD='trtllm-eval --model /m/x gsm8k'" in text
+    assert "trtllm-llmapi-launch" not in text
 
 
 def test_mpi_plugin_flag_is_quoted_and_used(env: Env, cli) -> None:
-    cli([], env.request(bench_cmd="trtllm-bench -m x throughput --tp 2", mpi_plugin="pmi2"))
+    cli([], env.request(bench_cmd="trtllm-bench -m x throughput --tp 16", mpi_plugin="pmi2"))
     assert " --mpi=pmi2 " in (env.work / "x_bench.slurm").read_text()
 
 
@@ -421,7 +439,7 @@ def test_eval_chained_tasks_and_host_paths(env: Env, cli) -> None:
     cmd = "trtllm-eval --model org/Tiny-Model --tp_size 4 gsm8k && trtllm-eval --model org/Tiny-Model --tp_size 2 mmlu"
     r = cli(["--json"], env.request(eval_cmd=cmd))
     spec = json.loads(r.stdout)
-    assert spec["required_devices"] == 4 and spec["slurm_params"]["ntasks"] == 4  # the widest call
+    assert spec["required_devices"] == 4 and spec["slurm_params"]["gres"] == "gpu:4"  # the widest
     text = (env.work / "tiny_model_eval.slurm").read_text()
     assert (
         text.count("--model /models/org/Tiny-Model") == 2 and "--model org/Tiny-Model" not in text

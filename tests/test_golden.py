@@ -60,9 +60,15 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "cat4_perf_local_slurm": ("local_slurm", {"test_cmd": PERF, "partition": "gb"}),
     "cat4_perf_remote_slurm": ("remote_slurm", {"test_cmd": PERF, "partition": "gb"}),
-    "cat4_eval_fallback_local_slurm": (
+    # Across nodes: one MPI rank per GPU under the launcher, the command as words
+    # (decision launcher-words).
+    "cat5_eval_two_nodes_local_slurm": (
         "local_slurm",
         {"eval_cmd": "trtllm-eval --model org/Tiny-Model --tp_size 8 --pp_size 2 gsm8k"},
+    ),
+    "cat6_bench_two_nodes_local_slurm": (
+        "local_slurm",
+        {"bench_cmd": BENCH.replace("--tp 2", "--tp 16")},
     ),
     "cat5_eval_local_slurm": ("local_slurm", {"eval_cmd": EVAL}),
     "cat5_eval_remote_slurm": (

@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.resolve.perf.fallback import dump_yaml, eval_fallback_config
 from trtllm_script_builder.resolve.perf.sizing import (
     PerfSizing,
     config_path_for,
@@ -358,54 +357,3 @@ def test_config_path_for() -> None:
     assert config_path_for(root, parse_perf_test_id("test_e2e[aggr-ctx_only-a-b]")) == Path(
         "/r/tests/scripts/perf-sanity/disaggregated/a-b.yaml"
     )
-
-
-# ---- the eval fallback config ----------------------------------------------------------------
-
-
-def test_eval_fallback_config_sizes_and_round_trips(tmp_path: Path) -> None:
-    cfg = eval_fallback_config(
-        model_name="llama_70b",
-        model_path="/models/Llama-70B",
-        tp=8,
-        pp=2,
-        gpus_per_node=4,
-        task="gsm8k",
-        server_name="eval_tp8pp2",
-    )
-    text = dump_yaml(cfg)
-    assert text == dump_yaml(cfg)
-    assert list(cfg) == ["metadata", "hardware", "server_configs", "accuracy"]
-    assert cfg["accuracy"] == {
-        "enable_accuracy_test": True,
-        "tasks": "gsm8k",
-        "model": "local-completions",
-    }
-    server = cfg["server_configs"][0]
-    assert server["model_name"] == "/models/Llama-70B"
-    assert len(server["client_configs"]) == 1
-    path = tmp_path / "eval_fallback.yaml"
-    path.write_text(text, encoding="utf-8")
-    loaded = load_perf_config(path)
-    assert loaded == cfg
-    assert detect_kind(loaded) == "aggr"
-    assert size_config(loaded, kind="aggr", server_name="eval_tp8pp2") == sizing(16, 4, 4, "aggr")
-    assert text.index("metadata:") < text.index("hardware:") < text.index("server_configs:")
-    assert "&" not in text and "*" not in text
-
-
-def test_eval_fallback_config_refuses_bad_sizes() -> None:
-    with pytest.raises(ValueError):
-        eval_fallback_config(
-            model_name="m",
-            model_path="/m",
-            tp=0,
-            pp=1,
-            gpus_per_node=4,
-            task="gsm8k",
-            server_name="s",
-        )
-    with pytest.raises(ValueError):
-        eval_fallback_config(
-            model_name="m", model_path="/m", tp=1, pp=1, gpus_per_node=4, task="", server_name="s"
-        )

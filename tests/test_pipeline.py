@@ -64,7 +64,7 @@ def test_partition_is_decided_once_and_rendered_from_the_job(env: Env) -> None:
     assert result.spec.slurm_params.partition == "elsewhere"
 
 
-def test_the_eval_fallback_asks_for_each_field_once(env: Env) -> None:
+def test_a_two_node_eval_asks_for_each_field_once(env: Env) -> None:
     req = _req(env, eval_cmd=EVAL_16, models_path=None)
     asked: list[str] = []
 
@@ -73,7 +73,7 @@ def test_the_eval_fallback_asks_for_each_field_once(env: Env) -> None:
         return str(env.repo / "models")
 
     result = build(req, SiteConfig(), ask)
-    assert result.spec.category == 4
+    assert result.spec.category == 5 and result.spec.node_count == 2
     assert asked == ["models_path"]
 
 
@@ -171,29 +171,66 @@ def test_a_near_name_is_suggested(env: Env, field: str, value: str, near: str) -
     assert err.value.field == field and f"did you mean {near}?" in err.value.line()
 
 
+CI_OPTS = "--timeout-method=thread --output-dir={work} -o junit_logging=out-err"
+
+
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({}, "--timeout=3600"),
-        ({"test_timeout": 900}, "--timeout=900"),
-        ({"time_limit": "30"}, None),  # Slurm's 30 minutes end the job before an hour per test
-        ({"test_timeout": 600, "time_limit": "30"}, "--timeout=600"),
+        ({}, "--timeout=3600 " + CI_OPTS),
+        ({"test_timeout": 900}, "--timeout=900 " + CI_OPTS),
+        # Slurm's 30 minutes end the job before an hour per test; no timeout, so no method
+        ({"time_limit": "30"}, CI_OPTS.replace("--timeout-method=thread ", "")),
+        ({"test_timeout": 600, "time_limit": "30"}, "--timeout=600 " + CI_OPTS),
     ],
 )
-def test_pytest_jobs_get_a_per_test_timeout(
-    env: Env, fields: dict[str, Any], expected: str | None
+def test_pytest_jobs_get_a_per_test_timeout_and_cis_options(
+    env: Env, fields: dict[str, Any], expected: str
 ) -> None:
     test = "pytest accuracy/test_tiny.py::TestTiny::test_one"
     req = _req(env, test_cmd=test, **fields)
     job = resolve(req, load_cluster(req), SiteConfig())
     exports = dict(job.exports)
-    assert exports.get("PYTEST_ADDOPTS") == expected
+    # as jenkins/scripts/slurm_run.sh runs pytest (decision pytest-as-ci)
+    assert exports.get("PYTEST_ADDOPTS") == expected.format(work=env.work)
     assert exports["TEST_CMD"] == test  # the command arrives as written
 
 
-def test_a_command_with_its_own_timeout_keeps_it(env: Env) -> None:
-    req = _req(env, test_cmd="pytest accuracy/test_tiny.py::TestTiny::test_one --timeout=60")
-    assert "PYTEST_ADDOPTS" not in dict(resolve(req, load_cluster(req), SiteConfig()).exports)
+def test_a_command_with_its_own_options_keeps_them(env: Env) -> None:
+    test = "pytest accuracy/test_tiny.py::TestTiny::test_one --timeout=60 --timeout-method=signal --junitxml=r.xml"
+    req = _req(env, test_cmd=test, workflow_type="pytest")
+    assert dict(resolve(req, load_cluster(req), SiteConfig()).exports)["PYTEST_ADDOPTS"] == (
+        f"--output-dir={env.work}"
+    )
+    # outside tests/integration/defs pytest knows no --output-dir
+    (env.repo / "tests" / "unittest").mkdir(parents=True)
+    (env.repo / "tests" / "unittest" / "test_u.py").write_text("def test_u():\n    pass\n")
+    req = _req(env, test_cmd="pytest tests/unittest/test_u.py --junitxml=r.xml")
+    opts = dict(resolve(req, load_cluster(req), SiteConfig()).exports)["PYTEST_ADDOPTS"]
+    assert opts == "--timeout=3600 --timeout-method=thread"
+
+
+@pytest.mark.parametrize(
+    ("where", "limit", "expected"),
+    [
+        ("class", "02:00:00", "02:30:00"),  # 7200 s mark + 30 min for install and start-up
+        ("function", "02:00:00", "03:10:00"),  # the function's mark wins over its class's
+        ("function", "05:00:00", "05:00:00"),  # already long enough: kept
+        (None, "02:00:00", "02:00:00"),
+    ],
+)
+def test_a_timeout_mark_raises_the_time_limit(
+    env: Env, where: str | None, limit: str, expected: str
+) -> None:
+    cls_mark = "@pytest.mark.timeout(7200)\n" if where else ""
+    fn_mark = "    @pytest.mark.timeout(9600)\n" if where == "function" else ""
+    (env.repo / "tests" / "integration" / "defs" / "accuracy" / "test_long.py").write_text(
+        f"import pytest\n\n{cls_mark}class TestLong:\n{fn_mark}    def test_it(self):\n        pass\n"
+    )
+    req = _req(env, test_cmd="pytest accuracy/test_long.py::TestLong::test_it", time_limit=limit)
+    job = resolve(req, load_cluster(req), SiteConfig())
+    assert job.slurm is not None and job.slurm.time_limit == expected
+    assert any("pytest.mark.timeout" in w for w in job.warnings) == (expected != limit)
 
 
 def _wheel(env: Env, where: Path | None = None) -> Path:

@@ -80,14 +80,27 @@ def test_pytest_node_count_over_one(env: Env, cli) -> None:
     refused(cli, env, env.request(test_cmd=PYTEST_4, node_count=2), "node_count")
 
 
-def test_bench_wider_than_node(env: Env, cli) -> None:
+def test_wider_than_a_node_refused_where_it_cannot_spread(env: Env, cli) -> None:
+    # 12 ranks over 2 nodes of 8 is 6 a node; 12 over 3 asked nodes is not what sizing finds
     refused(
         cli,
         env,
-        env.request(bench_cmd="trtllm-bench -m x throughput --tp 8 --pp 2"),
-        "required_devices",
-        contains="one node",
+        env.request(bench_cmd="trtllm-bench -m x throughput --tp 12", node_count=3),
+        "node_count",
+        contains="spread evenly",
     )
+    refused(
+        cli,
+        env,
+        env.request("local_docker", bench_cmd="trtllm-bench -m x throughput --tp 8 --pp 2"),
+        "required_devices",
+        contains="needs Slurm",
+    )
+    for cmd in (
+        "trtllm-eval --model /m/x --tp_size 16 gsm8k | tee log",
+        "A=1 trtllm-eval --model /m/x --tp_size 16 gsm8k",
+    ):
+        refused(cli, env, env.request(eval_cmd=cmd), "eval_cmd", contains="one plain command")
 
 
 def test_custom_limits(env: Env, cli) -> None:

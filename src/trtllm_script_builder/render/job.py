@@ -126,6 +126,8 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         "mpi": job.mpi,
         "mpi_plugin": slurm.mpi_plugin,
         "launcher": job.launcher,
+        # across nodes the launcher gets the command as words (decision launcher-words)
+        "launch_words": shlex.split(job.run_cmd) if job.launcher else [],
         "has_prep": bool(job.prep_cmd),
         "run_script": job.run_script,
         "junit": _split_job_id(paths.log_dir, job.junit_file) if job.junit_file else None,

@@ -340,3 +340,46 @@ def model_from_path(path: str | None) -> str | None:
         return None
     name = normalise_name(Path(path.rstrip("/")).name)
     return name or None
+
+
+_LAUNCHER = "trtllm-llmapi-launch"
+# What the shell would read as more than one plain command (decision launcher-words).
+_SHELL_OPERATORS = frozenset(("&&", "||", ";", "|", "&", "<", ">", ">>", "(", ")"))
+
+
+def without_launcher(cmd: str) -> str:
+    """The command without a leading trtllm-llmapi-launch: on one node the program spawns its
+    own workers, and across nodes the script calls its launcher (decision launcher-words)."""
+    head, _, rest = cmd.strip().partition(" ")
+    return rest.strip() if head == _LAUNCHER and rest.strip() else cmd
+
+
+def launch_words(cmd: str, field: str, warnings: list[str]) -> str:
+    """The command as the plain words a launcher is called with (decision launcher-words):
+    one program and its arguments, no shell syntax; a launcher the user wrote is dropped, as
+    the script calls its own."""
+    lex = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    try:
+        ws = list(lex)
+    except ValueError as exc:
+        raise BuildError(
+            field, f"cannot be split into shell words ({exc})", "balance its quotes"
+        ) from None
+    bad = [w for w in ws if w in _SHELL_OPERATORS or "$" in w or "`" in w]
+    if not ws or bad or _ENV_NAME.fullmatch(ws[0].partition("=")[0]) and "=" in ws[0]:
+        raise BuildError(
+            field,
+            f"across nodes runs under trtllm-llmapi-launch as one program with its arguments, "
+            f"and {cmd!r} is not one plain command{f' ({bad[0]!r})' if bad else ''}",
+            "give one call of the program, without &&, pipes, redirections, variables or "
+            "VAR=value prefixes",
+        )
+    split = [w for w in ws if w != " ".join(w.split()) or any(c in w for c in "*?[")]
+    if split:
+        warnings.append(
+            f"{field}: {split[0]!r} does not survive the installed trtllm-llmapi-launch, which "
+            "joins its arguments and splits them again; it reaches the program whole only when "
+            "the checkout has jenkins/scripts/trtllm-llmapi-launch"
+        )
+    return shlex.join(ws)

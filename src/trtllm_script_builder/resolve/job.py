@@ -324,15 +324,6 @@ def resolve(
             "run it on Slurm, or on a machine with more GPUs",
         )
     sizing.warnings += limit_notes
-    if sizing.fallback_to_perf:
-        if not slurm:
-            raise BuildError(
-                "required_devices",
-                f"{sizing.required_devices} GPUs (tp x pp of eval_cmd) exceed the {gpn} GPUs of this machine; the multi-node fallback needs Slurm",
-                "lower --tp_size/--pp_size or use a Slurm scenario",
-            )
-        refuse_for_submit_py(req)
-        return _across_nodes(base, flow, sizing)
     return _job(base, flow, sizing, gpn)
 
 
@@ -610,7 +601,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         ntasks=sz.ntasks,
         ntasks_per_node=sz.ntasks_per_node,
         gpus_per_node=gpn,
-        gpus=sz.required_devices,
+        gpus=sz.required_devices // sz.nodes,  # GRES counts per node
     )
     if chain is not None and chain.image_import is not None:
         # the imported file (decision image-import-cache)
@@ -720,16 +711,6 @@ def local_copy(
 # ---------------------------------------------------------------- Category 4
 
 
-def _across_nodes(base: _Base, flow: Workflow, sz: Sizing) -> ResolvedJob:
-    """A job wider than a node that its workflow runs as a perf config through submit.py
-    (decision multi-node-eval)."""
-    assert base.facts is not None and flow.across_nodes is not None
-    home, project, models = base.mounts()
-    draft = Draft(base.req, base.paths, sz.model_name, sz, base.models_root, list(sz.warnings))
-    plan = flow.across_nodes(draft, mnt.assemble(home, project, models, []), base.facts)
-    return _category4(base, flow.name, plan, (home, project, models), draft.warnings)
-
-
 def _submit_py_knows(option: str, req: Request) -> bool:
     """Older submit.py versions refuse options they lack, so one is passed only when known."""
     path = Path(req.repo_root) / "jenkins" / "scripts" / "perf" / "local" / "submit.py"
@@ -764,8 +745,6 @@ def _category4(
         local = mnt.assemble(home, local_project, models, [local_job_dir])
         submit_mounts = ",".join(m.entry() for m in local)
     before: list[OutFile] = []
-    if plan.fallback_yaml:
-        before.append(OutFile(*plan.fallback_yaml))
     if plan.ship_config and plan.config_file:  # ship_config is only set with a config file
         name = Path(plan.config_file).name
         before.append(OutFile(name, Path(plan.config_file).read_text()))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.registry import WORKFLOWS
@@ -20,12 +20,8 @@ from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve.backend import queued
 from trtllm_script_builder.resolve.mounts import Mount
 from trtllm_script_builder.resolve.resolved import Paths
-from trtllm_script_builder.resolve.slurm import ClusterFacts
 
-if TYPE_CHECKING:
-    from trtllm_script_builder.resolve.perf.plan import PerfPlan
-
-LAUNCHER = "trtllm-llmapi-launch"  # a command that already has it must not get it twice
+LAUNCHER = "trtllm-llmapi-launch"  # the script chooses the launcher: a user's own one is dropped
 # A figure in a log line: at most 30 digits a side, as a longer run is no figure (it would be
 # infinity in a float, which JSON cannot carry; decision shown-never-obeyed).
 NUM = r"(-?\d{1,30}(?:\.\d{1,30})?)(?!\d)"
@@ -38,10 +34,9 @@ class Sizing:
     ntasks: int
     model_name: str
     mpi: bool = False  # the run srun carries --mpi
-    launcher: bool = False  # trtllm-llmapi-launch in front of the run command
+    launcher: bool = False  # across nodes: the run step goes through trtllm-llmapi-launch
     workdir_rel: str = ""  # where, under the project, the command runs
     warnings: list[str] = field(default_factory=list)
-    fallback_to_perf: bool = False  # eval wider than a node (decision multi-node-eval)
 
     @property
     def ntasks_per_node(self) -> int:
@@ -95,9 +90,6 @@ class Workflow:
     prepare: Callable[[Draft], None] = lambda draft: None
     # ... and after: the command as the container runs it.
     command: Callable[[Draft, list[Mount]], None] = lambda draft, mounts: None
-    # A job its sizing finds wider than a node: the perf config submit.py runs it as
-    # (decision multi-node-eval), from the draft, the mounts without extras and the cluster's facts.
-    across_nodes: Callable[[Draft, list[Mount], ClusterFacts], PerfPlan] | None = None
     # Runs through the repo's submit.py (Category 4) rather than a script of its own.
     submit_py: Callable[[Request], bool] = lambda req: False
     eval_requirements: bool = False  # the install step adds trtllm-eval's requirements
@@ -146,6 +138,29 @@ def one_node(req: Request, what: str) -> None:
             f"{req.node_count} nodes asked, but {what} runs on one node",
             "drop --node-count or set it to 1",
         )
+
+
+def by_world_size(req: Request, ws: int, gpn: int, what: str, model: str) -> Sizing:
+    """Decision launcher-words: one task that sees the GPUs on one node (the program spawns
+    its own MPI workers); across nodes one MPI rank per GPU under the launcher."""
+    nodes = -(-ws // gpn)
+    if nodes == 1:
+        one_node(req, what)
+        return Sizing(ws, 1, 1, model)
+    if not queued(req):
+        raise BuildError(
+            "required_devices",
+            f"{ws} GPUs ({what}) are more than this machine's {gpn}; across nodes it needs Slurm",
+            "lower the parallelism or use a Slurm scenario",
+        )
+    if ws % nodes or (req.node_count is not None and req.node_count != nodes):
+        raise BuildError(
+            "node_count" if req.node_count is not None else "required_devices",
+            f"{ws} ranks ({what}) do not spread evenly over "
+            f"{req.node_count or nodes} nodes of {gpn} GPUs",
+            "choose a parallelism that is a multiple of the node count, or drop --node-count",
+        )
+    return Sizing(ws, nodes, ws, model, mpi=True, launcher=True)
 
 
 def wider_node(req: Request) -> str:

@@ -1,11 +1,11 @@
-"""bench: trtllm-bench's dataset step and run on one node (Category 6)."""
+"""bench: trtllm-bench's dataset step and run (Category 6), the run on one node or across nodes
+(decision launcher-words)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.backend import queued
@@ -13,21 +13,21 @@ from trtllm_script_builder.resolve.commands import (
     add_bench_model_path,
     bench_models_without_path,
     is_hf_id,
+    launch_words,
     model_from_path,
     normalise_name,
     parse_bench,
     split_and,
+    without_launcher,
 )
 from trtllm_script_builder.resolve.job import local_copy
 from trtllm_script_builder.resolve.workflow import (
-    LAUNCHER,
     NUM,
     Draft,
     Sizing,
     Workflow,
+    by_world_size,
     devices_note,
-    one_node,
-    wider_node,
 )
 
 NAME = "bench"
@@ -44,28 +44,18 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
     assert req.bench_cmd is not None
     b = parse_bench(req.bench_cmd)
     model = req.model_name or model_from_path(b.model) or NAME
-    ws = b.world_size
-    if ws > gpn:
-        raise BuildError(
-            "required_devices",
-            f"{ws} (tp {b.tp} x pp {b.pp} of the last trtllm-bench call) is more than the {gpn} GPUs per node of {gpn_source}; trtllm-bench runs on one node",
-            "lower --tp/--pp or " + wider_node(req),
-        )
-    one_node(req, TOOL)
-    return Sizing(
-        ws,
-        1,
-        ws,
-        model,
-        mpi=ws > 1,
-        launcher=ws > 1 and LAUNCHER not in b.run,
-        warnings=devices_note(req, ws, f"tp {b.tp} x pp {b.pp} of the last trtllm-bench call"),
-    )
+    what = f"tp {b.tp} x pp {b.pp} of the last trtllm-bench call"
+    sz = by_world_size(req, b.world_size, gpn, what, model)
+    sz.warnings += devices_note(req, b.world_size, what)
+    return sz
 
 
 def _command(d: Draft, mounts: list[mnt.Mount]) -> None:
     b = parse_bench(d.req.bench_cmd or "")
     d.prep_cmd, d.run_cmd = _with_local_model(b.prep, b.run, d, mounts)
+    d.run_cmd = without_launcher(d.run_cmd)
+    if d.sizing.launcher:
+        d.run_cmd = launch_words(d.run_cmd, "bench_cmd", d.warnings)
     d.warnings += _file_warnings(b.files, mounts, queued(d.req))
     if d.prep_cmd:
         d.exports.append(("PREP_CMD", d.prep_cmd))

@@ -24,11 +24,13 @@ from trtllm_script_builder.resolve.workflow import (
     one_node,
     wider_node,
 )
-from trtllm_script_builder.slurm_time import parse_time_minutes
+from trtllm_script_builder.slurm_time import parse_time_minutes, seconds_to_time, time_to_seconds
 from trtllm_script_builder.workflows.pytest_sizing import (
+    DEFS,
     _selection,
     model_name_for,
     size_pytest,
+    timeout_marks,
 )
 
 NAME = "pytest"
@@ -39,6 +41,8 @@ DEFAULT_TEST_TIMEOUT = 3600
 _HAS_TIMEOUT = re.compile(r"(?:^|\s)--timeout(?:[= ]|$)")
 _PYTEST_TIMEOUT = re.compile(r"(?:^|\s)--timeout[= ](\d+)(?=\s|$)")
 NAME_MAX = 80  # a build-many folder name's length, as batch.py cuts them
+# Beyond a test's own timeout mark, the job's install step and start-up (decision timeout-mark-time).
+MARK_MARGIN = 1800
 
 
 def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
@@ -69,6 +73,12 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
         )
     one_node(req, NAME)
     warnings += _timeout_warning(req)
+    mark = _mark(req) if queued(req) else None
+    if mark is not None and req.time_limit == _time_for(mark):
+        warnings.append(
+            f"the selected test has @pytest.mark.timeout({mark}): time_limit raised to "
+            f"{req.time_limit} to fit it and the install step"
+        )
     return Sizing(
         devices,
         1,
@@ -103,6 +113,28 @@ def timeout_suffix_to_flag(req: Request) -> Request:
     return req.model_copy(update={"test_cmd": f"{cmd} --timeout={minutes * 60}"})
 
 
+def _mark(req: Request) -> int | None:
+    return timeout_marks(req.test_cmd or "", Path(req.repo_root))
+
+
+def _time_for(mark: int) -> str:
+    return seconds_to_time(-(-(mark + MARK_MARGIN) // 60) * 60)
+
+
+def adjust(req: Request) -> Request:
+    """A test-list line's TIMEOUT, then a job time limit that fits the test's own timeout mark
+    (decision timeout-mark-time): the mark wins over --timeout, so a shorter job would be ended
+    by Slurm while the test still runs."""
+    req = timeout_suffix_to_flag(req)
+    if not req.test_cmd or not queued(req):
+        return req
+    mark = _mark(req)
+    limit = time_to_seconds(req.time_limit)
+    if mark is None or limit is None or limit >= mark + MARK_MARGIN:
+        return req
+    return req.model_copy(update={"time_limit": _time_for(mark)})
+
+
 def runs_perf_sanity(req: Request) -> bool:
     """A perf-sanity test id, or a perf config, runs through the repo's submit.py."""
     return is_perf_sanity_cmd(req.test_cmd or "") or bool(req.perf_config_yaml)
@@ -127,7 +159,7 @@ def junit_file(test_cmd: str, name: str, slurm: bool, warnings: list[str]) -> st
 
 def _prepare(d: Draft) -> None:
     d.junit = junit_file(d.req.test_cmd or "", d.name, queued(d.req), d.warnings)
-    if d.junit:  # pytest writes it into the job's folder, which the container must see
+    if d.junit or _in_defs(d):  # pytest writes into the job's folder, which the container must see
         folder = mnt.check_mount_path(d.paths.log_dir, work_dir_field(d.paths))
         d.extras.append(mnt.Mount(folder, folder, "work_dir"))
 
@@ -150,12 +182,27 @@ def _command(d: Draft, mounts: list[mnt.Mount]) -> None:
     d.run_cmd = req.test_cmd or ""
     limit = req.time_limit if queued(req) else None
     timeout = test_timeout(d.run_cmd, req.test_timeout, limit)
-    if timeout is not None:
-        # Through pytest's own environment variable, so the command arrives as written.
-        d.exports.append(("PYTEST_ADDOPTS", f"--timeout={timeout}"))
+    # Through pytest's own environment variable, so the command arrives as written; the
+    # options CI's slurm_run.sh gives (decision pytest-as-ci).
+    opts = [f"--timeout={timeout}"] if timeout is not None else []
+    # Only with a timeout: the option is pytest-timeout's, which pytest refuses without it.
+    timed = opts or _HAS_TIMEOUT.search(d.run_cmd) or queued(req) and _mark(req) is not None
+    if timed and "--timeout-method" not in d.run_cmd:
+        opts.append("--timeout-method=thread")
+    if _in_defs(d) and "--output-dir" not in d.run_cmd:
+        opts.append("--output-dir=" + shlex.quote(d.paths.log_dir))
+    if d.junit:
+        opts.append("-o junit_logging=out-err")
+    if opts:
+        d.exports.append(("PYTEST_ADDOPTS", " ".join(opts)))
     rel = d.sizing.workdir_rel
     workdir = posixpath.join(d.paths.project, rel) if rel else d.paths.project
     d.exports += [("TEST_WORKDIR", workdir), ("TEST_CMD", d.run_cmd)]
+
+
+def _in_defs(d: Draft) -> bool:
+    """The integration tests' conftest defines --output-dir; elsewhere pytest refuses it."""
+    return d.sizing.workdir_rel == str(DEFS)
 
 
 def test_job_name(test_id: str) -> str:
@@ -190,7 +237,7 @@ PYTEST = Workflow(
     size=size,
     aliases=("2",),
     tool="pytest",
-    adjust=timeout_suffix_to_flag,
+    adjust=adjust,
     prepare=_prepare,
     command=_command,
     submit_py=runs_perf_sanity,

@@ -617,3 +617,50 @@ def _largest(
             if best is None or count > best[0]:
                 best = (count, where)
     return best
+
+
+# ---------------------------------------------------------------- timeout marks
+
+
+def _timeout_of(decorators: list[ast.expr]) -> int | None:
+    """N of a `@pytest.mark.timeout(N)` among the decorators (a literal number only)."""
+    for d in decorators:
+        if isinstance(d, ast.Call) and _mark_name(d.func) == "timeout" and d.args:
+            try:
+                value = ast.literal_eval(d.args[0])
+            except ValueError:
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                return int(-(-value // 1))
+    return None
+
+
+def timeout_marks(test_cmd: str, repo_root: Path) -> int | None:
+    """The longest `@pytest.mark.timeout(N)` (seconds) on a selected test or its class, which
+    pytest-timeout puts before the command line's --timeout (decision timeout-mark-time)."""
+    longest: int | None = None
+    for sel in split_selections(test_cmd).selections:
+        path, _ = _locate(repo_root, sel.path)
+        if path is None or not path.is_file():
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # size_pytest reports an unreadable file
+        scopes: list[tuple[ast.ClassDef | None, list[ast.stmt]]] = [(None, tree.body)]
+        scopes += [(c, c.body) for c in tree.body if isinstance(c, ast.ClassDef)]
+        for cls, body in scopes:
+            if cls is not None and sel.cls not in (None, cls.name):
+                continue
+            cls_mark = _timeout_of(cls.decorator_list) if cls is not None else None
+            for f in body:
+                if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                if not f.name.startswith("test") or sel.func not in (None, f.name):
+                    continue
+                if cls is None and sel.cls is not None:
+                    continue
+                mark = _timeout_of(f.decorator_list) or cls_mark
+                if mark is not None and (longest is None or mark > longest):
+                    longest = mark
+    return longest

@@ -24,7 +24,7 @@ exec docker run "${tty[@]}" \
   --mount type=bind,source=/ROOT/work,target=/ROOT/work \
   --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
-  --env PYTEST_ADDOPTS=--timeout=3600 \
+  --env 'PYTEST_ADDOPTS=--timeout=3600 --timeout-method=thread --output-dir=/ROOT/work -o junit_logging=out-err' \
   --env RUN_WORKDIR=/ROOT/repo/tests/integration/defs \
   --env 'RUN_CMD=pytest accuracy/test_tiny.py::TestTiny::test_four[tp4] -v' \
   --env JUNIT_FILE=/ROOT/work/tiny_auto_test_junit.xml \

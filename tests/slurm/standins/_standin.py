@@ -145,8 +145,8 @@ def check_gpus(tool: str, need: int) -> None:
         )
 
 
-def _spawn_one_worker() -> None:
-    """Child process: MPI_Init, then one worker through mpi4py's MPIPoolExecutor (which calls
+def _spawn_workers(n: int) -> None:
+    """Child process: MPI_Init, then n workers through mpi4py's MPIPoolExecutor (which calls
     MPI_Comm_spawn). A failed spawn kills mpi4py's manager thread and leaves the future pending
     for ever (the hang seen on real clusters): the thread's exception ends this process."""
 
@@ -159,23 +159,83 @@ def _spawn_one_worker() -> None:
     from mpi4py.futures import MPIPoolExecutor
 
     print(f"MPI_COMM_WORLD size {MPI.COMM_WORLD.Get_size()}", flush=True)
-    with MPIPoolExecutor(max_workers=1) as pool:
-        pid = pool.submit(os.getpid).result(timeout=MPI_TIMEOUT)
-    print(f"spawned worker pid {pid}", flush=True)
+    with MPIPoolExecutor(max_workers=n) as pool:
+        pids = {
+            f.result(timeout=MPI_TIMEOUT) for f in [pool.submit(os.getpid) for _ in range(4 * n)]
+        }
+    print(f"spawned {n} worker(s), pids {sorted(pids)}", flush=True)
+
+
+def launched() -> bool:
+    """Under trtllm-llmapi-launch, which exports tllm_mpi_size (the real name, lower case)."""
+    return "tllm_mpi_size" in os.environ
+
+
+def _through_leader(tool: str, need: int) -> None:
+    """Under the launcher the command is rank 0's, its MPI environment removed, and reaches
+    the MPI world through the leader at TLLM_SPAWN_PROXY_PROCESS_IPC_ADDR (the real LLM's
+    proxy: tensorrt_llm/executor/executor.py with TLLM_SPAWN_PROXY_PROCESS=1). That world must
+    have tp x pp ranks (tensorrt_llm/_utils.py mpi_world_size), and each rank needs the GPU of
+    its local rank among those Slurm gave its node, else CUDA's invalid device ordinal."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
+    from tensorrt_llm.llmapi._mgmn import ask
+
+    left = sorted(v for v in os.environ if v.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_")))
+    if left:
+        fail(f"RuntimeError: {tool} (stand-in): MPI environment left for the proxy process: {left}")
+    if world_size() != need:
+        fail(
+            f"RuntimeError: tp x pp = {need} needs an MPI world of {need} ranks, but "
+            f"trtllm-llmapi-launch set up {world_size()}"
+        )
+    answer = ask("world", timeout=MPI_TIMEOUT)
+    if not answer:
+        fail(
+            f"RuntimeError: {tool} (stand-in): no MPI leader answers at "
+            f"{os.environ.get('TLLM_SPAWN_PROXY_PROCESS_IPC_ADDR')}"
+        )
+    world = json.loads(answer)
+    if len(world) != need:
+        fail(f"RuntimeError: the MPI leader has {len(world)} ranks, tp x pp = {need}")
+    for r in world:
+        if r["local_rank"] >= len(r["gpus"]):
+            fail(
+                f"RuntimeError: CUDA error: invalid device ordinal (rank {r['rank']} on "
+                f"{r['host']} is local rank {r['local_rank']}, its node shows GPUs {r['gpus']})"
+            )
+    hosts = sorted({r["host"] for r in world})
+    for r in world:
+        print(
+            f"{LOG} [I] {tool} (stand-in): rank {r['rank']} of a real MPI world of {need} "
+            f"on {r['host']} (GPU {r['gpus'][r['local_rank']]})",
+            flush=True,
+        )
+    print(f"{LOG} [I] {tool} (stand-in): MPI world of {need} ranks on {len(hosts)} node(s)")
+
+
+def shutdown() -> None:
+    """The LLM's shutdown: under the launcher it stops the leader (the installed launcher at
+    cbe4c0a leaves the stop to it); only a command that gets this far sends it."""
+    if launched():
+        from tensorrt_llm.llmapi._mgmn import ask
+
+        ask("stop", timeout=5)
 
 
 def start_mpi(tool: str, need: int) -> int:
     """The MPI start-up of the LLM API (tensorrt_llm/executor/executor.py
     GenerationExecutor.create, tensorrt_llm/llmapi/mpi_session.py), with real OpenMPI + mpi4py;
-    returns the rank.
+    returns 0 (the command runs on one process, whatever the world).
 
-    tp x pp = 1 and an MPI world of 1 (tensorrt_llm/_utils.py mpi_world_size): the leader
-    spawns its executor worker with MPIPoolExecutor (MpiPoolSession), i.e. MPI_Comm_spawn. Done
-    here in a child process with a deadline, so what OpenMPI 4.1 does on this cluster becomes
-    a bounded failure with a clear line instead of a hang or a bare abort:
-      * srun --mpi=pmix, one task: MPI_Init works, MPI_Comm_spawn fails with MPI_ERR_SPAWN
-        (Slurm's PMIx server does not implement spawn; OpenMPI 4.1 FAQ "Running MPI jobs with
-        Slurm": direct launch supports no dynamic processes) and mpi4py's pool hangs;
+    Under trtllm-llmapi-launch: through its leader (_through_leader). Otherwise an MPI world of
+    1 (tensorrt_llm/_utils.py mpi_world_size): the program spawns its tp x pp executor workers
+    with MPIPoolExecutor (MpiPoolSession), i.e. MPI_Comm_spawn, and needs that many GPUs in
+    CUDA_VISIBLE_DEVICES (check_gpus). Done here in a child process with a deadline, so what
+    OpenMPI 4.1 does on this cluster becomes a bounded failure with a clear line instead of a
+    hang or a bare abort:
+      * srun --mpi=pmix: MPI_Init works, MPI_Comm_spawn fails with MPI_ERR_SPAWN (Slurm's PMIx
+        server does not implement spawn; OpenMPI 4.1 FAQ "Running MPI jobs with Slurm": direct
+        launch supports no dynamic processes) and mpi4py's pool hangs;
       * srun without --mpi, the step's PMI/SLURM environment left: MPI_Init aborts ("The
         application appears to have been direct launched using "srun", but OMPI was not
         built with SLURM's PMI support"; OpenMPI's ess/schizo slurm sees SLURM_STEP_ID);
@@ -183,59 +243,40 @@ def start_mpi(tool: str, need: int) -> int:
         through Slurm and the spawn hangs;
       * the MPI/PMI/SLURM environment cleared (SLURM_PROCID/LOCALID may stay): singleton
         MPI_Init, the spawn works.
-    tp x pp = N > 1: the ranks must be a real MPI world of N (external_mpi_comm_available in
-    mpi_session.py: MPI.COMM_WORLD.Get_size() == tp x pp), i.e. srun --mpi=pmix with N tasks
-    through trtllm-llmapi-launch (tllm_mpi_size). Stricter than the real tool, which would
-    spawn N workers itself when started alone: the builder launches them through srun.
+    This machine has two cores where a GPU node has dozens: the spawned workers may
+    oversubscribe them (OMPI_MCA_rmaps_base_oversubscribe in the child only).
     """
-    if need == 1:
-        child = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--spawn-one-worker"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # its own process group: a hang is killed whole
-        )
-        try:
-            out, _ = child.communicate(timeout=MPI_TIMEOUT + 5)
-            code = child.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            out, _ = child.communicate()
-            out += f"\nno answer within {MPI_TIMEOUT + 5:.0f}s"
-            code = -1
-        if code != 0 or "spawned worker pid" not in out:
-            sys.stderr.write(out)
-            why = "MPI_ERR_SPAWN" if "MPI_ERR_SPAWN" in out else "MPI start-up failed"
-            fail(
-                f"RuntimeError: {tool} (stand-in) could not start its executor worker with "
-                f"MPI_Comm_spawn ({why}; the real tool aborts or hangs here). A one-rank run needs no "
-                "--mpi and an environment without PMI*/PMIX*/OMPI*/MPI*/SLURM* variables."
-            )
-        print(f"{LOG} [I] {tool} (stand-in): MPI world 1, {out.strip().splitlines()[-1]}")
+    if launched():
+        _through_leader(tool, need)
         return 0
-
-    def hung() -> None:
-        print(f"RuntimeError: {tool} (stand-in): MPI start-up hung", file=sys.stderr, flush=True)
-        os._exit(1)
-
-    timer = threading.Timer(MPI_TIMEOUT, hung)
-    timer.daemon = True
-    timer.start()
-    from mpi4py import MPI
-
-    size, rank = MPI.COMM_WORLD.Get_size(), MPI.COMM_WORLD.Get_rank()
-    if size != need:
+    check_gpus(tool, need)
+    child = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--spawn-workers", str(need)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: a hang is killed whole
+        env={**os.environ, "OMPI_MCA_rmaps_base_oversubscribe": "1"},
+    )
+    try:
+        out, _ = child.communicate(timeout=MPI_TIMEOUT + 5)
+        code = child.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, _ = child.communicate()
+        out += f"\nno answer within {MPI_TIMEOUT + 5:.0f}s"
+        code = -1
+    if code != 0 or "spawned" not in out:
+        sys.stderr.write(out)
+        why = "MPI_ERR_SPAWN" if "MPI_ERR_SPAWN" in out else "MPI start-up failed"
         fail(
-            f"RuntimeError: tp x pp = {need} needs an MPI world of {need} ranks, but "
-            f"MPI.COMM_WORLD has {size} (launch with srun --mpi=pmix --ntasks={need} and "
-            "trtllm-llmapi-launch)"
+            f"RuntimeError: {tool} (stand-in) could not start its executor workers with "
+            f"MPI_Comm_spawn ({why}; the real tool aborts or hangs here). A run on one node "
+            "needs no --mpi and an environment without PMI*/PMIX*/OMPI*/MPI*/SLURM* variables."
         )
-    total = MPI.COMM_WORLD.allreduce(1)  # every rank takes part, or this hangs
-    timer.cancel()
-    print(f"{LOG} [I] {tool} (stand-in): rank {rank} of a real MPI world of {total}", flush=True)
-    return int(rank)
+    print(f"{LOG} [I] {tool} (stand-in): MPI world 1, {out.strip().splitlines()[-1]}")
+    return 0
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--spawn-one-worker"]:
-    _spawn_one_worker()
+if __name__ == "__main__" and sys.argv[1:2] == ["--spawn-workers"]:
+    _spawn_workers(int(sys.argv[2]))

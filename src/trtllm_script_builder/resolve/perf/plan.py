@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.resolve.commands import normalise_name
-from trtllm_script_builder.resolve.perf.fallback import dump_yaml, eval_fallback_config
 from trtllm_script_builder.resolve.perf.sizing import (
     PerfSizing,
     config_path_for,
@@ -30,7 +28,6 @@ class PerfPlan:
     test_name: str | None
     benchmark_mode: str | None
     job_suffix: str  # perf (a test id) or benchmark (a config file)
-    fallback_yaml: tuple[str, str] | None = None  # (file name in work_dir, text)
     ship_config: bool = False  # remote: the config lives outside the repo and must travel
 
     def args(
@@ -113,48 +110,6 @@ def plan_perf_sanity(
         benchmark_mode=None,
         job_suffix="perf" if tid else "benchmark",
         ship_config=remote and perf_config_yaml is not None and not inside_repo,
-    )
-
-
-def plan_eval_fallback(
-    *,
-    model_name: str,
-    model_path: str,
-    tp: int,
-    pp: int,
-    gpus_per_node: int,
-    task: str | None,
-    work_dir: str,
-) -> PerfPlan:
-    """An aggregated config with the eval's parallelism, run through submit.py
-    (decision multi-node-eval)."""
-    if not task:
-        raise BuildError(
-            "eval_cmd",
-            "names no task subcommand (gsm8k, mmlu, ...) for the multi-node fallback",
-            "add the task after the trtllm-eval options",
-        )
-    server = f"{model_name}_tp{tp}_pp{pp}"
-    cfg = eval_fallback_config(
-        model_name=model_name,
-        model_path=model_path,
-        tp=tp,
-        pp=pp,
-        gpus_per_node=gpus_per_node,
-        task=task,
-        server_name=server,
-    )
-    name = f"{model_name}_eval_fallback.yaml"
-    sizing = size_config(cfg, kind="aggr", server_name=server, source=name)
-    return PerfPlan(
-        model_name=model_name,
-        sizing=sizing,
-        test_id=None,
-        config_file=posixpath.join(work_dir, name),
-        test_name=server,
-        benchmark_mode=None,
-        job_suffix="benchmark",
-        fallback_yaml=(name, dump_yaml(cfg)),
     )
 
 
