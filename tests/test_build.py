@@ -38,6 +38,7 @@ def test_pytest_local_slurm(env: Env, cli) -> None:
     assert spec["slurm_params"] == {
         "partition": "gpu", "account": "acct", "time_limit": "02:00:00", "nodes": 1, "ntasks": 1,
         "ntasks_per_node": 1, "gpus_per_node": 8, "gres": "gpu:4", "mpi_plugin": "pmix_v5",
+        "cpus_per_task": 32, "mem": "256000M",
     }  # fmt: skip
     assert spec["slurm_env"]["pmix"]["preferred"] == "pmix_v5"
     assert spec["persistent_mode"] is True and spec["container_name"] == "tiny_auto_test"

@@ -1,0 +1,162 @@
+"""What a Slurm job asks for and names (decisions container-names, imex-channels,
+gpu-cpu-share, compile-no-gpus, image-by-arch, compile-cuda-arch)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from trtllm_script_builder.process.probe.parse import node_size, parse_scontrol_records
+from trtllm_script_builder.resolve.image import gres_gpu_type
+
+from .conftest import SLURM_ENV, Env
+
+PYTEST_1 = "pytest accuracy/test_tiny.py::TestTiny::test_one"
+PYTEST_4 = "pytest accuracy/test_tiny.py::TestTiny::test_four[tp4] -v"
+BENCH_2 = "trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json --tp 2"
+
+
+def _script(env: Env, pattern: str = "*.slurm") -> str:
+    found = [p for p in env.work.glob(pattern) if p.name not in ("compile.slurm", "import.slurm")]
+    assert len(found) == 1, found
+    return found[0].read_text()
+
+
+def _warnings(env: Env) -> list[str]:
+    return json.loads((env.work / "job_spec.json").read_text())["warnings"]
+
+
+def test_the_container_name_carries_the_job_id_and_the_job_removes_its_own(cli, env: Env) -> None:
+    r = cli([], env.request(test_cmd=PYTEST_1, persistent_mode=False))
+    assert r.code == 0, r.stderr
+    text = _script(env)
+    assert 'CONTAINER_NAME=tiny_auto_test"_${SLURM_JOB_ID:-0}"' in text
+    # pyxis with a global container_scope keeps pyxis_<name>: the job removes it on each node
+    assert 'enroot remove -f "$1"' in text and 'bash "pyxis_$CONTAINER_NAME"' in text
+    # the removal comes after the run and before the job's own exit status
+    assert text.index("enroot remove") < text.index('exit "$status"')
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_a_held_allocation_keeps_its_container(cli, env: Env) -> None:
+    assert cli([], env.request(test_cmd=PYTEST_1, persistent_mode=True)).code == 0
+    text = _script(env)
+    assert '"_${SLURM_JOB_ID:-0}"' in text and "enroot remove" not in text
+
+
+def test_every_slurm_test_job_passes_the_imex_channel_into_its_container(cli, env: Env) -> None:
+    for fields in ({"test_cmd": PYTEST_1}, {"bench_cmd": BENCH_2}, {"custom_cmd": "true"}):
+        r = cli(["--force"], env.request(**fields))
+        assert r.code == 0, r.stderr
+        text = _script(env)
+        assert 'export NVIDIA_IMEX_CHANNELS="${NVIDIA_IMEX_CHANNELS:-0}"' in text, fields
+        assert "  --container-env=NVIDIA_IMEX_CHANNELS\n" in text, fields
+
+
+def test_a_gpu_job_asks_its_share_of_the_node(cli, env: Env) -> None:
+    # partition gpu: 8 GPUs, 64 CPUs, 512000 MiB per node
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    text = _script(env)
+    assert "#SBATCH --cpus-per-task=32\n#SBATCH --mem=256000M\n" in text
+    assert "export SRUN_CPUS_PER_TASK=32\n" in text
+    assert not any("CPUs" in w for w in _warnings(env))
+    # two tasks of one GPU each: the share of 2 GPUs split over them
+    assert cli(["--force"], env.request(bench_cmd=BENCH_2)).code == 0
+    spec = json.loads((env.work / "job_spec.json").read_text())["slurm_params"]
+    ntasks = spec["ntasks_per_node"]
+    assert spec["cpus_per_task"] == 16 // ntasks and spec["mem"] == "128000M"
+
+
+def test_without_the_node_size_the_job_asks_none_and_says_so(cli, env: Env) -> None:
+    bare = json.loads(json.dumps(SLURM_ENV))
+    for part in bare["partitions"]:
+        part.pop("cpus_per_node", None)
+        part.pop("mem_per_node_mb", None)
+    env.write_env(partitions=bare["partitions"])
+    assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
+    text = _script(env)
+    assert "--cpus-per-task" not in text and "--mem" not in text
+    assert any("records no CPUs or memory per node" in w for w in _warnings(env))
+
+
+def test_probe_records_the_smallest_node_of_a_partition() -> None:
+    nodes = parse_scontrol_records(
+        "NodeName=a Arch=x86_64 CPUTot=16 CPUEfctv=14 RealMemory=64000 Partitions=gpu\n"
+        "NodeName=b Arch=x86_64 CPUTot=32 RealMemory=32000 Partitions=gpu,cpu\n"
+    )
+    assert node_size(nodes) == (14, 32000)
+    assert node_size([]) == (None, None)
+
+
+def test_compile_and_import_run_on_a_cpu_partition_and_hold_no_gpu(cli, env: Env) -> None:
+    r = cli(
+        [],
+        env.request(
+            test_cmd=PYTEST_1, compile=True, device_type="H100", sqsh_cache_dir="/lustre/sqsh"
+        ),
+    )
+    assert r.code == 0, r.stderr
+    comp, imp = (env.work / "compile.slurm").read_text(), (env.work / "import.slurm").read_text()
+    for text in (comp, imp):
+        assert (
+            "#SBATCH --partition=cpu\n" in text
+            and "gres" not in text
+            and "gpu" not in text.split("set -euo")[0]
+        )
+    assert "#SBATCH --exclusive\n" in comp
+    assert '--build_dir "cpp/build-$(uname -m)-"90-real' in comp
+
+
+def test_without_a_cpu_partition_the_compile_takes_a_share_of_the_gpu_node(cli, env: Env) -> None:
+    env.write_env(partitions=[p for p in SLURM_ENV["partitions"] if p["name"] != "cpu"])
+    r = cli([], env.request(test_cmd=PYTEST_4, compile=True, device_type="H100"))
+    assert r.code == 0, r.stderr
+    comp = (env.work / "compile.slurm").read_text()
+    assert "#SBATCH --partition=gpu\n" in comp and "--exclusive" not in comp and "gres" not in comp
+    assert "#SBATCH --cpus-per-task=32\n#SBATCH --mem=256000M\n" in comp
+    assert any("no CPU partition of x86_64" in w for w in _warnings(env))
+
+
+def test_the_compile_counts_memory_given_per_cpu(cli, env: Env, tmp_path) -> None:
+    assert cli([], env.request(test_cmd=PYTEST_1, compile=True, device_type="H100")).code == 0
+    comp = (env.work / "compile.slurm").read_text()
+    part = comp[comp.index("cpus=$(nproc)") : comp.index('echo "Compiling with')]
+    out = subprocess.run(
+        ["bash", "-c", part + 'echo "$jobs $mem_mib"'],
+        env={"PATH": "/usr/bin:/bin", "SLURM_MEM_PER_CPU": "4096", "SLURM_CPUS_ON_NODE": "8"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out[1] == "32768" and int(out[0]) == min(4, int(subprocess.getoutput("nproc")))
+
+
+def test_a_device_type_of_another_gpu_than_the_partition_is_refused(cli, env: Env) -> None:
+    parts = json.loads(json.dumps(SLURM_ENV["partitions"]))
+    parts[0]["gres"] = "gpu:h100:8"
+    env.write_env(partitions=parts)
+    r = cli([], env.request(test_cmd=PYTEST_1, compile=True, device_type="B300"))
+    assert r.code == 2
+    assert (
+        "B300 (103-real) is not the GPU of partition gpu, whose GRES names h100 (90-real)"
+        in r.stderr
+    )
+    assert cli([], env.request(test_cmd=PYTEST_1, compile=True, device_type="H200")).code == 0
+
+
+def test_a_gb200_partition_of_unknown_arch_gets_the_arm_image(cli, env: Env) -> None:
+    parts = json.loads(json.dumps(SLURM_ENV["partitions"]))
+    parts[0].update(arch=None, gres="gpu:gb200:4", gpus_per_node=4)
+    env.write_env(partitions=parts)
+    assert cli([], env.request(test_cmd=PYTEST_1, persistent_mode=False)).code == 0
+    assert re.search(r"CONTAINER_IMAGE=.*aarch64", _script(env))
+    assert gres_gpu_type("nic:1,gpu:gb200:4(S:0-1)") == "gb200" and gres_gpu_type("gpu:8") is None
+
+
+def test_an_unknown_arch_is_said_not_guessed_silently(cli, env: Env) -> None:
+    parts = json.loads(json.dumps(SLURM_ENV["partitions"]))
+    parts[0].update(arch=None)
+    env.write_env(partitions=parts)
+    assert cli([], env.request(test_cmd=PYTEST_1, persistent_mode=False)).code == 0
+    assert any("CPU architecture of partition gpu is unknown" in w for w in _warnings(env))
