@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 from trtllm_script_builder.process.probe.parse import node_size, parse_scontrol_records
 from trtllm_script_builder.resolve.image import gres_gpu_type
@@ -160,3 +161,46 @@ def test_an_unknown_arch_is_said_not_guessed_silently(cli, env: Env) -> None:
     env.write_env(partitions=parts)
     assert cli([], env.request(test_cmd=PYTEST_1, persistent_mode=False)).code == 0
     assert any("CPU architecture of partition gpu is unknown" in w for w in _warnings(env))
+
+
+STANDINS = Path(__file__).resolve().parent / "slurm" / "standins"
+
+
+def test_the_dataset_step_reads_its_tokenizer_from_the_local_copy(cli, env: Env) -> None:
+    prep = "trtllm-bench --model org/Tiny-Model dataset --output /tmp/d.json token-norm-dist --num-requests 4"
+    run = "trtllm-bench --model org/Tiny-Model throughput --dataset /tmp/d.json"
+    assert cli([], env.request(bench_cmd=f"{prep} && {run}")).code == 0
+    text = _script(env)
+    # the user's subcommand is kept; --model itself is the local copy (read before --model_path)
+    assert "PREP_CMD='trtllm-bench --model /models/org/Tiny-Model dataset --output" in text
+    assert "--model org/Tiny-Model --model_path /models/org/Tiny-Model throughput" in text
+    # a dataset step that names its own --model_path gets it in --model's place
+    own = "trtllm-bench --model=org/Other --model_path /data/other prepare-dataset --output /tmp/d.json token-norm-dist"
+    assert cli(["--force"], env.request(bench_cmd=f"{own} && {run}")).code == 0
+    assert (
+        "PREP_CMD='trtllm-bench --model=/data/other --model_path /data/other prepare-dataset"
+        in _script(env)
+    )
+
+
+def test_the_bench_stand_in_fetches_the_dataset_tokenizer_from_model_first(tmp_path) -> None:
+    local = tmp_path / "model"
+    local.mkdir()
+    out = tmp_path / "d.json"
+    base = ["/usr/bin/python3", str(STANDINS / "trtllm-bench")]
+    tail = ["--output", str(out), "token-norm-dist", "--num-requests", "2"]
+    hub = subprocess.run(
+        [*base, "--model", "org/X", "--model_path", str(local), "prepare-dataset", *tail],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert hub.returncode != 0 and "LocalEntryNotFoundError" in hub.stderr
+    ok = subprocess.run(
+        [*base, "--model", str(local), "dataset", *tail],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert len(out.read_text().splitlines()) == 2
