@@ -204,3 +204,33 @@ def test_the_bench_stand_in_fetches_the_dataset_tokenizer_from_model_first(tmp_p
     )
     assert ok.returncode == 0, ok.stderr
     assert len(out.read_text().splitlines()) == 2
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def test_a_sync_warns_of_build_outputs_the_clone_kept(tmp_path: Path) -> None:
+    from trtllm_script_builder.process.gitsync import sync_checkout
+    from trtllm_script_builder.process.host import Here
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / ".gitignore").write_text("cpp/build/\ntensorrt_llm/libs/\n*.so\n")
+    _git(repo, "add", ".gitignore")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    clone = tmp_path / "cluster" / "TensorRT-LLM"
+    said: list[str] = []
+    first = sync_checkout(Here(), repo, str(clone), submodules=False, say=said.append)
+    assert not any("build outputs" in n for n in first.notes)
+    # an earlier build on the cluster left its compiled parts, which git ignores
+    (clone / "tensorrt_llm" / "libs").mkdir(parents=True)
+    (clone / "tensorrt_llm" / "bindings.cpython-312-x86_64-linux-gnu.so").write_text("")
+    (repo / "b.txt").write_text("new\n")
+    again = sync_checkout(Here(), repo, str(clone), submodules=False, say=said.append)
+    note = next(n for n in again.notes if "build outputs" in n)
+    assert "tensorrt_llm/libs, tensorrt_llm/bindings.cpython-312-x86_64-linux-gnu.so" in note
+    assert "pip install -e ." in note and any(s.startswith("warning: ") for s in said)
