@@ -234,3 +234,46 @@ def test_a_sync_warns_of_build_outputs_the_clone_kept(tmp_path: Path) -> None:
     note = next(n for n in again.notes if "build outputs" in n)
     assert "tensorrt_llm/libs, tensorrt_llm/bindings.cpython-312-x86_64-linux-gnu.so" in note
     assert "pip install -e ." in note and any(s.startswith("warning: ") for s in said)
+
+
+FAKE_SRUN = """#!/bin/bash
+# the container steps are not run here; a step without a container runs its command
+for a in "$@"; do case "$a" in --container-*|*container\\[@\\]*) exit 0 ;; esac; done
+while [ "${1#-}" != "$1" ]; do shift; done
+exec "$@"
+"""
+
+
+def test_the_job_removes_its_own_kept_container_and_no_other(cli, env: Env, tmp_path: Path) -> None:
+    """The script's end, run with the enroot stand-in: pyxis's global scope kept
+    pyxis_<name>_<jobid> on the node; the job removes it and leaves another job's."""
+    assert cli([], env.request(test_cmd=PYTEST_1, persistent_mode=False)).code == 0
+    script = next(env.work.glob("*.slurm"))
+    bin_dir, store = tmp_path / "bin", tmp_path / "enroot"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN)
+    (bin_dir / "srun").chmod(0o755)
+    (bin_dir / "enroot").symlink_to(STANDINS / "enroot")
+    for name in (
+        "pyxis_tiny_auto_test_77",
+        "pyxis_tiny_auto_test_76",
+        "pyxis_77_tiny_auto_test_77",
+    ):
+        (store / name).mkdir(parents=True)
+    run = subprocess.run(
+        ["bash", str(script)],
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "SLURM_JOB_ID": "77",
+            "ENROOT_DATA_PATH": str(store),
+            "HOME": str(tmp_path),
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr + run.stdout
+    assert sorted(p.name for p in store.iterdir()) == [
+        "pyxis_77_tiny_auto_test_77",  # job scope: pyxis removes it itself at the job's end
+        "pyxis_tiny_auto_test_76",
+    ]
