@@ -109,7 +109,8 @@ def test_bench_split_and_mpi(env: Env, cli) -> None:
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_bench.slurm").read_text()
     local = "--model org/Tiny-Model --model_path /models/org/Tiny-Model"
-    assert f"export PREP_CMD='trtllm-bench {local} prepare-dataset" in text
+    # the dataset step reads the tokenizer from --model (decision bench-dataset-local-model)
+    assert "export PREP_CMD='trtllm-bench --model /models/org/Tiny-Model prepare-dataset" in text
     assert (
         f"export BENCH_CMD='trtllm-bench {local} throughput --dataset /tmp/d.json --tp 2 --ep 2'"
         in text
@@ -470,10 +471,7 @@ def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) 
     r = cli(["--force"], env.request(bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_bench.slurm").read_text()
-    assert (
-        "export PREP_CMD='trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model prepare-dataset"
-        in text
-    )
+    assert "export PREP_CMD='trtllm-bench --model /models/org/Tiny-Model prepare-dataset" in text
     assert (
         "export BENCH_CMD='trtllm-bench -m org/Tiny-Model --model_path /models/org/Tiny-Model throughput"
         in text
@@ -486,7 +484,7 @@ def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) 
     ]
     r = cli(["--force"], env.request("local_docker", bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
-    assert spec_of(env)["docker_cmd"].count("--model_path /models/org/Tiny-Model") == 2
+    assert spec_of(env)["docker_cmd"].count("--model_path /models/org/Tiny-Model") == 1
 
 
 def test_bench_hf_id_not_found_or_remote_warns_and_keeps_the_command(env: Env, cli) -> None:

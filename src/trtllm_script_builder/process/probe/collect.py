@@ -170,7 +170,9 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
             ]
             part["arch"] = arches[0] if arches else None
             mine = [n for n in nodes if name in parse.node_partitions(n)]
-            part["cpus_per_node"], part["mem_per_node_mb"] = parse.node_size(mine)
+            # a GPU job's share is of the nodes with GPUs
+            gpu = [n for n in mine if "gpu" in n.get("Gres", "")]
+            part["cpus_per_node"], part["mem_per_node_mb"] = parse.node_size(gpu or mine)
             if not arches:
                 errors.append(f"partition {name}: could not determine Arch")
         env["partitions"].append(part)
