@@ -38,6 +38,7 @@ def test_pytest_local_slurm(env: Env, cli) -> None:
     assert spec["slurm_params"] == {
         "partition": "gpu", "account": "acct", "time_limit": "02:00:00", "nodes": 1, "ntasks": 1,
         "ntasks_per_node": 1, "gpus_per_node": 8, "gres": "gpu:4", "mpi_plugin": "pmix_v5",
+        "cpus_per_task": 32, "mem": "256000M",
     }  # fmt: skip
     assert spec["slurm_env"]["pmix"]["preferred"] == "pmix_v5"
     assert spec["persistent_mode"] is True and spec["container_name"] == "tiny_auto_test"
@@ -120,7 +121,8 @@ def test_bench_split_and_mpi(env: Env, cli) -> None:
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_bench.slurm").read_text()
     local = "--model org/Tiny-Model --model_path /models/org/Tiny-Model"
-    assert f"export PREP_CMD='trtllm-bench {local} prepare-dataset" in text
+    # the dataset step reads the tokenizer from --model (decision bench-dataset-local-model)
+    assert "export PREP_CMD='trtllm-bench --model /models/org/Tiny-Model prepare-dataset" in text
     assert (
         f"export BENCH_CMD='trtllm-bench {local} throughput --dataset /tmp/d.json --tp 2 --ep 2'"
         in text
@@ -487,10 +489,7 @@ def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) 
     r = cli(["--force"], env.request(bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
     text = (env.work / "tiny_model_bench.slurm").read_text()
-    assert (
-        "export PREP_CMD='trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model prepare-dataset"
-        in text
-    )
+    assert "export PREP_CMD='trtllm-bench --model /models/org/Tiny-Model prepare-dataset" in text
     assert (
         "export BENCH_CMD='trtllm-bench -m org/Tiny-Model --model_path /models/org/Tiny-Model throughput"
         in text
@@ -503,7 +502,7 @@ def test_bench_hf_id_found_locally_gets_model_path_on_every_call(env: Env, cli) 
     ]
     r = cli(["--force"], env.request("local_docker", bench_cmd=BENCH_TWO_STEPS))
     assert r.code == 0, r.stderr
-    assert spec_of(env)["docker_cmd"].count("--model_path /models/org/Tiny-Model") == 2
+    assert spec_of(env)["docker_cmd"].count("--model_path /models/org/Tiny-Model") == 1
 
 
 def test_bench_hf_id_not_found_or_remote_warns_and_keeps_the_command(env: Env, cli) -> None:

@@ -548,7 +548,7 @@ def test_a_build_wheel_that_can_prompt_is_told_not_to(cli, env: Env) -> None:
     r = cli(["--force"], env.request(test_cmd=PYTEST_1, compile=True, device_type="H100"))
     assert r.code == 0, r.stderr
     assert (
-        " --nvtx --configure_cmake --yes --job_count " in (env.work / "compile.slurm").read_text()
+        " --nvtx --configure_cmake --yes --build_dir " in (env.work / "compile.slurm").read_text()
     )
 
 

@@ -186,7 +186,12 @@ class Case:
             stdin=subprocess.DEVNULL, timeout=60,
         )  # fmt: skip
         calls = sorted(self.rec.glob(f"{name}.*.json"), key=lambda p: int(p.name.split(".")[1]))
-        return [json.loads(p.read_text()) for p in calls]
+        found = [json.loads(p.read_text()) for p in calls]
+        # the steps in the container; the job's end removes it with an srun on the host
+        # (decision container-names)
+        if name != "srun":
+            return found
+        return [k for k in found if any(a.startswith("--container-") for a in k["argv"])]
 
 
 class Built:
@@ -267,7 +272,8 @@ ARRIVES = {
     "custom_cmd": lambda v, call, b: call["env"]["CUSTOM_COMMAND"] == v,
     "container_image": lambda v, call, b: opt(call["argv"], "--container-image") == enroot_uri(v),
     "llm_models_root": lambda v, call, b: call["env"]["LLM_MODELS_ROOT"] == v,
-    "model_name": lambda v, call, b: opt(call["argv"], "--container-name") == f"{v}_custom",
+    # the job id follows on Slurm (decision container-names); unset outside Slurm, it is 0
+    "model_name": lambda v, call, b: opt(call["argv"], "--container-name") == f"{v}_custom_0",
     "mpi_plugin": lambda v, call, b: opt(call["argv"], "--mpi") == v,
     "time_limit": lambda v, call, b: f"#SBATCH --time={v}\n" in b.script().read_text(),
     "models_path": lambda v, call, b: (

@@ -24,9 +24,10 @@ SINFO = (
     "dead|down|1:00:00|1|(null)\n"
 )
 NODES = (
-    "NodeName=h1 CoresPerSocket=56 Gres=gpu:h100:8(S:0-1) Arch=x86_64 State=IDLE "
-    "Partitions=batch,batch-hp\n"
-    "NodeName=c1 Arch=x86_64 CoresPerSocket=8 Gres=(null) State=IDLE Partitions=batch\n"
+    "NodeName=h1 CoresPerSocket=56 CPUTot=112 CPUEfctv=108 RealMemory=2000000 "
+    "Gres=gpu:h100:8(S:0-1) Arch=x86_64 State=IDLE Partitions=batch,batch-hp\n"
+    "NodeName=c1 Arch=x86_64 CoresPerSocket=8 CPUTot=16 RealMemory=64000 Gres=(null) "
+    "State=IDLE Partitions=batch\n"
     "NodeName=g1 Arch=aarch64 Gres=gpu:4 State=IDLE Partitions=arm\n"
 )
 PARTITIONS = (
@@ -114,8 +115,12 @@ def test_probe_full() -> None:
         "gres": "gpu:h100:8(S:0-1)",
         "gpus_per_node": 8,
         "requires_gres": True,
+        # the GPU node's, not the CPU node's of the same partition (decision gpu-cpu-share)
+        "cpus_per_node": 108,
+        "mem_per_node_mb": 2000000,
     }
     assert parts["arm"]["arch"] == "aarch64" and parts["arm"]["gpus_per_node"] == 4
+    assert (parts["arm"]["cpus_per_node"], parts["arm"]["mem_per_node_mb"]) == (None, None)
     assert parts["dead"]["arch"] is None and parts["dead"]["requires_gres"] is False
     assert env["pmix"] == {"available": ["pmix", "pmix_v4", "pmix_v5"], "preferred": "pmix_v5"}
     assert env["default_partition"] == "batch"  # batch-hp scores worse, arm is refused

@@ -300,7 +300,44 @@ def test_every_option_is_recorded_per_task(slurm_cluster: SlurmCluster, tmp_path
         "env": "HF_HOME,HOME",
         "writable": "1",
         "mount_home": "0",
+        "container": f"pyxis_{job.job_id}_tiny_eval",  # pyxis's job-scoped name
+        "reused": False,
     }
+
+
+def _named_step(image: str | None) -> str:
+    given = f"--container-image={image} " if image else ""
+    return f"srun {given}--container-name=tsb_c bash -c 'echo image=$FAKE_PYXIS_IMAGE'"
+
+
+def test_a_named_container_is_reused_without_importing_the_image(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """pyxis with container_scope=global keeps pyxis_<name> across jobs and runs a later job
+    in it whatever image that job names (decision container-names); job scope does not."""
+    record, store = tmp_path / "record.jsonl", tmp_path / "enroot"
+    env = {"FAKE_PYXIS_RECORD": str(record), "ENROOT_DATA_PATH": str(store)}
+    first = slurm_cluster.run_job(
+        batch_script(tmp_path, _named_step("img_old")),
+        env=env | {"FAKE_PYXIS_CONTAINER_SCOPE": "global"},
+    )
+    assert first.state == "COMPLETED", first.output
+    if "container" not in records(record, first.job_id)[0]:
+        pytest.skip("the cluster's fake pyxis predates named containers: cluster.sh up rebuilds it")
+    later = slurm_cluster.run_job(
+        batch_script(tmp_path, _named_step("img_new") + "; " + _named_step(None)),
+        env=env | {"FAKE_PYXIS_CONTAINER_SCOPE": "global"},
+    )
+    assert later.state == "COMPLETED", later.output
+    assert later.output.count("image=img_old\n") == 2, later.output
+    assert [r["reused"] for r in records(record, later.job_id)] == [True, True]
+    assert sorted(p.name for p in store.iterdir()) == ["pyxis_tsb_c"]
+    scoped = slurm_cluster.run_job(batch_script(tmp_path, _named_step("img_new")), env=env)
+    assert "image=img_new\n" in scoped.output
+    (rec,) = records(record, scoped.job_id)
+    assert (rec["container"], rec["reused"]) == (f"pyxis_{scoped.job_id}_tsb_c", False)
+    missing = slurm_cluster.run_job(batch_script(tmp_path, _named_step(None)), env=env)
+    assert missing.state == "FAILED" and "does not exist" in missing.output
 
 
 def test_sbatch_accepts_container_options(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:

@@ -442,7 +442,8 @@ def assert_container(job: Finished, spec: dict[str, Any], workdirs: list[tuple[P
         for r in recs:
             assert r["image"] == f"{registry}#{path}"
             assert r["mounts"] == spec["container_mounts"]
-            assert r["name"] == spec["container_name"]
+            # the job id keeps pyxis from reusing another job's container (container-names)
+            assert r["name"] == f"{spec['container_name']}_{job.job_id}"
             assert r["workdir"] == r["cwd"] == str(workdir)
     assert len(job.records) == sum(n for _, n in workdirs)
     assert job.step(0)[0]["name"] == job.step(len(workdirs) - 1)[0]["name"]
@@ -484,7 +485,7 @@ def test_pytest_job_runs_the_tests_on_all_gpus_with_mpi_cleared(site: Site) -> N
         assert mpi_vars(seen["env"]) == KEPT, mpi_vars(seen["env"]) - KEPT
         assert (seen["env"]["SLURM_PROCID"], seen["env"]["SLURM_LOCALID"]) == ("0", "0")
         assert gpu_list(seen["env"]) == [str(i) for i in range(8)]
-        assert seen["env"]["FAKE_PYXIS_NAME"] == "tiny_auto_test"
+        assert seen["env"]["FAKE_PYXIS_NAME"] == f"tiny_auto_test_{job.job_id}"
     # as CI runs pytest (decision pytest-as-ci): the output fixture has the job's folder
     assert f"--output-dir={work} -o junit_logging=out-err" in seen["env"]["PYTEST_ADDOPTS"]
     assert (work / "test_two_gpus.out").read_text() == "written under --output-dir"
@@ -672,7 +673,10 @@ def test_bench_job_prepares_then_runs_on_two_gpus(site: Site) -> None:
     )
     assert (spec["category"], spec["slurm_params"]["ntasks"]) == (6, 1)
     script = Path(spec["script_path"]).read_text()
-    assert script.count("--model_path /models/org/Tiny-Model") == 2, script
+    # the dataset step reads its tokenizer from --model: the local copy goes there
+    # (decision bench-dataset-local-model); the benchmark keeps the id with --model_path
+    assert "trtllm-bench --model /models/org/Tiny-Model prepare-dataset" in script, script
+    assert script.count("--model_path /models/org/Tiny-Model") == 1, script
     job = submit(site, spec)
     assert_passed(job, spec)
     assert "= PERFORMANCE OVERVIEW" in job.log

@@ -39,6 +39,9 @@ class SlurmParams(BaseModel):
     gpus_per_node: int
     gres: str | None
     mpi_plugin: str
+    # The job's share of its nodes' CPUs and memory (decision gpu-cpu-share); None when unknown.
+    cpus_per_task: int | None = None
+    mem: str | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 

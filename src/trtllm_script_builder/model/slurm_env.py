@@ -31,6 +31,9 @@ class Partition(_ClusterFile):
     gres: str | None = None
     gpus_per_node: int | None = None
     requires_gres: bool = False
+    # The smallest node's usable CPUs and memory (MiB), for a job's share (decision gpu-cpu-share).
+    cpus_per_node: int | None = None
+    mem_per_node_mb: int | None = None
 
 
 class Pmix(_ClusterFile):

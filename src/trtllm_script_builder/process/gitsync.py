@@ -503,6 +503,10 @@ def sync_checkout(
         if remote.changes and force and not fresh:
             notes.append(f"discarded {remote.changes} change(s) of the cluster checkout (--force)")
         say(f"{where} is at {sha[:12]} ({method})")
+        stale = _build_outputs(there, path, where)
+        if stale is not None:
+            notes.append(stale)
+            say(f"warning: {stale}")
         return SyncResult(sha, method, snap.snapshot, tuple(notes))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -673,6 +677,15 @@ def _send_bundle(
             f"sending the snapshot to {where} failed: {first_line(res)}",
             "check the free space and the permissions there",
         )
+
+
+def _build_outputs(there: _There, path: str, where: str) -> str | None:
+    """The warning for a clone whose ignored build outputs outlived the sync (the local build's
+    bindings check, asked through the host)."""
+    from trtllm_script_builder.resolve.checkout import LIST_BUILD_OUTPUTS, stale_build_warning
+
+    res = there(_line(LIST_BUILD_OUTPUTS, path))
+    return stale_build_warning(where, res.out.split()) if res.rc == 0 else None
 
 
 def _checkout(

@@ -221,6 +221,9 @@ def allocate(spec: JobSpec, alloc_time: str, host: Host, say: Say) -> AllocState
     ]
     if p.gres:
         argv.append(f"--gres={p.gres}")
+    # the job's share of the nodes' CPUs and memory, which its steps ask for (decision gpu-cpu-share)
+    argv += [f"--cpus-per-task={p.cpus_per_task}"] if p.cpus_per_task else []
+    argv += [f"--mem={p.mem}"] if p.mem else []
     say(f"allocating: {' '.join(argv)}")
     res = host(argv, timeout=ALLOC_WAIT_SECONDS + 60)
     log = state_dir(spec.repo_root) / SALLOC_LOG

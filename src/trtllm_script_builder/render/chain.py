@@ -14,7 +14,8 @@ from trtllm_script_builder.resolve.resolved import ResolvedJob
 
 def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
     """The chain's scripts, with the test job's partition, account, time limit and log folder."""
-    assert job.chain is not None
+    chain = job.chain
+    assert chain is not None
     log_dir = job.paths.log_dir.replace("%", "%%")  # as the test job's #SBATCH lines
     files = []
 
@@ -26,22 +27,24 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
             "log_out": f"{log_dir}/{name}_%j.out",
             "log_err": f"{log_dir}/{name}_%j.err",
             "time_limit": test_ctx["time_limit"],
-            "partition": test_ctx["partition"],
+            "partition": chain.partition or test_ctx["partition"],
             "account": test_ctx["account"],
             "exclusive": False,
             "singleton": False,
+            "cpus_per_task": chain.cpus_per_task,
+            "mem": chain.mem,
         }
 
-    imp = job.chain.image_import
+    imp = chain.image_import
     if imp is not None:
         ctx = {**header(imp.name, "Image import job"), "uri": imp.uri, "sqsh": imp.sqsh}
         files.append(OutFile(imp.script, render("import.slurm.j2", s=ctx), executable=True))
-    comp = job.chain.compile
+    comp = chain.compile
     if comp is not None:
         ctx = {
             **header(comp.name, "Compile job (the wheel of the checkout)"),
-            # every CPU of the node for the parallel build (decision compile-chain)
-            "exclusive": True,
+            # a CPU partition's whole node for the parallel build (decision compile-no-gpus)
+            "exclusive": chain.partition is not None,
             # one compile of the checkout at a time: one job name per checkout
             # (decision one-compile-per-checkout)
             "job_name": comp.job_name or comp.name,
@@ -53,6 +56,7 @@ def render_chain(job: ResolvedJob, test_ctx: dict[str, Any]) -> list[OutFile]:
             "build_wheel": BUILD_WHEEL,
             "args": list(comp.args),
             "job_count": comp.job_count,
+            "build_dir": comp.build_dir,
         }
         files.append(OutFile(comp.script, render("compile.slurm.j2", s=ctx), executable=True))
     return files

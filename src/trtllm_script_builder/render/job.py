@@ -110,6 +110,10 @@ def _slurm_result(job: ResolvedJob) -> BuildResult:
         "ntasks": slurm.ntasks,
         "ntasks_per_node": slurm.ntasks_per_node,
         "gres": slurm.gres,
+        "cpus_per_task": slurm.cpus_per_task,
+        "mem": slurm.mem,
+        # a held allocation's steps share its container until it is released
+        "remove_container": not job.persistent,
         "time_limit": slurm.time_limit,
         "partition": slurm.partition,
         "account": slurm.account,

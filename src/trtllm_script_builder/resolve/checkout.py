@@ -73,3 +73,23 @@ def bindings_warnings(repo_root: str, arch: str | None, where: str) -> list[str]
         f"{where} is {arch}: the installed package will not import there; build the checkout "
         f"on {arch}, or {_WAYS}"
     ]
+
+
+# What a build of the checkout leaves that git ignores, so a sync neither sends nor removes it:
+# `pip install -e .` takes it as it is (decision install-step). One path a line, those present.
+LIST_BUILD_OUTPUTS = (
+    'cd "$1" 2>/dev/null || exit 0; for p in tensorrt_llm/libs tensorrt_llm/bindings*.so '
+    'tensorrt_llm/bindings/*.so cpp/build; do [ -e "$p" ] && printf "%s\\n" "$p"; done; exit 0'
+)
+
+
+def stale_build_warning(where: str, found: list[str]) -> str | None:
+    """The clone keeps compiled parts of an earlier build: the install step's `pip install -e .`
+    installs the new Python over them."""
+    if not found:
+        return None
+    return (
+        f"{where} keeps build outputs git does not track ({', '.join(found[:3])}): a job "
+        "without compile installs this commit's Python with `pip install -e .` over the C++ "
+        f"of the build that left them; build it with compile, or {_WAYS}"
+    )

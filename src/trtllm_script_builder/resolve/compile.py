@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
+from trtllm_script_builder.model.slurm_env import Partition
 from trtllm_script_builder.resolve import image as img
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.backend import queued, scenarios_where
@@ -76,6 +77,9 @@ class CompileStep:
     # build_wheel.py has --job_count: the job passes the count it works out
     # (decision compile-job-count).
     job_count: bool = False
+    # build_wheel.py has --build_dir: the build tree is cpp/build-<CPU arch>-<this>, one per
+    # architecture (decision compile-no-gpus); "" when it has not.
+    build_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,11 @@ class ImportStep:
 class Chain:
     compile: CompileStep | None
     image_import: ImportStep | None
+    # Where they run without GPUs (decision compile-no-gpus): a CPU partition, whose node the
+    # compile holds, else the test job's partition with the test job's share of a node.
+    partition: str | None = None
+    cpus_per_task: int | None = None
+    mem: str | None = None
 
     def steps(self) -> list[CompileStep | ImportStep]:
         """In submission order: the import first (the compile runs in its image)."""
@@ -120,6 +129,22 @@ def cuda_arch_for(req: Request) -> str:
             "pass --cuda-arch (e.g. 90-real)",
         )
     return arch
+
+
+def check_device_type(req: Request, part: Partition | None) -> None:
+    """A device_type whose GPUs are not the partition's (its GRES names their type): the
+    compile would build for the one the job does not run on (decision compile-cuda-arch)."""
+    gpu = img.gres_gpu_type(part.gres) if part else None
+    if not req.device_type or gpu is None or part is None:
+        return
+    want, have = CUDA_ARCH.get(_gpu_name(req.device_type)), CUDA_ARCH.get(_gpu_name(gpu))
+    if want is not None and have is not None and want != have:
+        raise BuildError(
+            "device_type",
+            f"{req.device_type} ({want}) is not the GPU of partition {part.name}, whose GRES "
+            f"names {gpu} ({have})",
+            f"pass --device-type {gpu}, or a partition of {req.device_type} GPUs with --partition",
+        )
 
 
 def _gpu_name(device_type: str) -> str:
@@ -299,7 +324,24 @@ def _compile_step(
         key,
         job_name=checkout_job_name(project.host),
         job_count='"--job_count"' in text,
+        build_dir=re.sub(r"[^A-Za-z0-9.-]+", "_", arch) if '"--build_dir"' in text else "",
     )
+
+
+def place_chain(
+    chain: Chain, cpu: Partition | None, part: Partition | None, cpus: int | None, mem: str | None
+) -> tuple[Chain, list[str]]:
+    """Decision compile-no-gpus: the chain on a CPU partition of the job's architecture, else on
+    the job's partition without GPUs, with `cpus` and `mem` (the test job's share) and a warning."""
+    if cpu is not None:
+        return replace(chain, partition=cpu.name), []
+    where = f"partition {part.name}" if part else "the job's partition"
+    arch = f" of {part.arch}" if part and part.arch else ""
+    note = (
+        f"the cluster file lists no CPU partition{arch}, so the "
+        f"{' and '.join(s.kind for s in chain.steps())} job(s) run on {where} without GPUs"
+    )
+    return replace(chain, cpus_per_task=cpus, mem=mem), [note]
 
 
 def checkout_job_name(checkout: str) -> str:

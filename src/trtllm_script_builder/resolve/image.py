@@ -37,6 +37,16 @@ def arch_from_device_type(device_type: str | None) -> str | None:
     return None
 
 
+def gres_gpu_type(gres: str | None) -> str | None:
+    """The GPU type a partition's GRES names (`gpu:gb200:4`, `gpu:h100:8(S:0-1)` -> the type),
+    None when it names none."""
+    for entry in (gres or "").split(","):
+        parts = entry.strip().split("(")[0].split(":")
+        if len(parts) == 3 and parts[0] == "gpu" and parts[1] and not parts[1].isdigit():
+            return parts[1]
+    return None
+
+
 @lru_cache(maxsize=8)
 def parse_properties(text: str) -> dict[str, str]:
     """`KEY=value` lines; comments and blanks skipped; keys matched exactly, never by prefix."""

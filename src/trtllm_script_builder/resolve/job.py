@@ -30,7 +30,12 @@ from trtllm_script_builder.resolve.commands import (
     CALL_ENDS,
     find_model_dir,
 )
-from trtllm_script_builder.resolve.compile import plan_chain, refuse_for_submit_py
+from trtllm_script_builder.resolve.compile import (
+    check_device_type,
+    place_chain,
+    plan_chain,
+    refuse_for_submit_py,
+)
 from trtllm_script_builder.resolve.resolved import (
     Cluster,
     Paths,
@@ -40,7 +45,9 @@ from trtllm_script_builder.resolve.resolved import (
 from trtllm_script_builder.resolve.slurm import (
     ClusterFacts,
     cluster_facts,
+    cpu_partition,
     gpus_per_node,
+    node_share,
     require_slurm_fields,
     time_limit_warnings,
 )
@@ -293,7 +300,7 @@ def resolve(
         limit_notes.append(
             f"gpus_per_node {req.gpus_per_node} is not used: {gpn_source} reports {gpn}"
         )
-    image, arch_image = _image(req, facts, site)
+    image, arch_image = _image(req, facts, site, limit_notes)
     paths = _paths(req, env, site)
     models_root = req.llm_models_root or site.default_llm_models_root
     if not models_root:
@@ -420,13 +427,15 @@ def _properties_at(repo_root: str, stamp: tuple[str, int, int]) -> tuple[str, st
     return img.read_properties(repo_root)
 
 
-def _image(req: Request, facts: ClusterFacts | None, site: SiteConfig) -> tuple[str, str]:
+def _image(
+    req: Request, facts: ClusterFacts | None, site: SiteConfig, notes: list[str]
+) -> tuple[str, str]:
     """Step 1: the canonical image reference, and the form the Slurm script takes."""
     # The repo's properties file is checked as the request is: a leading `-` would be read as
     # an option by docker run, enroot or pyxis.
     if req.container_image:
         _image_fits_arch(req, facts, check_image(req.container_image))
-    image = check_image(req.container_image or _image_for_arch(req, facts))
+    image = check_image(req.container_image or _image_for_arch(req, facts, notes))
     return image, img.enroot_uri(image) if site.enroot_uri_rewrite else image
 
 
@@ -467,18 +476,27 @@ def _image_fits_arch(req: Request, facts: ClusterFacts | None, image: str) -> No
     )
 
 
-def _image_for_arch(req: Request, facts: ClusterFacts | None) -> str:
+def _image_for_arch(req: Request, facts: ClusterFacts | None, notes: list[str]) -> str:
     arch, _ = _known_arch(req, facts)
     if not be.queued(req):
         arch = arch or "x86_64"
     else:
-        arch = arch or img.arch_from_device_type(req.device_type)
+        part = facts.partition if facts else None
+        gpu = img.gres_gpu_type(part.gres) if part else None
+        # The partition's GPUs say it before the request's device type (decision image-by-arch).
+        arch = arch or img.arch_from_device_type(gpu) or img.arch_from_device_type(req.device_type)
         if arch is None:
             # a cluster reached over ssh is taken for x86_64; the one this machine is on, for its
             arch = (
                 "x86_64"
                 if be.over_ssh(req.execution_scenario)
                 else img.normalise_arch(platform.machine())
+            )
+            where = f"partition {part.name}" if part else "the partition"
+            notes.append(
+                f"container_image: the CPU architecture of {where} is unknown (the cluster file "
+                f"records none, and no device_type says it), so the {arch} image is taken; pass "
+                "--device-type, or --container-image, or probe the cluster again"
             )
     # A batch of builds reads the table once (keyed by mtime, so an edit is seen).
     text, source = _properties_at(
@@ -543,6 +561,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
     )
     home, project, models = base.mounts()
     wheel = ""
+    check_device_type(req, base.facts.partition if base.facts else None)
     chain = plan_chain(
         req,
         image=base.image,
@@ -603,6 +622,21 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         gpus_per_node=gpn,
         gpus=sz.required_devices // sz.nodes,  # GRES counts per node
     )
+    share = node_share(
+        base.facts.partition if base.facts else None,
+        -(-sz.required_devices // sz.nodes),
+        gpn,
+        sz.ntasks_per_node,
+    )
+    slurm["slurm"] = slurm["slurm"].model_copy(
+        update={"cpus_per_task": share.cpus_per_task, "mem": share.mem}
+    )
+    warnings = [*job.warnings, *share.warnings]
+    if chain is not None:
+        part = base.facts.partition if base.facts else None
+        cpus = share.cpus_per_task and share.cpus_per_task * sz.ntasks_per_node
+        chain, notes = place_chain(chain, cpu_partition(base.env, part), part, cpus, share.mem)
+        warnings += notes
     if chain is not None and chain.image_import is not None:
         # the imported file (decision image-import-cache)
         slurm["script_image"] = chain.image_import.sqsh
@@ -615,6 +649,7 @@ def _job(base: _Base, flow: Workflow, sz: Sizing, gpn: int) -> ResolvedJob:
         and req.persistent_mode is not False
         and chain is None,
         chain=chain,
+        warnings=tuple(warnings),
         **slurm,
     )
 

@@ -155,3 +155,50 @@ def time_limit_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
         f"time_limit {req.time_limit} is longer than partition {part.name}'s {part.time_limit}; "
         "sbatch may refuse the job or leave it pending"
     ]
+
+
+@dataclass(frozen=True)
+class Share:
+    """A job's part of each node it runs on: `--cpus-per-task` and `--mem` (None: not known)."""
+
+    cpus_per_task: int | None
+    mem: str | None
+    warnings: tuple[str, ...] = ()
+
+
+def node_share(part: Partition | None, gpus_on_node: int, gpn: int, tasks_on_node: int) -> Share:
+    """Decision gpu-cpu-share: the node's CPUs and memory in proportion to the GPUs the job
+    holds on it, split over its tasks there; never guessed when the probe did not record them."""
+    if part is None or not part.cpus_per_node or not part.mem_per_node_mb:
+        name = f"partition {part.name}" if part else "the partition"
+        return Share(
+            None,
+            None,
+            (
+                f"{name}: the cluster file records no CPUs or memory per node, so the job asks "
+                "none and a cluster that allocates by core may give it one CPU; probe the "
+                "cluster again to record them",
+            ),
+        )
+    gpus_on_node = min(gpus_on_node, gpn)
+    cpus = max(part.cpus_per_node * gpus_on_node // gpn, tasks_on_node)
+    mem = part.mem_per_node_mb * gpus_on_node // gpn
+    return Share(max(cpus // tasks_on_node, 1), f"{mem}M" if mem > 0 else None)
+
+
+def cpu_partition(env: SlurmEnv | None, part: Partition | None) -> Partition | None:
+    """Decision compile-no-gpus: an up partition of the job's CPU architecture without GPUs,
+    for the jobs that need none (compile, image import)."""
+    if env is None or part is None or part.arch is None:
+        return None
+    return next(
+        (
+            p
+            for p in env.partitions
+            if p.arch == part.arch
+            and p.state in (None, "up")
+            and not p.gpus_per_node
+            and not _has_gpus(p)
+        ),
+        None,
+    )

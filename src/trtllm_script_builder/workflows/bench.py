@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from trtllm_script_builder.model.request import Request
@@ -19,6 +20,7 @@ from trtllm_script_builder.resolve.commands import (
     parse_bench,
     split_and,
     without_launcher,
+    word_spans,
 )
 from trtllm_script_builder.resolve.job import local_copy
 from trtllm_script_builder.resolve.workflow import (
@@ -96,10 +98,31 @@ def _with_local_model(
         local = local_copy(hf_id, d.paths, mounts, d.models_root, TOOL, d.warnings)
         if local is not None:
             found[hf_id] = local
-    if not found:
-        return prep, run
-    steps = [add_bench_model_path(step, found) for step in steps]
-    return " && ".join(steps[:-1]) or None, steps[-1]
+    prep_steps = [_local_tokenizer(step, found) for step in steps[:-1]]
+    return " && ".join(prep_steps) or None, add_bench_model_path(steps[-1], found)
+
+
+def _local_tokenizer(step: str, found: dict[str, str]) -> str:
+    """The dataset step (`prepare-dataset`, or `dataset` in other versions: the user's word is
+    kept) loads its tokenizer from --model before --model_path, so a hub id there downloads
+    whatever --model_path says: the local copy (or the step's own --model_path) takes --model's
+    place (decision bench-dataset-local-model)."""
+    spans = word_spans(step)
+    ws = [w for _, _, w in spans]
+    own = next((ws[i + 1] for i, w in enumerate(ws[:-1]) if w == "--model_path"), None)
+    for i in reversed(range(len(spans))):
+        start, end, w = spans[i]
+        if w in ("--model", "-m") and i + 1 < len(spans):
+            start, end, model = spans[i + 1]
+            prefix = ""
+        elif w.startswith("--model="):
+            model, prefix = w[len("--model=") :], "--model="
+        else:
+            continue
+        local = found.get(model) or (own if is_hf_id(model) else None)
+        if local is not None:
+            step = f"{step[:start]}{prefix}{shlex.quote(local)}{step[end:]}"
+    return step
 
 
 def figure(line: str) -> tuple[str, float] | None:

@@ -23,7 +23,7 @@ exec docker run "${tty[@]}" \
   --mount type=bind,source=/ROOT/repo/models,target=/models,readonly \
   --env PROJECT_PATH=/ROOT/repo \
   --env LLM_MODELS_ROOT=/models \
-  --env 'PREP_CMD=trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model prepare-dataset --output /tmp/d.json token-norm-dist --num-requests 4' \
+  --env 'PREP_CMD=trtllm-bench --model /models/org/Tiny-Model prepare-dataset --output /tmp/d.json token-norm-dist --num-requests 4' \
   --env RUN_WORKDIR=/ROOT/repo \
   --env 'RUN_CMD=trtllm-bench --model org/Tiny-Model --model_path /models/org/Tiny-Model throughput --dataset /tmp/d.json --tp 2' \
   nvcr.io/test/trtllm:x86_64-1 \

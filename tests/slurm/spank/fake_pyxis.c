@@ -22,6 +22,21 @@
  *     one JSON line per task to the record file: $FAKE_PYXIS_RECORD from the job environment,
  *     else the plugstack.conf argument record=PATH (cluster.sh sets it). Steps without any
  *     container option are neither checked nor recorded.
+ *   - named containers, as pyxis keeps them (NVIDIA/pyxis pyxis_slurmstepd.c at a35027cf2ffa,
+ *     slurm_spank_user_init; tests/name.bats at 5a7d9007bb4d): --container-name=NAME is the
+ *     enroot container pyxis_<jobid>_<NAME> (container_scope=job, pyxis's default) or
+ *     pyxis_<NAME> (container_scope=global); when it exists it is used as it is and the image
+ *     is NOT imported (whatever --container-image says), else it is made from the image, and a
+ *     name that does not exist without an image fails the step. The containers are folders
+ *     <store>/<container> holding the file `image` (the image they were made from), where
+ *     <store> is ENROOT_DATA_PATH from the job environment (the enroot stand-in's `list` and
+ *     `remove` read the same folder); without it nothing is kept, as an unnamed container.
+ *     The scope is the plugstack.conf argument container_scope=job|global, or
+ *     FAKE_PYXIS_CONTAINER_SCOPE in the job environment (tests). The record and the task
+ *     environment say which container ran (FAKE_PYXIS_CONTAINER), whether it was reused
+ *     ("reused") and the image it was made from (FAKE_PYXIS_IMAGE). Job-scoped containers are
+ *     not removed at the job's end here (pyxis's epilog does that); a test gives each job's
+ *     store a temporary folder.
  *
  * Build: gcc -shared -fPIC -o fake_pyxis.so fake_pyxis.c   (needs libslurm-dev's spank.h)
  */
@@ -46,6 +61,10 @@ enum { O_IMAGE, O_MOUNTS, O_NAME, O_WORKDIR, O_ENV, O_WRITABLE, O_HOME, O_NO_HOM
 static char *val[N_OPTS];
 static int step_refused; /* set in user_init, makes every task fail in task_init */
 static char *record_default; /* plugstack.conf: record=PATH */
+static int scope_global;      /* plugstack.conf: container_scope=global */
+static char container[512];   /* the enroot container of a named step, "" when unnamed */
+static int reused;            /* the named container existed: its image, no import */
+static char *used_image;      /* the image the container was made from (reused: the old one) */
 
 static int on_option(int v, const char *arg, int remote);
 
@@ -100,9 +119,12 @@ static int any_container_option(void)
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-	for (int i = 0; i < ac; i++)
+	for (int i = 0; i < ac; i++) {
 		if (strncmp(av[i], "record=", 7) == 0 && av[i][7] != '\0')
 			record_default = strdup(av[i] + 7);
+		if (strcmp(av[i], "container_scope=global") == 0)
+			scope_global = 1;
+	}
 	switch (spank_context()) {
 	case S_CTX_LOCAL:
 	case S_CTX_ALLOCATOR:
@@ -197,6 +219,54 @@ static int check_image(spank_t sp, const char *image)
 	return 0;
 }
 
+/* The named container of the step: reuse it when it exists, else make it from the image. */
+static int named_container(spank_t sp)
+{
+	char store[PATH_MAX] = "", scope[32] = "", dir[PATH_MAX], file[PATH_MAX + 16], old[4096];
+	uint32_t job = 0;
+	int global = scope_global;
+	FILE *f;
+	ssize_t n;
+	int fd;
+	if (spank_getenv(sp, "FAKE_PYXIS_CONTAINER_SCOPE", scope, sizeof(scope)) == ESPANK_SUCCESS)
+		global = strcmp(scope, "global") == 0;
+	spank_get_item(sp, S_JOB_ID, &job);
+	if (global)
+		snprintf(container, sizeof(container), "pyxis_%s", val[O_NAME]);
+	else
+		snprintf(container, sizeof(container), "pyxis_%u_%s", job, val[O_NAME]);
+	used_image = val[O_IMAGE];
+	if (spank_getenv(sp, "ENROOT_DATA_PATH", store, sizeof(store)) != ESPANK_SUCCESS ||
+	    store[0] == '\0')
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/%s", store, container);
+	snprintf(file, sizeof(file), "%s/image", dir);
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, old, sizeof(old) - 1);
+		close(fd);
+		old[n > 0 ? n : 0] = '\0';
+		reused = 1;
+		used_image = strdup(old);
+		slurm_info("pyxis: reusing existing container filesystem");
+		return 0;
+	}
+	if (val[O_IMAGE] == NULL) {
+		slurm_error("pyxis: error: a container with name \"%s\" does not exist, and "
+			    "--container-image is not set", val[O_NAME]);
+		return -1;
+	}
+	if ((mkdir(store, 0755) != 0 && errno != EEXIST) || (mkdir(dir, 0755) != 0 && errno != EEXIST) ||
+	    (f = fopen(file, "w")) == NULL) {
+		slurm_error("pyxis: cannot create container %s in %s: %s", container, store,
+			    strerror(errno));
+		return -1;
+	}
+	fputs(val[O_IMAGE], f);
+	fclose(f);
+	return 0;
+}
+
 /* Checks run once per step and node (so each message appears once). A failure here would
  * only print "launch failed" while srun still exits 0 (Slurm 22.05), so it is remembered and
  * every task fails in task_init instead, as a pyxis failure in a task hook does. */
@@ -231,6 +301,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 			rc = -1;
 		}
 	}
+	if (rc == 0 && val[O_NAME] != NULL && *val[O_NAME] != '\0' && named_container(sp) != 0)
+		rc = -1;
 	step_refused = rc != 0;
 	return 0;
 }
@@ -292,8 +364,12 @@ static void record(spank_t sp)
 	json_str(line, sizeof(line), &pos, cwd);
 	for (int i = 0; keys[i] != NULL; i++) {
 		pos += (size_t)snprintf(line + pos, sizeof(line) - pos, ", \"%s\": ", keys[i]);
-		json_str(line, sizeof(line), &pos, val[i]);
+		json_str(line, sizeof(line), &pos, i == O_IMAGE && container[0] ? used_image : val[i]);
 	}
+	pos += (size_t)snprintf(line + pos, sizeof(line) - pos, ", \"container\": ");
+	json_str(line, sizeof(line), &pos, container[0] ? container : NULL);
+	pos += (size_t)snprintf(line + pos, sizeof(line) - pos, ", \"reused\": %s",
+				reused ? "true" : "false");
 	if (pos + 2 >= sizeof(line))
 		pos = sizeof(line) - 2;
 	line[pos++] = '}';
@@ -313,11 +389,16 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)ac;
 	(void)av;
 	for (int i = 0; env_name[i] != NULL; i++) {
-		if (val[i] != NULL)
-			spank_setenv(sp, env_name[i], val[i], 1);
+		const char *v = i == O_IMAGE && container[0] ? used_image : val[i];
+		if (v != NULL)
+			spank_setenv(sp, env_name[i], v, 1);
 		else
 			spank_unsetenv(sp, env_name[i]);
 	}
+	if (container[0])
+		spank_setenv(sp, "FAKE_PYXIS_CONTAINER", container, 1);
+	else
+		spank_unsetenv(sp, "FAKE_PYXIS_CONTAINER");
 	if (!any_container_option())
 		return 0;
 	if (step_refused)

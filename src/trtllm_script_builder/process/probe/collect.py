@@ -153,6 +153,8 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
             "gres": None,
             "gpus_per_node": None,
             "requires_gres": False,
+            "cpus_per_node": None,
+            "mem_per_node_mb": None,
         }
         if name in probed:
             gres = parse.pick_gres([r.gres for r in rs])
@@ -167,6 +169,10 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
                 and _ARCH.fullmatch(n["Arch"])
             ]
             part["arch"] = arches[0] if arches else None
+            mine = [n for n in nodes if name in parse.node_partitions(n)]
+            # a GPU job's share is of the nodes with GPUs
+            gpu = [n for n in mine if "gpu" in n.get("Gres", "")]
+            part["cpus_per_node"], part["mem_per_node_mb"] = parse.node_size(gpu or mine)
             if not arches:
                 errors.append(f"partition {name}: could not determine Arch")
         env["partitions"].append(part)

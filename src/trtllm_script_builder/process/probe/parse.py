@@ -134,6 +134,21 @@ def node_partitions(node: dict[str, str]) -> list[str]:
     return [p for p in parts.split(",") if p and p != "(null)"]
 
 
+def node_size(nodes: list[dict[str, str]]) -> tuple[int | None, int | None]:
+    """The smallest node's CPUs (`CPUEfctv`, the CPUs left to jobs, else `CPUTot`) and
+    `RealMemory` (MiB): a share of it fits on any node of the partition."""
+
+    def least(keys: tuple[str, ...]) -> int | None:
+        found = []
+        for n in nodes:
+            value = next((n[k] for k in keys if n.get(k, "").isdigit()), None)
+            if value is not None and int(value) > 0:
+                found.append(int(value))
+        return min(found) if found else None
+
+    return least(("CPUEfctv", "CPUTot")), least(("RealMemory",))
+
+
 def parse_config(text: str) -> dict[str, str]:
     """`scontrol show config`: `Key = Value` lines."""
     out: dict[str, str] = {}
