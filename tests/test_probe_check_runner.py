@@ -41,7 +41,10 @@ MPI = (
     "MPI plugin types are...\n\tnone\n\tpmix\n"
     "specific pmix plugin versions available: pmix_v4,pmix_v5\n"
 )
-CONFIG = "AccountingStorageEnforce = associations,limits,qos\n"
+CONFIG = (
+    "AccountingStorageEnforce = associations,limits,qos\nClusterName             = tsb\n"
+    "SLURM_VERSION           = 22.05.8\n"
+)
 ASSOC = "prj|prj|\nprj|other|arm\n"
 
 
@@ -119,13 +122,26 @@ def test_probe_full() -> None:
     assert parts["dead"]["arch"] is None and parts["dead"]["requires_gres"] is False
     assert env["pmix"] == {"available": ["pmix", "pmix_v4", "pmix_v5"], "preferred": "pmix_v5"}
     assert env["default_partition"] == "batch"  # batch-hp scores worse, arm is refused
+    # what submit.py and sbatch need to know (decision slurm-version-cluster-name)
+    assert (env["cluster_name"], env["slurm_version"]) == ("tsb", "22.05.8")
+
+
+def test_probe_config_unreadable_or_hostile() -> None:
+    """No config: no name, no version, one error; a name that is not a Slurm name is left out."""
+    env, rc = probe(host=cluster(scontrol_show_config=CmdResult(1, "", "down")), user="alice")
+    assert "cluster_name" not in env and "slurm_version" not in env and rc == 2
+    assert any("scontrol show config failed: down" in e for e in env["errors"])
+    odd = CmdResult(0, "ClusterName = a;rm -rf\nSLURM_VERSION = $(x)\n")
+    env, _ = probe(host=cluster(scontrol_show_config=odd), user="alice")
+    assert "cluster_name" not in env and "slurm_version" not in env
 
 
 def test_probe_runs_each_tool_once() -> None:
     fake = cluster()
     probe(host=fake, user="alice")
     tools = [" ".join(c[:2]) for c in fake.calls if c[0] != "sbatch"]
-    assert sorted(tools) == sorted(["sinfo -h", "sacctmgr -nP", "scontrol show", "srun --mpi=list"])
+    expected = ["sinfo -h", "sacctmgr -nP", "scontrol show", "scontrol show", "srun --mpi=list"]
+    assert sorted(tools) == sorted(expected)  # scontrol: show node, show config
     assert sum(c[0] == "sbatch" for c in fake.calls) == 3  # one per up partition
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model import values
+from trtllm_script_builder.model.slurm_env import SLURM_VERSION
 from trtllm_script_builder.process.host import Here, Host
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.proc import CmdResult, Runner
@@ -183,6 +184,19 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
             errors.append(f"srun --mpi=list failed: {first_line(mpi)}")
         elif not available:
             errors.append("no pmix MPI plugin reported by srun --mpi=list")
+
+    # the cluster's name (submit.py picks network settings by it) and Slurm release (what
+    # its sbatch reads; decision slurm-version-cluster-name)
+    config = runner(["scontrol", "show", "config"])
+    if config.rc == 0:
+        said = parse.parse_config(config.out)
+        name, version = said.get("ClusterName"), said.get("SLURM_VERSION")
+        if name and _name_ok(name, "cluster name", errors):
+            env["cluster_name"] = name
+        if version and SLURM_VERSION.fullmatch(version):
+            env["slurm_version"] = version
+    else:
+        errors.append(f"scontrol show config failed: {first_line(config)}")
 
     # default partition: the best-ranked one this user may really submit to
     if probed:
