@@ -190,9 +190,9 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
     config = runner(["scontrol", "show", "config"])
     if config.rc == 0:
         said = parse.parse_config(config.out)
-        name, version = said.get("ClusterName"), said.get("SLURM_VERSION")
-        if name and _name_ok(name, "cluster name", errors):
-            env["cluster_name"] = name
+        cluster, version = said.get("ClusterName"), said.get("SLURM_VERSION")
+        if cluster and _name_ok(cluster, "cluster name", errors):
+            env["cluster_name"] = cluster
         if version and SLURM_VERSION.fullmatch(version):
             env["slurm_version"] = version
     else:
