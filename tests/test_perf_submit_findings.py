@@ -250,3 +250,14 @@ def test_dry_run_prints_the_interpreter_the_build_runs(env: Env, cli) -> None:
     assert r.code == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("==> would run:"))
     assert line.startswith(f"==> would run: {sys.executable} ")
+
+
+def test_build_many_folder_names_keep_what_tells_two_configs_apart() -> None:
+    from trtllm_script_builder.workflows.pytest import NAME_MAX, test_job_name
+
+    base = "perf/test_perf_sanity.py::test_e2e[disagg_upload-e2e-gb200_deepseek-r1-fp4_1k1k"
+    names = [test_job_name(f"{base}_con2048_ctx2_dep4_gen1_dep16_eplb{n}_mtp3_ccb-UCX]")
+             for n in (0, 288)]  # fmt: skip
+    assert names[0] != names[1]
+    assert names[0].endswith("_eplb0_mtp3_ccb_ucx") and names[1].endswith("_eplb288_mtp3_ccb_ucx")
+    assert all(len(n) <= NAME_MAX and n.startswith("perf_sanity_e2e_disagg") for n in names)
