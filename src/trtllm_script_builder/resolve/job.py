@@ -768,7 +768,7 @@ def _category4(
     check_unquoted(
         {"work_dir": str(work_dir), "repo_root": req.repo_root, "llm_models_root": base.models_root,
          "perf_config_yaml": plan.config_file or "", "remote_work_dir": paths.log_dir,
-         "remote_repo_path": paths.project, "HOME": paths.home}
+         "remote_repo_path": paths.project}
     )  # fmt: skip
     field = "perf_config_yaml" if plan.config_file else "test_cmd"
     check_node_fits(plan.sizing, facts.gpus_per_node, facts.gpus_source, field)
