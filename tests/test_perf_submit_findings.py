@@ -170,7 +170,9 @@ ACCURACY = """\
 """
 
 
-def test_folder_submit_py_makes_is_an_expected_output(env: Env, cli) -> None:
+def test_folder_submit_py_makes_is_an_expected_output(
+    env: Env, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cfg = with_real_disagg(env)
     text = cfg.read_text()
     assert "accuracy:" not in text
@@ -185,6 +187,32 @@ def test_folder_submit_py_makes_is_an_expected_output(env: Env, cli) -> None:
     assert made.read_text() == "path: /models/gsm8k\n"
     extra = spec_of(env)["extra_files"]
     assert str(made) in extra and all(Path(x).is_file() for x in extra)
+
+    # submit copies it into the same folder of remote_work_dir (not refused, not flattened)
+    from trtllm_script_builder.process import submit as submit_mod
+    from trtllm_script_builder.process.proc import CmdResult
+
+    copies: dict[str, list[str]] = {}
+
+    class Ssh:
+        def __init__(self, target: object) -> None:
+            pass
+
+        def check(self) -> CmdResult:
+            return CmdResult(0, "/w\n/home/u\nu\n")
+
+        def copy(self, files: list[Path], remote_dir: str) -> CmdResult:
+            copies.setdefault(remote_dir, []).extend(f.name for f in files)
+            return CmdResult(0)
+
+        def __call__(self, argv: list[str], cwd: Path | None = None, **_: object) -> CmdResult:
+            return CmdResult(0, "99\n") if argv[0] == "sbatch" else CmdResult(0)
+
+    monkeypatch.setattr("trtllm_script_builder.process.host.OverSsh", Ssh)
+    submit_mod.submit(env.work)
+    remote = spec_of(env)["remote_work_dir"]
+    assert copies[f"{remote}/lm_eval_configs"] == ["gsm8k_custom.yaml"]
+    assert "gsm8k_custom.yaml" not in copies[remote] and "test_list.txt" in copies[remote]
 
 
 # 9 -----------------------------------------------------------------------------------------
