@@ -61,7 +61,7 @@ def test_perf_sanity_job_spec(env: Env, cli) -> None:
     assert spec["log_file_pattern"] == "slurm-%j.out"
     assert spec["required_devices"] == 6 and spec["node_count"] == 2
     assert spec["slurm_params"]["ntasks"] == 8 and spec["slurm_params"]["gpus_per_node"] == 4
-    assert "8_done_" in spec["success_patterns"]
+    assert "Aggregated test completed successfully" in spec["success_patterns"]
     assert str(env.work / "test_list.txt") in spec["extra_files"]
     recorded = json.loads((env.root / "submit_args.json").read_text())
     argv = recorded["argv"]

@@ -146,7 +146,8 @@ class Clone:
             checkout = str(script.parent.parent)
             shown = checkout.replace(str(self.tmp), "")
             text = text.replace(checkout_job_name(checkout), checkout_job_name(shown))
-        return text.replace(str(self.tmp), "")
+        # `--dry-run` names the interpreter the build runs submit.py with: shown as python3
+        return text.replace(str(self.tmp), "").replace(f"{sys.executable} ", "python3 ")
 
 
 def same(lang: str, shown: str, actual: str) -> bool:

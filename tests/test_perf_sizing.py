@@ -357,3 +357,21 @@ def test_config_path_for() -> None:
     assert config_path_for(root, parse_perf_test_id("test_e2e[aggr-ctx_only-a-b]")) == Path(
         "/r/tests/scripts/perf-sanity/disaggregated/a-b.yaml"
     )
+
+def test_world_size_is_not_read_for_a_server_config() -> None:
+    """submit.py multiplies tp*pp*cp (each default 1) and launches that many tasks; a
+    world_size of 4 with no tp gets 1 task, so the job is sized 1, not 4."""
+    assert size_config(agg(world_size=4), kind="aggr", server_name="a") == sizing(1, 1, 8, "aggr")
+
+
+def test_gen_only_no_context_id_sizes_the_one_gen_server() -> None:
+    cfg = real(DISAGG / f"{LITE}.yaml")  # gen TP2 on a 4-GPU node, ctx TP1 not run
+    tid = parse_perf_test_id(f"test_e2e[aggr_upload-gen_only_no_context-{LITE}]")
+    got = size_config(cfg, kind=tid.kind, benchmark_mode=tid.mode)
+    assert got == sizing(2, 1, 4, "gen_only_no_context")
+    ws = disagg({}, {"world_size": 8, "tensor_parallel_size": 2})
+    assert size_config(ws, kind="gen_only_no_context").gpus == 8  # read here, and only here
+    with pytest.raises(BuildError) as err:
+        size_config(real(DISAGG / f"{UCX}.yaml") | {"hardware": {"gpus_per_node": 4,
+                    "num_gen_servers": 2}}, kind="gen_only_no_context")  # fmt: skip
+    assert "num_gen_servers is 2" in err.value.problem

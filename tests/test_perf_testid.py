@@ -220,3 +220,42 @@ def test_raw_test_db_lines() -> None:
         else:
             with pytest.raises(BuildError, match="commented out"):
                 parse_perf_test_id(line)
+
+
+# The newer grammar of submit.py (TRT-LLM jenkins/scripts/perf/local/submit.py at 38008eab,
+# parse_test_string): a time_breakdown segment after e2e/ctx_only, and gen_only_no_context
+# behind an aggr prefix, both reading a disaggregated config.
+@pytest.mark.parametrize(
+    ("label", "kind", "mode", "base", "breakdown", "listed"),
+    [
+        ("disagg_upload-e2e-time_breakdown-cfg-UCX", "disagg", "e2e", "cfg-UCX", True,
+         "disagg-e2e-time_breakdown-cfg-UCX"),
+        ("aggr_upload-ctx_only-time_breakdown-cfg", "ctx_only", "ctx_only", "cfg", True,
+         "aggr-ctx_only-time_breakdown-cfg"),
+        ("aggr_upload-gen_only_no_context-cfg-NIXL", "gen_only_no_context",
+         "gen_only_no_context", "cfg-NIXL", False, "aggr-gen_only_no_context-cfg-NIXL"),
+    ],
+)  # fmt: skip
+def test_newer_id_forms(
+    label: str, kind: str, mode: str, base: str, breakdown: bool, listed: str
+) -> None:
+    tid = parse_perf_test_id(f"perf/test_perf_sanity.py::test_e2e[{label}]")
+    assert (tid.kind, tid.mode, tid.config_base, tid.time_breakdown) == (
+        kind, mode, base, breakdown,
+    )  # fmt: skip
+    assert tid.config_folder == "disaggregated"
+    assert tid.test_list_id == f"perf/test_perf_sanity.py::test_e2e[{listed}]"
+
+
+@pytest.mark.parametrize(
+    ("label", "words"),
+    [
+        ("disagg-gen_only-time_breakdown-cfg", "time_breakdown exists for e2e and ctx_only"),
+        ("disagg-e2e-time_breakdown", "names no disaggregated config"),
+        ("aggr-gen_only_no_context-time_breakdown-cfg", "not gen_only_no_context"),
+    ],
+)
+def test_newer_forms_refused_as_submit_py_refuses(label: str, words: str) -> None:
+    with pytest.raises(BuildError) as err:
+        parse_perf_test_id(f"test_e2e[{label}]")
+    assert words in err.value.problem

@@ -42,7 +42,10 @@ MPI = (
     "MPI plugin types are...\n\tnone\n\tpmix\n"
     "specific pmix plugin versions available: pmix_v4,pmix_v5\n"
 )
-CONFIG = "AccountingStorageEnforce = associations,limits,qos\nMaxArraySize            = 1001\n"
+CONFIG = (
+    "AccountingStorageEnforce = associations,limits,qos\nClusterName             = tsb\n"
+    "SLURM_VERSION           = 22.05.8\nMaxArraySize            = 1001\n"
+)
 ASSOC = "prj|prj|\nprj|other|arm\n"
 
 
@@ -125,6 +128,18 @@ def test_probe_full() -> None:
     assert env["pmix"] == {"available": ["pmix", "pmix_v4", "pmix_v5"], "preferred": "pmix_v5"}
     assert env["default_partition"] == "batch"  # batch-hp scores worse, arm is refused
     assert env["max_array_size"] == 1001  # submit cuts a bigger batch (decision max-array-size)
+    # what submit.py and sbatch need to know (decision slurm-version-cluster-name)
+    assert (env["cluster_name"], env["slurm_version"]) == ("tsb", "22.05.8")
+
+
+def test_probe_config_unreadable_or_hostile() -> None:
+    """No config: no name, no version, one error; a name that is not a Slurm name is left out."""
+    env, rc = probe(host=cluster(scontrol_show_config=CmdResult(1, "", "down")), user="alice")
+    assert "cluster_name" not in env and "slurm_version" not in env and rc == 2
+    assert any("scontrol show config failed: down" in e for e in env["errors"])
+    odd = CmdResult(0, "ClusterName = a;rm -rf\nSLURM_VERSION = $(x)\n")
+    env, _ = probe(host=cluster(scontrol_show_config=odd), user="alice")
+    assert "cluster_name" not in env and "slurm_version" not in env
 
 
 def test_probe_runs_each_tool_once() -> None:

@@ -192,9 +192,11 @@ def _run_submit_step(
     once the whole set is written (`staged_set`, decision atomic-job-set).
     """
     from trtllm_script_builder.process.submit_py import (
+        fit_launch,
         retarget_gpu_lines,
         rewrite_remote_paths,
         run_submit_py,
+        script_gres,
     )
 
     step = result.submit
@@ -214,7 +216,7 @@ def _run_submit_step(
             for i, arg in enumerate(args[:-1]):
                 if arg in _PATH_FLAGS and args[i + 1] in ours:
                     args[i + 1] = str(ours[args[i + 1]])
-            run_submit_py(Path(step.repo_root), args, cwd=Path(step.repo_root))
+            said = run_submit_py(Path(step.repo_root), args, cwd=Path(step.repo_root))
             launch = stage / launch_name
             if not launch.is_file():
                 raise BuildError(
@@ -233,9 +235,22 @@ def _run_submit_step(
                 text = rewrite_remote_paths(text, **step.rewrite)
                 if step.gpu_lines is not None:
                     text = retarget_gpu_lines(text, step.gpu_lines)
+            version = (result.spec.slurm_env or {}).get("slurm_version")
+            text, notes = fit_launch(text, version if isinstance(version, str) else None)
             write_file(launch, text, 0o755)
-            # What submit.py wrote besides the launch script travels with it (e.g. test_list.txt).
-            made = sorted(n for n in os.listdir(stage) if n not in (launch_name, "job_spec.json"))
+            result.spec.warnings = [*result.spec.warnings, *said, *notes]
+            # job_spec's GRES is the one the script asks for (submit.py's, or ours for remote)
+            if result.spec.slurm_params is not None:
+                result.spec.slurm_params = result.spec.slurm_params.model_copy(
+                    update={"gres": script_gres(text)}
+                )
+            # What submit.py wrote besides the launch script travels with it (test_list.txt,
+            # the files of lm_eval_configs/ for an accuracy config).
+            made = sorted(
+                str(p.relative_to(stage))
+                for p in stage.rglob("*")
+                if p.is_file() and p.name != "job_spec.json" and p != stage / launch_name
+            )
             result.spec.extra_files = sorted(
                 {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
             )

@@ -233,9 +233,10 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
     elif dry_run:
         if result.submit:
             import shlex
+            import sys
 
             click.echo(
-                f"==> would run: python3 {result.submit.repo_root}/jenkins/scripts/perf/local/submit.py {shlex.join(result.submit.args)}"
+                f"==> would run: {sys.executable} {result.submit.repo_root}/jenkins/scripts/perf/local/submit.py {shlex.join(result.submit.args)}"
             )
             for f in result.submit.before:
                 click.echo(f"==> {result.work_dir / f.name} (not written)")

@@ -51,7 +51,8 @@ class SlurmEnv(_ClusterFile):
     partitions: list[Partition] = Field(default_factory=values.empty_list)
     pmix: Pmix = Field(default_factory=Pmix)
     errors: list[str] = Field(default_factory=values.empty_list)
-    cluster_name: str | None = None
+    cluster_name: str | None = None  # scontrol show config: ClusterName
+    slurm_version: str | None = None  # scontrol show config: SLURM_VERSION (22.05.8)
     mounts: list[str] | None = None
     ssh_host: str | None = None
     slurm_user: str | None = None
@@ -100,6 +101,16 @@ def load_slurm_env(path: str | Path) -> tuple[SlurmEnv, dict[str, Any]]:
 FIX_KEY = "probe the cluster again, or correct that key"
 _NAME = "is not a Slurm name (letters, digits and . _ + -, not starting with -)"
 _MOUNT_FLAGS = re.compile(r"[A-Za-z0-9_.=+-]+")
+SLURM_VERSION = re.compile(r"\d{1,4}\.\d{1,4}(?:\.\d{1,4})?(?:-[A-Za-z0-9.]{1,20})?")
+
+
+def version_before(version: str | None, major: int, minor: int) -> bool:
+    """True when `version` (a probed SLURM_VERSION) is known and older than major.minor."""
+    m = SLURM_VERSION.fullmatch(version or "")
+    if m is None:
+        return False
+    got = [int(x) for x in m.group(0).split("-")[0].split(".")[:2]]
+    return (got[0], got[1]) < (major, minor)
 
 
 def _check_values(env: SlurmEnv, path: str) -> None:
@@ -117,6 +128,7 @@ def _check_values(env: SlurmEnv, path: str) -> None:
         ("user", env.user),
         ("slurm_user", env.slurm_user),
         ("pmix.preferred", env.pmix.preferred),
+        ("cluster_name", env.cluster_name),
     ]
     names += [(f"accounts[{i}]", a) for i, a in enumerate(env.accounts)]
     names += [(f"partitions[{i}].name", p.name) for i, p in enumerate(env.partitions)]
@@ -124,6 +136,8 @@ def _check_values(env: SlurmEnv, path: str) -> None:
     for key, name in names:
         if name is not None and not values.SLURM_NAME.fullmatch(name):
             raise bad(key, _NAME, name)
+    if env.slurm_version is not None and not SLURM_VERSION.fullmatch(env.slurm_version):
+        raise bad("slurm_version", "is not a Slurm version (22.05.8)", env.slurm_version)
     for key in ("remote_cwd", "remote_home"):
         value = getattr(env, key)
         if value is not None and not values.is_absolute_path(value):

@@ -473,7 +473,12 @@ def _target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
                     f"{extra} does not exist",
                     "build the job again into this work_dir",
                 )
-            files.append(Path(extra))
+            # a file in a folder of work_dir (submit.py's lm_eval_configs/) keeps its folder
+            sub = posixpath.relpath(posixpath.dirname(extra), j.spec.work_dir)
+            if sub != "." and not sub.startswith(".."):
+                by_dir.setdefault(posixpath.join(remote.work_dir, sub), []).append(Path(extra))
+            else:
+                files.append(Path(extra))
     for remote_dir, files in by_dir.items():
         copied = on.copy(files, remote_dir)
         if copied.rc != 0:

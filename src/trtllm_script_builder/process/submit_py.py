@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model.slurm_env import version_before
+from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process.proc import run
 
 SUBMIT_PY = Path("jenkins") / "scripts" / "perf" / "local" / "submit.py"
@@ -33,8 +35,9 @@ def run_submit_py(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
-) -> None:
-    """Run `<repo_root>/jenkins/scripts/perf/local/submit.py args...` in `cwd`.
+) -> list[str]:
+    """Run `<repo_root>/jenkins/scripts/perf/local/submit.py args...` in `cwd`; gives what it
+    said about the choices it made (`UCX env: ...`, its warnings), escaped, one a line.
 
     `env` None inherits this process's environment (submit.py reads AGG_CONFIG_FOLDER,
     DISAGG_CONFIG_FOLDER, POST_INSTALL_HOOK, EXTRA_CONTAINER_EXPORTS from it). A missing
@@ -66,13 +69,60 @@ def run_submit_py(
             "run the builder with a working Python interpreter",
         )
     if done.rc != 0:
-        said = _tail(done.err) or _tail(done.out) or "(no output)"
+        # submit.py refuses by raising: of a traceback, its last line says why
+        lines = 1 if "Traceback (most recent call last)" in done.err else _TAIL_LINES
+        said = _tail(done.err, lines) or _tail(done.out) or "(no output)"
         raise ToolFailed(
             "submit.py",
             f"exited with status {done.rc}: {said}",
             "fix the request or the repo's submit.py (build again with --dry-run for the "
             "command, and run it by hand to see everything it printed)",
         )
+    return [
+        f"submit.py: {printable(line.strip())}"
+        for line in done.out.splitlines()
+        if line.strip().startswith(_SAID)
+    ][:_TAIL_LINES]
+
+
+# submit.py's lines that tell which settings it chose (the network pins of a disaggregated
+# job) or what it could not do; "Launch script generated at" names the private folder.
+_SAID = ("UCX env:", "[WARNING]")
+# topology/block's `--segment` came with Slurm 23.11; 22.05 refuses the whole script
+# (decision slurm-version-cluster-name)
+SEGMENT_SINCE = (23, 11)
+_SEGMENT = re.compile(r"#SBATCH\s+--segment(?:=|\s).*")
+# submit.py names the container after the second it ran: the same request would give other
+# bytes each time, so the job id (one per job, known when the script runs) takes its place
+_CONTAINER = re.compile(r'"--container-name=(aggr|disagg)_test-\d{8}_\d{6}"')
+
+
+def fit_launch(text: str, slurm_version: str | None) -> tuple[str, list[str]]:
+    """The launch script as the target Slurm reads it, and the same bytes for the same
+    request: `--segment` left out where the cluster's Slurm predates it, the time-stamped
+    container name replaced by one per job."""
+    notes: list[str] = []
+    text = _CONTAINER.sub(lambda m: f'"--container-name={m.group(1)}_test-${{SLURM_JOB_ID}}"', text)
+    if version_before(slurm_version, *SEGMENT_SINCE):
+        lines = text.split("\n")
+        kept = [ln for ln in lines if not _SEGMENT.fullmatch(ln.strip())]
+        if len(kept) != len(lines):
+            text = "\n".join(kept)
+            notes.append(
+                f"#SBATCH --segment left out of the launch script: the cluster runs Slurm "
+                f"{slurm_version}, and sbatch before {SEGMENT_SINCE[0]}.{SEGMENT_SINCE[1]} "
+                "refuses it (the nodes are not kept in one topology block)"
+            )
+    return text, notes
+
+
+_GRES_LINE = re.compile(r"#SBATCH\s+--gres[= ](\S+)")
+
+
+def script_gres(text: str) -> str | None:
+    """The GRES the launch script asks for, as job_spec records it."""
+    found = _GRES_LINE.search(text)
+    return found.group(1) if found else None
 
 
 # Characters that continue a path name: a prefix only matches where none of these is next to it.

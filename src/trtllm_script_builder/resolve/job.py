@@ -67,7 +67,13 @@ if TYPE_CHECKING:
 LAUNCH_SH = "slurm_launch.sh"
 # What the launch script of the repo's submit.py prints when it passed or failed, whichever
 # workflow it runs for (decision log-patterns).
-SUBMIT_PY_PATTERNS = (("8_done_", "test completed successfully"), ("FAILED", "Error"))
+SUBMIT_PY_PATTERNS = (
+    (
+        "Aggregated test completed successfully",
+        "Disagg server and benchmark completed successfully",
+    ),
+    ("FAILED", "Error"),
+)
 
 
 def refuse_ask(field: str, question: str) -> str:
@@ -394,7 +400,14 @@ class _Base:
         }
 
     def slurm(
-        self, *, nodes: int, ntasks: int, ntasks_per_node: int, gpus_per_node: int, gpus: int
+        self,
+        *,
+        nodes: int,
+        ntasks: int,
+        ntasks_per_node: int,
+        gpus_per_node: int,
+        gpus: int,
+        mpi_plugin: str | None = None,
     ) -> dict[str, Any]:
         """The fields of a Slurm job: the allocation (GRES only where the partition has it,
         for the GPUs the job uses: decision gpu-gres-request) and what depends on the scenario."""
@@ -409,7 +422,7 @@ class _Base:
             ntasks_per_node=ntasks_per_node,
             gpus_per_node=gpus_per_node,
             gres=f"gpu:{gpus}" if facts.gres else None,
-            mpi_plugin=facts.mpi_plugin,
+            mpi_plugin=mpi_plugin or facts.mpi_plugin,
         )
         return {
             "slurm": plan,
@@ -762,13 +775,28 @@ def _category4(
     parts: tuple[mnt.Mount, mnt.Mount, list[mnt.Mount]],
     warnings: list[str],
 ) -> ResolvedJob:
+    from trtllm_script_builder.resolve.perf.plan import check_node_fits, check_unquoted
+
     req, paths, facts = base.req, base.paths, base.facts
     assert facts is not None and req.partition and req.account
     work_dir = Path(req.work_dir)
     home, project, models = parts
+    check_unquoted(
+        {"work_dir": str(work_dir), "repo_root": req.repo_root, "llm_models_root": base.models_root,
+         "perf_config_yaml": plan.config_file or "", "remote_work_dir": paths.log_dir,
+         "remote_repo_path": paths.project}
+    )  # fmt: skip
+    field = "perf_config_yaml" if plan.config_file else "test_cmd"
+    check_node_fits(plan.sizing, facts.gpus_per_node, facts.gpus_source, field)
     # submit.py makes work_dir the container's working folder and writes its output there.
     job_dir = mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
-    mounts = mnt.assemble(home, project, models, [job_dir])
+    extras = [job_dir]
+    if plan.config_file and not paths.remote and not plan.fallback_yaml:
+        # submit.py points the config-folder variable at the config's folder: the container
+        # must see it there (dropped when the repo, home or work_dir mount covers it)
+        folder = os.path.dirname(os.path.abspath(plan.config_file))
+        extras.append(mnt.Mount(mnt.check_mount_path(folder, field), folder, field))
+    mounts = mnt.assemble(home, project, models, extras)
     mounts_text = ",".join(m.entry() for m in mounts)
     # submit.py runs here with local paths (decision perf-sanity-submit-py): it must see the local
     # repo in the mounts so that it adds no second copy; the rewrite afterwards makes it the remote
@@ -794,15 +822,25 @@ def _category4(
         models_root=base.models_root,
         time=req.time_limit,
     )
-    gpu_lines = None
+    gpu_lines: tuple[str, ...] | None = None
+    env = base.env
+    # submit.py reads the cluster it runs on; the job runs on the target
+    # (decisions perf-sanity-submit-py, slurm-version-cluster-name).
+    if env is not None and env.cluster_name and _submit_py_knows("--cluster-name", req):
+        args += ["--cluster-name", env.cluster_name]
+    elif paths.remote and plan.sizing.mode not in ("aggr", "ctx_only"):
+        warnings.append(
+            "the cluster's name is not in the cluster file: submit.py picks the network (UCX) "
+            "settings of the cluster it runs on here; probe the target cluster again"
+        )
     if paths.remote:
-        # submit.py reads the cluster it runs on; the job runs on the target
-        # (decision perf-sanity-submit-py).
-        env = base.env
-        if env is not None and env.cluster_name and _submit_py_knows("--cluster-name", req):
-            args += ["--cluster-name", env.cluster_name]
         g = plan.sizing.gpus_per_node
-        gpu_lines = (f"--gpus-per-node={g}", f"--gres=gpu:{g}") if facts.gres else ()
+        # as submit.py asks its own cluster: both lines where the partition has GPU GRES,
+        # none where it has other GRES, --gpus-per-node alone where nothing is known
+        if facts.gres:
+            gpu_lines = (f"--gpus-per-node={g}", f"--gres=gpu:{g}")
+        else:
+            gpu_lines = () if facts.partition is not None else (f"--gpus-per-node={g}",)
     rewrite = (
         (
             ("repo_root", req.repo_root),
@@ -834,5 +872,7 @@ def _category4(
             ntasks_per_node=sz.ntasks_per_node,
             gpus_per_node=sz.gpus_per_node,
             gpus=sz.gpus_per_node,  # submit.py's jobs hold whole nodes of the config's size
+            # the launch drafts start every server step with `srun --mpi=pmix`
+            mpi_plugin="pmix",
         ),
     )

@@ -7,6 +7,7 @@ from typing import Any
 
 from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.model import values
+from trtllm_script_builder.model.slurm_env import SLURM_VERSION
 from trtllm_script_builder.process.host import Here, Host
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.proc import CmdResult, Runner
@@ -190,10 +191,20 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
         elif not available:
             errors.append("no pmix MPI plugin reported by srun --mpi=list")
 
-    # submit cuts a bigger batch into arrays of this many jobs (decision max-array-size)
+    # the cluster's name (submit.py picks network settings by it) and Slurm release (what
+    # its sbatch reads; decision slurm-version-cluster-name)
     config = runner(["scontrol", "show", "config"])
     if config.rc == 0:
-        env["max_array_size"] = parse.max_array_size(parse.parse_config(config.out))
+        said = parse.parse_config(config.out)
+        cluster, version = said.get("ClusterName"), said.get("SLURM_VERSION")
+        if cluster and _name_ok(cluster, "cluster name", errors):
+            env["cluster_name"] = cluster
+        if version and SLURM_VERSION.fullmatch(version):
+            env["slurm_version"] = version
+        # submit cuts a bigger batch into arrays of this many jobs (decision max-array-size)
+        env["max_array_size"] = parse.max_array_size(said)
+    else:
+        errors.append(f"scontrol show config failed: {first_line(config)}")
 
     # default partition: the best-ranked one this user may really submit to
     if probed:

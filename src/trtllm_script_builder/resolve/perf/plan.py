@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,17 @@ def plan_perf_sanity(
             "pass test_cmd with perf/test_perf_sanity.py::test_e2e[...] or --perf-config-yaml",
         )
     if tid is not None:
-        path = Path(perf_config_yaml) if perf_config_yaml else config_path_for(Path(repo_root), tid)
-        cfg = load_perf_config(path, field="perf_config_yaml" if perf_config_yaml else "test_cmd")
+        # submit.py reads the config the id names (its --test-list wins over --config-file)
+        path = config_path_for(Path(repo_root), tid)
+        cfg = load_perf_config(path, field="test_cmd")
+        if perf_config_yaml and _differs(Path(perf_config_yaml), path):
+            raise BuildError(
+                "perf_config_yaml",
+                f"{perf_config_yaml} is not the config the test id runs: submit.py runs "
+                f"{path} for {tid.label}, and sizing from another file would not match it",
+                "drop perf_config_yaml (the id's config is used), or drop the test id and "
+                "give perf_test_name",
+            )
         sizing = size_config(
             cfg,
             kind=tid.kind,
@@ -105,12 +115,53 @@ def plan_perf_sanity(
         model_name=model_name or normalise_name(base) or "perf",
         sizing=sizing,
         test_id=tid.raw_id if tid else None,
-        config_file=None if tid and not perf_config_yaml else str(path),
+        config_file=None if tid else str(path),
         test_name=perf_test_name if tid is None else None,
         benchmark_mode=None,
         job_suffix="perf" if tid else "benchmark",
-        ship_config=remote and perf_config_yaml is not None and not inside_repo,
+        ship_config=remote and tid is None and not inside_repo,
     )
+
+
+def _differs(given: Path, runs: Path) -> bool:
+    """Whether a perf_config_yaml is another config than the one a test id runs."""
+    try:
+        return not (given.resolve() == runs.resolve() or given.read_bytes() == runs.read_bytes())
+    except OSError:
+        return True
+
+
+# What submit.py writes into the launch script without quotes (`-o <work_dir>/slurm-%j.out`,
+# `--test-list=<work_dir>/test_list.txt` inside a double-quoted string that is split again,
+# `testOutputDir=<work_dir>/<case>`): only characters that survive that stay as they are.
+_UNQUOTED_SAFE = re.compile(r"[A-Za-z0-9_./+@%:,=~-]+")
+
+
+def check_unquoted(values: dict[str, str]) -> None:
+    """Refuse a path submit.py would write unquoted when it holds a character the shell
+    reads (a space, a quote, `$`, `;`, ...): the launch script would break (decision
+    submit-py-unquoted)."""
+    for field, value in values.items():
+        if value and not _UNQUOTED_SAFE.fullmatch(value):
+            bad = sorted({c for c in value if not _UNQUOTED_SAFE.fullmatch(c)})
+            raise BuildError(
+                field,
+                f"{value!r} holds {' '.join(repr(c) for c in bad)}, which submit.py writes "
+                "unquoted into the launch script",
+                "use a path of letters, digits and . _ - / + @ % : , = ~ for perf-sanity",
+            )
+
+
+def check_node_fits(sizing: PerfSizing, partition_gpus: int, where: str, field: str) -> None:
+    """submit.py asks for the config's hardware.gpus_per_node on every node: a partition
+    with fewer GPUs per node never runs the job."""
+    if sizing.gpus_per_node > partition_gpus:
+        raise BuildError(
+            field,
+            f"the perf config asks for {sizing.gpus_per_node} GPUs per node (hardware."
+            f"gpus_per_node) but {where} has {partition_gpus}",
+            "pick a partition with that many GPUs per node, or a config written for this one",
+        )
 
 
 def submit_args(

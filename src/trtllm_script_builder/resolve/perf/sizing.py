@@ -3,6 +3,8 @@
 * aggregated: ``tp*pp*cp`` of the matching ``server_configs`` entry;
   ``nodes = ceil(gpus / gpus_per_node)``;
 * ctx_only: the same arithmetic on ``worker_config.ctx`` of a disaggregated config;
+* gen_only_no_context (an ``aggr-`` id): the same on ``worker_config.gen`` (its
+  ``world_size`` if set), which must be the one gen server;
 * disaggregated: ``nodes = num_ctx*ceil(ctx_gpus/gpn) + num_gen*ceil(gen_gpus/gpn)``,
   ``gpus = num_ctx*ctx_gpus + num_gen*gen_gpus`` (each server gets whole nodes);
   ``gen_only`` with a ``benchmark.mode`` containing ``gen_only_no_context`` runs no ctx server.
@@ -110,16 +112,10 @@ def server_gpus(
     field: str = "perf_config_yaml",
     source: str | None = None,
 ) -> int:
-    """tp*pp*cp of one server (each default 1); `world_size` when neither tp nor pp is set."""
+    """tp*pp*cp of one server (each default 1), as submit.py multiplies them: a `world_size`
+    key is not read (the server config of an AutoDeploy run names one; submit.py launches
+    tp*pp*cp tasks whatever it says)."""
     present = {k: server.get(k) for k in _PARALLEL_KEYS if server.get(k) is not None}
-    if (
-        "tensor_parallel_size" not in present
-        and "pipeline_parallel_size" not in present
-        and server.get("world_size") is not None
-    ):
-        return _int_value(
-            server["world_size"], f"{what}.world_size", minimum=1, field=field, source=source
-        )
     gpus = 1
     for key, value in present.items():
         gpus *= _int_value(value, f"{what}.{key}", minimum=1, field=field, source=source)
@@ -264,6 +260,23 @@ def size_config(
             gpn,
             "ctx_only",
         )
+    if kind == NO_CONTEXT_MARK:
+        gen = _worker(cfg, "gen", config_field, source)
+        if cfg["hardware"].get("num_gen_servers") != 1:
+            raise BuildError(
+                config_field,
+                f"{NO_CONTEXT_MARK} runs one gen server, but hardware.num_gen_servers is "
+                f"{cfg['hardware'].get('num_gen_servers')!r}{_where(source)}",
+                "use a config with num_gen_servers: 1, or a disagg-gen_only id",
+            )
+        if gen.get("world_size"):  # submit.py reads it here, and only here
+            gpus = _int_value(
+                gen["world_size"], "worker_config.gen.world_size", minimum=1,
+                field=config_field, source=source,
+            )  # fmt: skip
+        else:
+            gpus = server_gpus(gen, "worker_config.gen", field=config_field, source=source)
+        return _one_server(gpus, gpn, NO_CONTEXT_MARK)
 
     mode = benchmark_mode or "e2e"
     if mode not in DISAGG_MODES:

@@ -4,9 +4,13 @@ The bracket text ("label") is split on ``-`` the way the repo's submit.py splits
 
 * ``<aggr|aggr_upload>-<config_base>[-<server name>]``: aggregated; only the second label is
   the config base (aggregated config file names carry no ``-``), the rest is the server name;
-* ``<disagg|disagg_upload>-<e2e|gen_only>-<config_base>``: disaggregated;
-* ``<aggr|aggr_upload>-ctx_only-<config_base>``: runs on the aggregated path but reads the
-  *disaggregated* config ``<config_base>``.
+* ``<disagg|disagg_upload>-<e2e|gen_only>[-time_breakdown]-<config_base>``: disaggregated;
+* ``<aggr|aggr_upload>-ctx_only[-time_breakdown]-<config_base>`` and
+  ``<aggr|aggr_upload>-gen_only_no_context-<config_base>``: run on the aggregated path but
+  read the *disaggregated* config ``<config_base>``.
+
+``time_breakdown`` exists for e2e and ctx_only only (TRT-LLM `jenkins/scripts/perf/local/
+submit.py` at 38008eab7368767721de3591af09194d0928fb64, `parse_test_string`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Literal
 
 from trtllm_script_builder.errors import BuildError
 
-PerfKind = Literal["aggr", "disagg", "ctx_only"]
+PerfKind = Literal["aggr", "disagg", "ctx_only", "gen_only_no_context"]
 
 PERF_TEST_FILE = "perf/test_perf_sanity.py"
 PERF_TEST_FUNCTION = "test_e2e"
@@ -26,6 +30,10 @@ AGG_PREFIXES = ("aggr", "aggr_upload")
 DISAGG_PREFIXES = ("disagg", "disagg_upload")
 DISAGG_MODES = ("e2e", "gen_only")
 CTX_ONLY = "ctx_only"
+GEN_ONLY_NO_CONTEXT = "gen_only_no_context"
+AGG_PATH_DISAGG_MODES = (CTX_ONLY, GEN_ONLY_NO_CONTEXT)  # disaggregated config, aggregated run
+TIME_BREAKDOWN = "time_breakdown"
+TIME_BREAKDOWN_MODES = ("e2e", CTX_ONLY)
 
 # The suffix a test-list line may carry (minutes); submit.py strips exactly this.
 TIMEOUT_SUFFIX_RE = re.compile(r"\s+TIMEOUT\s*\(\d+\)\s*$", re.I)
@@ -49,8 +57,9 @@ class PerfTestId:
     kind: PerfKind
     config_base: str
     server_name: str | None  # aggregated only
-    mode: str | None  # e2e|gen_only (disagg), ctx_only (ctx_only), None (aggregated)
+    mode: str | None  # e2e|gen_only (disagg), ctx_only|gen_only_no_context, None (aggregated)
     timeout_minutes: int | None
+    time_breakdown: bool = False
 
     @property
     def label(self) -> str:
@@ -72,6 +81,7 @@ class PerfTestId:
         """The id submit.py writes to test_list.txt: the `_upload` part of the prefix dropped."""
         base = "disagg" if self.kind == "disagg" else "aggr"
         middle = [self.mode] if self.mode else []
+        middle += [TIME_BREAKDOWN] if self.time_breakdown else []
         tail = [self.server_name] if self.server_name else []
         label = "-".join([base, *middle, self.config_base, *tail])
         return f"{PERF_TEST_FILE}::{PERF_TEST_FUNCTION}[{label}]"
@@ -119,6 +129,26 @@ def _labels(text: str) -> list[str]:
     return list(dict.fromkeys(labels))
 
 
+def _stem(parts: list[str], label: str, prefix: str, mode: str, field: str) -> tuple[bool, str]:
+    """The optional `time_breakdown` segment and the config base after the mode."""
+    breakdown = bool(parts) and parts[0] == TIME_BREAKDOWN
+    rest = parts[1:] if breakdown else parts
+    if not rest or not all(rest):
+        raise BuildError(
+            field,
+            f"perf-sanity id {label!r} names no disaggregated config after '{prefix}-{mode}'",
+            f"use '{prefix}-{mode}-<config base name>'",
+        )
+    if breakdown and mode not in TIME_BREAKDOWN_MODES:
+        raise BuildError(
+            field,
+            f"perf-sanity id {label!r}: {TIME_BREAKDOWN} exists for "
+            f"{' and '.join(TIME_BREAKDOWN_MODES)} only, not {mode}",
+            f"drop '{TIME_BREAKDOWN}-' from the id",
+        )
+    return breakdown, "-".join(rest)
+
+
 def parse_label(
     label: str, *, timeout_minutes: int | None = None, field: str = "test_cmd"
 ) -> PerfTestId:
@@ -128,27 +158,23 @@ def parse_label(
     raw_id = f"{PERF_TEST_FILE}::{PERF_TEST_FUNCTION}[{label}]"
     known = ", ".join(AGG_PREFIXES + DISAGG_PREFIXES)
     if prefix in DISAGG_PREFIXES:
-        if len(parts) < 3 or parts[1] not in DISAGG_MODES or not all(parts[2:]):
+        if len(parts) < 3 or parts[1] not in DISAGG_MODES:
             raise BuildError(
                 field,
                 f"disaggregated perf-sanity id {label!r} is not '{prefix}-<e2e|gen_only>-<config>'",
                 "name the mode (e2e or gen_only) and the disaggregated config base name, "
                 f"e.g. {prefix}-e2e-<config>",
             )
+        breakdown, base = _stem(parts[2:], label, prefix, parts[1], field)
         return PerfTestId(
-            raw_id, prefix, "disagg", "-".join(parts[2:]), None, parts[1], timeout_minutes
+            raw_id, prefix, "disagg", base, None, parts[1], timeout_minutes, breakdown
         )
     if prefix in AGG_PREFIXES:
-        if len(parts) >= 2 and parts[1] == CTX_ONLY:
-            if len(parts) < 3 or not all(parts[2:]):
-                raise BuildError(
-                    field,
-                    f"ctx_only perf-sanity id {label!r} names no disaggregated config",
-                    f"use '{prefix}-ctx_only-<disaggregated config base name>'",
-                )
-            return PerfTestId(
-                raw_id, prefix, "ctx_only", "-".join(parts[2:]), None, CTX_ONLY, timeout_minutes
-            )
+        if len(parts) >= 2 and parts[1] in AGG_PATH_DISAGG_MODES:
+            mode = parts[1]
+            breakdown, base = _stem(parts[2:], label, prefix, mode, field)
+            kind: PerfKind = "ctx_only" if mode == CTX_ONLY else "gen_only_no_context"
+            return PerfTestId(raw_id, prefix, kind, base, None, mode, timeout_minutes, breakdown)
         if len(parts) < 2 or not parts[1]:
             raise BuildError(
                 field,
