@@ -557,8 +557,13 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
         if path is not None and path.is_dir():
             sels.append(Selection(w, w, None, None, None))
     if not sels:
+        unit = any(w.startswith("unittest/") for w in cmd.words)  # decision test-db-lines
         return PytestSizing(
-            None, "", "pytest", "", ["test_cmd names no test file; sized from required_devices"]
+            None,
+            "",
+            "pytest",
+            "tests" if unit and not cmd.changes_dir else "",
+            ["test_cmd names no test file; sized from required_devices"],
         )
     notes: list[str] = []
     best: tuple[int, str] | None = None
