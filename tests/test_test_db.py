@@ -151,3 +151,23 @@ def test_real_lists_hold_only_kinds_that_are_handled(tmp_path: Path) -> None:
             assert "TIMEOUT" not in e.fields["test_cmd"] and "ISOLATION" not in e.fields["test_cmd"]
     data = yaml.safe_load((folder / "test-db" / "l0_dgx_h100.yml").read_text())
     assert data["l0_dgx_h100"][0]["condition"]["ranges"]["system_gpu_count"] == {"gte": 4, "lte": 4}
+
+
+def test_a_perf_sanity_line_keeps_its_config_sizing(env: Env, cli, tmp_path: Path) -> None:
+    """A perf-sanity id runs through submit.py, sized by its config, not by its block."""
+    req = env.request(partition="gb")
+    req["work_dir"] = str(env.work)
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(req))
+    db = tmp_path / "l0_perf.yml"
+    db.write_text(
+        "l0_perf:\n"
+        "- condition:\n"
+        "    ranges: {system_gpu_count: {gte: 8, lte: 8}}\n"
+        "  tests:\n"
+        "  - perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2pp3] TIMEOUT (60)\n"
+    )
+    r = cli(["build-many", str(db), "--base", str(base)])
+    assert r.code == 0, r.stderr
+    (row,) = json.loads((env.work / "jobs.json").read_text())
+    assert row["category"] == 4 and row["required_devices"] == 6
