@@ -223,19 +223,13 @@ class Target:
                 "--gpu-type", f"{self.gpu!r} is not a GPU name", "give one such as h100 or gb200"
             )
 
-    def takes(self, condition: Any) -> bool:
+    def takes(self, cond: Any) -> bool:
         from fnmatch import fnmatch
 
-        cond = condition if isinstance(condition, dict) else {}
-        wild = (
-            (cond.get("wildcards") or {}).get("gpu")
-            if isinstance(cond.get("wildcards"), dict)
-            else None
-        )
-        patterns = [
-            str(w).lower() for w in (wild if isinstance(wild, list) else [wild] if wild else [])
-        ]
-        if self.gpu and patterns and not any(fnmatch(self.gpu.lower(), w) for w in patterns):
+        wild = cond.get("wildcards") if isinstance(cond, dict) else None
+        gpus = wild.get("gpu") if isinstance(wild, dict) else None
+        patterns = [str(w).lower() for w in (gpus if isinstance(gpus, list) else [gpus])]
+        if self.gpu and gpus and not any(fnmatch(self.gpu.lower(), w) for w in patterns):
             return False
         low, high = _gpu_range(cond)
         return self.count is None or (low or 0) <= self.count <= (high or self.count)
