@@ -23,6 +23,7 @@ from trtllm_script_builder.atomic import sweep
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import text_problem
 from trtllm_script_builder.resolve.backend import over_ssh, queued
+from trtllm_script_builder.resolve.commands import normalise_name
 from trtllm_script_builder.resolve.workflow import workflows
 from trtllm_script_builder.workflows.pytest import PYTEST, test_job_name
 
@@ -41,6 +42,15 @@ MAX_TIMEOUT_MINUTES = 1440
 # Half an hour for the install step and start-up, on top of a test's TIMEOUT
 # (decision batch-names-timeout).
 INSTALL_SECONDS = 1800
+# What CI's test_unittests_v2[<line>] runs a `unittest/...` line with, from tests/
+# (decision test-db-lines).
+UNITTEST_CMD = (
+    "pytest -v --timeout=1600 --timeout-method=thread --test-prefix=unittest -p no:xdist "
+    "--ignore=integration"
+)
+# A test-list line's markers, as CI's parser reads them (decision test-db-lines).
+_MARKER = re.compile(r"\s(XFAIL|SKIP|UNSTABLE)\b\s*(?:\((.*?)\))?.*$")
+_FULL = re.compile(r"^full:[^/\s]*/")
 
 
 @dataclass
@@ -52,6 +62,8 @@ class Entry:
     words: tuple[str, ...] = ()  # test lists: the id and its options, without TIMEOUT
     timeout: int | None = None  # test lists: pytest's --timeout, seconds
     lines: tuple[int, ...] = ()  # a group: the lines of its tests
+    unit: bool = False  # a `unittest/...` line, run as CI's test_unittests_v2 runs it
+    isolated: bool = False  # ISOLATION: CI runs it alone
 
 
 @dataclass
@@ -65,15 +77,41 @@ def _words(words: tuple[str, ...]) -> str:
     return " ".join(w if _PLAIN.fullmatch(w) else shlex.quote(w) for w in words)
 
 
-def _test_entry(lineno: int, raw: str) -> Entry | Bad | None:
-    """One line of a test list: None for a comment or a blank, Bad when it cannot be a job."""
+def _test_entry(lineno: int, raw: str, devices: int | None = None) -> Entry | Bad | None:
+    """One line of a test list: None for a comment or a blank, Bad when it cannot be a job;
+    `devices`: the GPUs of its test-db block."""
     text = _COMMENT.sub("", raw).strip()
     if not text:
         return None
     try:
-        return _test_line(lineno, text)
+        entry = _test_line(lineno, text)
     except BuildError as err:
         return Bad(lineno, text, err)
+    if devices:
+        entry.fields["required_devices"] = devices
+    return entry
+
+
+def _markers(text: str) -> tuple[str, bool]:
+    """The line without CI's markers but TIMEOUT, and whether it asks for ISOLATION
+    (decision test-db-lines)."""
+    isolated = "ISOLATION" in text
+    if isolated:  # as L0_Test.groovy removes it: with the comma beside another marker
+        for form in ("ISOLATION,", ",ISOLATION", " ISOLATION"):
+            if form in text:
+                text = text.replace(form, "").strip()
+                break
+    marker = _MARKER.search(text)
+    if marker and marker.group(1) == "SKIP":
+        why = f" ({marker.group(2)})" if marker.group(2) else ""
+        raise BuildError(
+            "test_cmd",
+            f"is marked SKIP{why}, so CI does not run it",
+            "remove the marker to build it",
+        )
+    if marker:  # XFAIL, UNSTABLE: CI runs the test and judges its result
+        text = text[: marker.start()].rstrip()
+    return _FULL.sub("", text), isolated
 
 
 def _test_line(lineno: int, text: str) -> Entry:
@@ -81,6 +119,7 @@ def _test_line(lineno: int, text: str) -> Entry:
 
     if text_problem(text, lines=True):  # model/values.py; a tab separates words here
         raise BuildError("test_cmd", "holds a control character", "remove it from the line")
+    text, isolated = _markers(text)
     try:
         selection, minutes = strip_timeout(text)
     except ValueError:  # more digits than Python turns into an int: over the maximum
@@ -120,8 +159,16 @@ def _test_line(lineno: int, text: str) -> Entry:
     if first.count("[") != first.count("]"):
         raise BuildError("test_cmd", f"{first!r} has unbalanced brackets", "fix the test id")
     timeout = minutes * 60 if minutes else None
-    cmd = "pytest -v " + _words(words) + (f" --timeout={timeout}" if timeout else "")
-    return Entry(lineno, text, {"test_cmd": cmd}, test_job_name(first), words, timeout)
+    unit = first.startswith("unittest/")
+    cmd = f"{UNITTEST_CMD if unit else 'pytest -v'} {_words(words)}"
+    if timeout and not unit:  # a unit line's TIMEOUT bounds its whole run: the time limit
+        cmd += f" --timeout={timeout}"
+    name = test_job_name(first)
+    if unit and len(words) > 1:  # `-m "gpu2 and part0"` tells apart lines of one file
+        name = f"{name}_{normalise_name(' '.join(w for w in words[1:] if w[:1] != '-'))}"[:80]
+    return Entry(
+        lineno, text, {"test_cmd": cmd}, name, words, timeout, unit=unit, isolated=isolated
+    )
 
 
 def request_job_name(item: dict[str, Any]) -> str:
@@ -163,10 +210,49 @@ class Names:
         return found
 
 
-def read_entries(path: Path) -> Iterable[Entry | Bad]:
-    """Test-list lines, streamed; or, read at once, a YAML list of requests or a test-db file."""
+@dataclass(frozen=True)
+class Target:
+    """The machine a test-db file's blocks are chosen for: its GPU's name and count."""
+
+    gpu: str | None = None
+    count: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.gpu is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.gpu):
+            raise BuildError(
+                "--gpu-type", f"{self.gpu!r} is not a GPU name", "give one such as h100 or gb200"
+            )
+
+    def takes(self, cond: Any) -> bool:
+        from fnmatch import fnmatch
+
+        wild = cond.get("wildcards") if isinstance(cond, dict) else None
+        gpus = wild.get("gpu") if isinstance(wild, dict) else None
+        patterns = [str(w).lower() for w in (gpus if isinstance(gpus, list) else [gpus])]
+        if self.gpu and gpus and not any(fnmatch(self.gpu.lower(), w) for w in patterns):
+            return False
+        low, high = _gpu_range(cond)
+        return self.count is None or (low or 0) <= self.count <= (high or self.count)
+
+
+def _gpu_range(cond: Any) -> tuple[int | None, int | None]:
+    """A block condition's `ranges.system_gpu_count` bounds (`gte`, `lte`)."""
+    ranges = cond.get("ranges") if isinstance(cond, dict) else None
+    count = ranges.get("system_gpu_count") if isinstance(ranges, dict) else None
+    if not isinstance(count, dict):
+        return None, None
+    low, high = count.get("gte"), count.get("lte")
+    ok = [
+        v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None for v in (low, high)
+    ]
+    return ok[0], ok[1]
+
+
+def read_entries(path: Path, target: Target | None = None) -> Iterable[Entry | Bad]:
+    """Test-list lines, streamed; or, read at once, a YAML list of requests or a test-db file
+    (the blocks `target` takes)."""
     if path.suffix in (".yaml", ".yml"):
-        return _yaml_entries(path)
+        return _yaml_entries(path, target or Target())
     return _list_entries(path)
 
 
@@ -187,7 +273,7 @@ def _list_entries(path: Path) -> Iterator[Entry | Bad]:
                 yield entry
 
 
-def _yaml_entries(path: Path) -> list[Entry | Bad]:
+def _yaml_entries(path: Path, target: Target) -> list[Entry | Bad]:
     import yaml
 
     from trtllm_script_builder.model.datafile import compose_yaml, construct_yaml
@@ -203,14 +289,25 @@ def _yaml_entries(path: Path) -> list[Entry | Bad]:
             "LIST", f"{path} is not YAML ({str(exc).splitlines()[0]})", "fix its syntax"
         ) from None
     if isinstance(root, yaml.MappingNode):
-        blocks = _test_db_blocks(root)
+        blocks = _test_db_blocks(root, loader)
+        kept = [(tests, cond) for tests, cond in blocks if target.takes(cond)]
+        if blocks and not kept:
+            raise BuildError(
+                "LIST",
+                f"no block of {path} is for --gpu-type {target.gpu} --gpu-count {target.count}",
+                "give a GPU and count one of its block conditions names",
+            )
         if blocks:
+            # CI runs a block's tests on a machine of its GPU count (decision test-db-lines).
             return [
                 e
-                for tests in blocks
+                for tests, cond in kept
                 for node in tests.value
                 if isinstance(node, yaml.ScalarNode)
-                and (e := _test_entry(node.start_mark.line + 1, str(node.value))) is not None
+                and (
+                    e := _test_entry(node.start_mark.line + 1, str(node.value), _gpu_range(cond)[0])
+                )
+                is not None
             ]
     if not isinstance(root, yaml.SequenceNode):
         raise BuildError(
@@ -256,20 +353,22 @@ def _yaml_entries(path: Path) -> list[Entry | Bad]:
     return out
 
 
-def _test_db_blocks(root: Any) -> list[Any]:
-    """The `tests:` lists of a TensorRT-LLM test-db file (`<name>: [{condition, tests}, ...]`)."""
+def _test_db_blocks(root: Any, loader: Any) -> list[tuple[Any, Any]]:
+    """The `tests:` lists of a TensorRT-LLM test-db file (`<name>: [{condition, tests}, ...]`),
+    each with its block's condition."""
     import yaml
+
+    from trtllm_script_builder.model.datafile import construct_yaml
 
     found = []
     for _key, value in root.value:
         if isinstance(value, yaml.SequenceNode):
             for block in value.value:
                 if isinstance(block, yaml.MappingNode):
-                    found += [
-                        v
-                        for k, v in block.value
-                        if k.value == "tests" and isinstance(v, yaml.SequenceNode)
-                    ]
+                    parts = {k.value: v for k, v in block.value if isinstance(k, yaml.ScalarNode)}
+                    tests, cond = parts.get("tests"), parts.get("condition")
+                    if isinstance(tests, yaml.SequenceNode):
+                        found.append((tests, construct_yaml(cond, loader) if cond else None))
     return found
 
 
@@ -283,19 +382,22 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
     """
     from trtllm_script_builder.workflows.pytest_sizing import size_pytest
 
-    groups: dict[tuple[int, tuple[str, ...], int], list[Entry]] = {}
+    groups: dict[tuple[int, tuple[str, ...], int, bool, int], list[Entry]] = {}
     for e in entries:
         if isinstance(e, Bad):
             yield e
             continue
         try:
-            devices = size_pytest(e.fields["test_cmd"], Path(repo_root)).devices or 1
+            found = size_pytest(e.fields["test_cmd"], Path(repo_root)).devices
         except BuildError as err:
             yield Bad(e.line, e.text, err)
             continue
-        groups.setdefault((devices, e.words[1:], e.timeout or 0), []).append(e)
+        devices = int(found or e.fields.get("required_devices") or 1)
+        # An ISOLATION line runs alone, as CI runs it (decision test-db-lines).
+        key = (devices, e.words[1:], e.timeout or 0, e.unit, e.line if e.isolated else 0)
+        groups.setdefault(key, []).append(e)
     parts: list[tuple[int, list[Entry]]] = []
-    for (devices, _opts, _timeout), members in sorted(groups.items(), key=lambda kv: kv[0][0]):
+    for (devices, *_), members in sorted(groups.items(), key=lambda kv: kv[0][0]):
         chunk: list[Entry] = []
         size = 0
         for m in members:
@@ -311,15 +413,20 @@ def group_by_devices(entries: Iterable[Entry | Bad], repo_root: str) -> Iterator
     for devices, members in parts:
         seen[devices] += 1
         name = f"gpus{devices}" + (f"_{seen[devices]}" if per_count[devices] > 1 else "")
-        cmd = "pytest -v " + _words((*(m.words[0] for m in members), *members[0].words[1:]))
+        unit = members[0].unit
+        words = _words((*(m.words[0] for m in members), *members[0].words[1:]))
+        cmd = f"{UNITTEST_CMD if unit else 'pytest -v'} {words}"
         # pytest-timeout applies --timeout to each test: every member has the same one.
         timeout = members[0].timeout
-        if timeout:
+        if timeout and not unit:
             cmd += f" --timeout={timeout}"
+        fields: dict[str, Any] = {"test_cmd": cmd, "model_name": name}
+        if "required_devices" in members[0].fields:
+            fields["required_devices"] = devices
         yield Entry(
             members[0].line,
             f"{len(members)} tests",
-            {"test_cmd": cmd, "model_name": name},
+            fields,
             name,
             timeout=timeout,
             lines=tuple(m.line for m in members),
@@ -439,6 +546,7 @@ def build_many(
     *,
     dry_run: bool = False,
     as_json: bool = False,
+    target: Target | None = None,
 ) -> int:
     """Build every entry; `dry_run` builds each in memory and writes nothing, `as_json` ends
     standard output with one JSON object (the summary and the rows of jobs.json)."""
@@ -447,7 +555,8 @@ def build_many(
     from trtllm_script_builder.model.site_config import load_site_config
 
     site = load_site_config()
-    entries = read_entries(list_path)  # a YAML list is read here, before anything is written
+    # a YAML list is read here, before anything is written
+    entries = read_entries(list_path, target)
     requests = isinstance(entries, list) and any(
         isinstance(e, Entry) and not e.words for e in entries
     )

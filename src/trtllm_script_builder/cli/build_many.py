@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trtllm_script_builder.batch import build_many
+from trtllm_script_builder.batch import Target, build_many
 from trtllm_script_builder.cli import fail
 from trtllm_script_builder.cli.flags import field_options
 from trtllm_script_builder.errors import BuildError
@@ -32,6 +32,18 @@ from trtllm_script_builder.errors import BuildError
     help="one job per GPU count, its tests in one pytest call",
 )
 @click.option(
+    "--gpu-type",
+    default=None,
+    metavar="NAME",
+    help="test-db files: only the blocks whose `gpu` wildcards match NAME (h100, gb200)",
+)
+@click.option(
+    "--gpu-count",
+    type=click.IntRange(min=1, max=4096),
+    default=None,
+    help="test-db files: only the blocks whose system_gpu_count range holds this count",
+)
+@click.option(
     "--force", is_flag=True, help="build into a work_dir that is not empty (earlier jobs replaced)"
 )
 @click.option(
@@ -50,6 +62,8 @@ def build_many_command(
     test_list: Path,
     base_file: str | None,
     group_by: str | None,
+    gpu_type: str | None,
+    gpu_count: int | None,
     force: bool,
     dry_run: bool,
     as_json: bool,
@@ -58,8 +72,9 @@ def build_many_command(
     """Build one job per entry of LIST into its own folder under work_dir.
 
     LIST is a test list (one pytest id per line, relative to tests/integration/defs, an optional
-    ` TIMEOUT (N)` in minutes, `#` comments), a TensorRT-LLM test-db YAML file, or a YAML list of
-    requests. The shared fields come from --base and the field flags; work_dir must be new or
+    ` TIMEOUT (N)` in minutes, `#` comments), a TensorRT-LLM test-db YAML file (each line built
+    as CI runs it, on its block's GPU count; --gpu-type/--gpu-count choose the blocks), or a
+    YAML list of requests. The shared fields come from --base and the field flags; work_dir must be new or
     empty. Each job's folder is named after its test (or its request's model), with a suffix
     when two entries would share one. Writes `jobs.json` (every job with its sizing) and prints
     a summary; exit 0 when every entry was built, 2 otherwise. --dry-run checks every entry the
@@ -87,6 +102,7 @@ def build_many_command(
             force,
             dry_run=dry_run,
             as_json=as_json,
+            target=Target(gpu_type, gpu_count),
         )
     except BuildError as error:
         fail(error)

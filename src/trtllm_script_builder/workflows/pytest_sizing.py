@@ -35,6 +35,7 @@ class Param:
     id: str
     marks: tuple[Mark, ...]
     exact: bool = True  # the id is pytest's for sure (a literal value or an explicit id)
+    values: tuple[tuple[str, object], ...] = ()  # argument -> literal value
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class TestFunc:
     # Every id pytest gives this test is in _full_ids: each parametrize was read whole, and
     # they cover every argument, so no fixture can add one (decision parameter-id-check).
     ids_exact: bool = False
+    tags: frozenset[str] = frozenset()  # every mark's name, for `-m`
+    skips: tuple[ast.expr, ...] = ()  # `if <test>: pytest.skip()` tests naming the GPU count
+    launches: tuple[str, ...] = ()  # `mpirun -n N` texts in the body (N as written)
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class FileInfo:
     tests: tuple[TestFunc, ...]
     by_name: dict[str, tuple[TestFunc, ...]] = field(default_factory=dict)
     param_scopes: frozenset[str] = frozenset()  # classes ("" the module) parametrized whole
+    tags: dict[str, frozenset[str]] = field(default_factory=dict)  # class ("" module) -> marks
 
     def candidates(self, func: str | None) -> tuple[TestFunc, ...]:
         """The tests a selection can name: by function name when it gives one."""
@@ -88,6 +93,7 @@ class Command:
     keyword: str | None  # the -k expression
     words: list[str]  # bare words that are not test ids: maybe folders of tests
     changes_dir: bool  # the command runs its own `cd`
+    markexpr: str | None = None  # the -m expression
 
 
 def split_selections(test_cmd: str) -> Command:
@@ -105,6 +111,8 @@ def split_selections(test_cmd: str) -> Command:
             skip_next = False
             if words[i - 1] == "-k":
                 cmd.keyword = w
+            elif words[i - 1] == "-m":
+                cmd.markexpr = w
             continue
         if w in _VALUE_OPTS:
             skip_next = True
@@ -124,8 +132,9 @@ def split_selections(test_cmd: str) -> Command:
     return cmd
 
 
-def keyword_matches(expr: str, names: str) -> bool | None:
-    """pytest's -k: `and`/`or`/`not`/parentheses over case-insensitive substrings of the names.
+def keyword_matches(expr: str, names: str, marks: frozenset[str] | None = None) -> bool | None:
+    """pytest's -k: `and`/`or`/`not`/parentheses over case-insensitive substrings of the names;
+    with `marks`, pytest's -m: the same over exact mark names.
 
     None when the expression cannot be read (the selection is then not narrowed).
     """
@@ -133,8 +142,12 @@ def keyword_matches(expr: str, names: str) -> bool | None:
     for tok in re.findall(r"\(|\)|[^\s()]+", expr):
         parts.append(tok if tok in ("and", "or", "not", "(", ")") else f"_m({tok!r})")
     low = names.lower()
+
+    def hit(t: str) -> bool:
+        return t in marks if marks is not None else t.lower() in low
+
     try:
-        return bool(eval(" ".join(parts), {"__builtins__": {}}, {"_m": lambda t: t.lower() in low}))  # noqa: S307 - only _m calls on quoted literals
+        return bool(eval(" ".join(parts), {"__builtins__": {}}, {"_m": hit}))  # noqa: S307 - only _m calls on quoted literals
     except Exception:  # a malformed expression: pytest would refuse it too
         return None
 
@@ -185,7 +198,29 @@ def _marks_of(node: ast.expr, consts: dict[str, int]) -> list[Mark]:
         if name in DEVICE_MARKS:
             count = _const_int(node.args[0], consts) if node.args else None
             return [Mark(name, count)]
-    return []
+    gpus = _GPU_MARK.fullmatch(_mark_name(node) or "") if _is_mark(node) else None
+    return [Mark("gpu", int(gpus.group(1)))] if gpus else []
+
+
+# `@pytest.mark.gpu4`: TensorRT-LLM's unit tests name the GPUs they need (decision gpu-need).
+_GPU_MARK = re.compile(r"gpu([1-9][0-9]?)")
+
+
+def _is_mark(node: ast.expr) -> bool:
+    """`pytest.mark.X` or `mark.X`, called or not."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    return isinstance(node, ast.Attribute) and _mark_name(node.value) == "mark"
+
+
+def _tags(nodes: list[ast.expr]) -> frozenset[str]:
+    """The names of the marks among decorators or `pytestmark` values, for `-m`."""
+    out: set[str] = set()
+    for node in nodes:
+        for n in node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]:
+            if _is_mark(n):
+                out.add(_mark_name(n.func if isinstance(n, ast.Call) else n) or "")
+    return frozenset(out)
 
 
 def _scalar_id(value: ast.expr, argname: str, index: int) -> tuple[str, bool]:
@@ -262,6 +297,11 @@ def _param_sets(
             vals, exact = [elt], False
         else:
             vals = [elt]
+        known = [
+            (argnames[j], v.value)
+            for j, v in enumerate(vals)
+            if j < len(argnames) and isinstance(v, ast.Constant)
+        ]
         if pid is None and ids is not None and i < len(ids) and ids[i] is not None:
             pid = str(ids[i])
         if pid is None:
@@ -273,7 +313,7 @@ def _param_sets(
                 exact = exact and sure
                 parts.append(f"{name}={sid}" if with_names else sid)
             pid = "-".join(parts)
-        out.append(Param(pid, tuple(marks), exact))
+        out.append(Param(pid, tuple(marks), exact, tuple(known)))
     return tuple(out)
 
 
@@ -309,7 +349,48 @@ def _func_info(
     ids = [p.id for ps in params for p in ps]
     full = _full_ids(params)
     exact = exact and len(full) == len(set(full)) and all(ids)
-    return TestFunc(fn.name, cls, tuple(marks), tuple(params), exact)
+    skips, launches = _body_needs(fn)
+    tags = _tags(fn.decorator_list)
+    return TestFunc(fn.name, cls, tuple(marks), tuple(params), exact, tags, skips, launches)
+
+
+# What a test body calls to learn how many GPUs it has, and `mpirun -n N` in its commands.
+_COUNT_CALLS = ("get_device_count", "device_count")
+_MPIRUN = re.compile(r"\bmpirun\b[^;|&\n]*?\s-(?:n|np)(?:\s+(\d+)\b|\s*$)")
+
+
+def _body_needs(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> tuple[tuple[ast.expr, ...], tuple[str, ...]]:
+    """What the body says it needs (decision gpu-need): the tests of its `if ...: pytest.skip()`
+    that name the GPU count, and the `mpirun -n N` of the commands it runs."""
+    skips = [
+        stmt.test
+        for stmt in fn.body
+        if isinstance(stmt, ast.If)
+        and any(
+            _mark_name(c.func) in _COUNT_CALLS
+            for c in ast.walk(stmt.test)
+            if isinstance(c, ast.Call)
+        )
+        and any(
+            isinstance(c, ast.Call) and _mark_name(c.func) == "skip"
+            for b in stmt.body
+            for c in ast.walk(b)
+        )
+    ]
+    launches = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, (ast.List, ast.Tuple)) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+        ):
+            text = " ".join(str(e.value) for e in node.elts if isinstance(e, ast.Constant))
+        else:
+            continue
+        launches += [m.group(0).strip() for m in _MPIRUN.finditer(text)]
+    return tuple(skips), tuple(launches)
 
 
 def _is_parametrize(node: ast.expr) -> bool:
@@ -369,6 +450,7 @@ def inspect_file(path: str) -> FileInfo:
                 consts[stmt.targets[0].id] = v
     tests: list[TestFunc] = []
     class_marks: dict[str, tuple[Mark, ...]] = {}
+    tags = {"": _tags(_pytestmarks(tree.body))}
     scopes: set[str] = {""} if _marked_parametrize(tree.body) else set()
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith(
@@ -383,6 +465,7 @@ def inspect_file(path: str) -> FileInfo:
             cmarks = [m for d in reversed(stmt.decorator_list) for m in _marks_of(d, consts)]
             cmarks += _pytestmark(stmt.body, consts)
             class_marks[stmt.name] = tuple(cmarks)
+            tags[stmt.name] = _tags([*stmt.decorator_list, *_pytestmarks(stmt.body)])
             for sub in stmt.body:
                 if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and sub.name.startswith(
                     "test"
@@ -393,7 +476,12 @@ def inspect_file(path: str) -> FileInfo:
         by_name.setdefault(t.name, []).append(t)
     index = {k: tuple(v) for k, v in by_name.items()}
     return FileInfo(
-        tuple(_pytestmark(tree.body, consts)), class_marks, tuple(tests), index, frozenset(scopes)
+        tuple(_pytestmark(tree.body, consts)),
+        class_marks,
+        tuple(tests),
+        index,
+        frozenset(scopes),
+        tags,
     )
 
 
@@ -453,7 +541,8 @@ def _locate(repo_root: Path, rel: str) -> tuple[Path | None, str]:
     p = Path(rel)
     if p.is_absolute():
         return (p if p.exists() else None), ""
-    for root_rel in ("", str(DEFS)):
+    # `unittest/...` lives in tests/ and runs from there, as CI runs it (decision test-db-lines)
+    for root_rel in ("", *(["tests"] if p.parts[:1] == ("unittest",) else []), str(DEFS)):
         cand = repo_root / root_rel / p
         if cand.exists():
             return cand, root_rel
@@ -468,8 +557,13 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
         if path is not None and path.is_dir():
             sels.append(Selection(w, w, None, None, None))
     if not sels:
+        unit = any(w.startswith("unittest/") for w in cmd.words)  # decision test-db-lines
         return PytestSizing(
-            None, "", "pytest", "", ["test_cmd names no test file; sized from required_devices"]
+            None,
+            "",
+            "pytest",
+            "tests" if unit and not cmd.changes_dir else "",
+            ["test_cmd names no test file; sized from required_devices"],
         )
     notes: list[str] = []
     best: tuple[int, str] | None = None
@@ -499,8 +593,11 @@ def size_pytest(test_cmd: str, repo_root: Path) -> PytestSizing:
             for t in info.candidates(sel.func):
                 if sel.cls and t.cls != sel.cls or sel.func and t.name != sel.func:
                     continue
+                if cmd.markexpr and not _mark_selected(cmd.markexpr, t, info, notes):
+                    continue
                 for pid in _param_ids(t, sel, cmd.keyword, f.stem, notes):
                     best = _largest(best, t, info, pid, f, notes)
+                    best = _needed(best, t, pid, f, notes)
     devices, source = best or (None, "")
     return PytestSizing(devices, source, model_name_for(sels[0]), workdir_rel, notes)
 
@@ -604,18 +701,135 @@ def _largest(
     f: Path,
     notes: list[str],
 ) -> tuple[int, str] | None:
-    for name in DEVICE_MARKS:
+    for name in (*DEVICE_MARKS, "gpu"):
         for m in _closest(name, t, info, pid):
             if m.count is None:
                 notes.append(f"{name} on {t.name} has a count that is not a literal")
                 continue
-            where = f"{name}({m.count}) on {'::'.join(x for x in (t.cls, t.name) if x)} in {f}"
+            shown = f"gpu{m.count} mark" if name == "gpu" else f"{name}({m.count})"
+            where = f"{shown} on {'::'.join(x for x in (t.cls, t.name) if x)} in {f}"
             count = m.count
             if count < 1:  # "skip with fewer than 0 GPUs" never skips: the test needs one
                 notes.append(f"{where} asks for no GPU; sized as 1")
                 count = 1
             if best is None or count > best[0]:
                 best = (count, where)
+    return best
+
+
+# ---------------------------------------------------------------- what the body needs
+
+
+def _mark_selected(expr: str, t: TestFunc, info: FileInfo, notes: list[str]) -> bool:
+    """pytest's -m over the test's marks, its class's and its module's."""
+    tags = t.tags | info.tags.get("", frozenset())
+    if t.cls:
+        tags |= info.tags.get(t.cls, frozenset())
+    hit = keyword_matches(expr, "", tags)
+    if hit is None:
+        notes.append(f"-m {expr!r} could not be read; sized without it")
+        return True
+    return hit
+
+
+_UNKNOWN = object()
+MAX_BODY_DEVICES = 64  # far above a node; a skip that holds for every count is reported
+
+
+def _value(node: ast.expr, env: dict[str, object], devices: int) -> object:
+    """A skip test's value with `devices` GPUs, or _UNKNOWN where it reads what is not known
+    (another call, a fixture); `and`/`or` decide when one side does."""
+    import operator
+
+    ops: dict[type, object] = {
+        ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.FloorDiv: operator.floordiv, ast.Lt: operator.lt, ast.LtE: operator.le,
+        ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Eq: operator.eq, ast.NotEq: operator.ne,
+    }  # fmt: skip
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env.get(node.id, _UNKNOWN)
+    if isinstance(node, ast.Call) and _mark_name(node.func) in _COUNT_CALLS:
+        return devices
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        v = _value(node.operand, env, devices)
+        return _UNKNOWN if v is _UNKNOWN else not v
+    if isinstance(node, ast.BoolOp):
+        vals = [_value(v, env, devices) for v in node.values]
+        decisive = isinstance(node.op, ast.Or)  # True decides an `or`, False an `and`
+        if any(v is not _UNKNOWN and bool(v) is decisive for v in vals):
+            return decisive
+        return _UNKNOWN if any(v is _UNKNOWN for v in vals) else not decisive
+    pairs: list[tuple[object, ast.expr, ast.expr]] = []
+    if isinstance(node, ast.BinOp):
+        pairs = [(ops.get(type(node.op)), node.left, node.right)]
+    elif isinstance(node, ast.Compare):
+        sides = [node.left, *node.comparators]
+        pairs = [
+            (ops.get(type(o)), a, b) for o, a, b in zip(node.ops, sides, sides[1:], strict=False)
+        ]
+    out: object = _UNKNOWN
+    for op, a, b in pairs:
+        x, y = _value(a, env, devices), _value(b, env, devices)
+        if op is None or x is _UNKNOWN or y is _UNKNOWN:
+            return _UNKNOWN
+        try:
+            out = op(x, y)  # type: ignore[operator]
+        except Exception:  # a string times a string: not what a GPU count is made of
+            return _UNKNOWN
+        if isinstance(node, ast.Compare) and not out:
+            return False
+    return out
+
+
+def _envs(t: TestFunc, pid: str | None) -> list[dict[str, object]]:
+    """The argument values of the parametrisations `pid` names (all of them when None)."""
+    envs: list[dict[str, object]] = [{}]
+    for ps in t.params:
+        chosen = [p for p in ps if _selected(pid, p)][: None if pid is None else 1]
+        envs = [{**e, **dict(p.values)} for e in envs for p in chosen] or envs
+        if len(envs) > 512:  # a product this wide is sized by its marks
+            return []
+    return envs
+
+
+def _needed(
+    best: tuple[int, str] | None, t: TestFunc, pid: str | None, f: Path, notes: list[str]
+) -> tuple[int, str] | None:
+    """The GPUs the body asks for: the fewest with which no count-naming skip fires, and the
+    `mpirun -n N` it launches (decision gpu-need)."""
+    name = "::".join(x for x in (t.cls, t.name) if x)
+    found: list[tuple[int, str]] = []
+    for test in t.skips:
+        funcs = {id(c.func) for c in ast.walk(test) if isinstance(c, ast.Call)}
+        names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name) and id(n) not in funcs}
+        counts = []
+        for env in _envs(t, pid):
+            if names - env.keys():  # a value the id does not give (a fixture, a global)
+                counts.append(0)
+                continue
+            # The fewest GPUs with which the skip does not surely fire: what it reads beside
+            # the count (the GPU's memory, its name) is the machine's, not the job's to choose.
+            vals = (_value(test, env, d) for d in range(1, MAX_BODY_DEVICES + 1))
+            counts.append(next((d for d, v in enumerate(vals, 1) if v is not True), 0))
+        shown = f"`if {ast.unparse(test)}: pytest.skip(...)`"
+        if not counts or not all(counts):
+            notes.append(
+                f"{name}[{pid or ''}] skips on {shown} with values the id does not give; "
+                "its GPU count is not known from it"
+            )
+            continue
+        found.append((max(counts), f"{shown} in the body of {name} in {f}"))
+    for text in t.launches:
+        last = text.rsplit(None, 1)[-1]
+        if last.isdigit():
+            found.append((int(last), f"`{text}` in the body of {name} in {f}"))
+        else:
+            notes.append(f"{name} runs `{text} ...` with a count that is not a literal")
+    for count, where in found:
+        if best is None or count > best[0]:
+            best = (count, where)
     return best
 
 
