@@ -664,3 +664,29 @@ def test_of_two_syncs_to_one_missing_path_the_failing_one_removes_nothing_of_the
     assert log.read_text() == "the job's log\n"
     assert git(world.remote, "rev-parse", "HEAD").strip() == first[0]
     assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]
+
+
+def test_a_sparse_checkout_with_a_nested_repository_syncs(world: World) -> None:
+    """A sparse checkout (cone `cpp`) with an untracked file outside the cone, an untracked
+    repository inside the checkout and a `.gitmodules` (as TensorRT-LLM has): the file
+    travels, the nested repository stays here with a note, and the submodule update there
+    does not trip over it."""
+    (world.work / "docs").mkdir()
+    (world.work / "docs" / "guide.md").write_text("guide\n")
+    (world.work / ".gitmodules").write_text("# no submodules yet\n")
+    git(world.work, "add", "docs", ".gitmodules")
+    git(world.work, "commit", "-qm", "docs")
+    git(world.work, "sparse-checkout", "set", "cpp")
+    assert not (world.work / "docs" / "guide.md").exists()
+    (world.work / "docs").mkdir()
+    (world.work / "docs" / "draft.md").write_text("outside the cone\n")
+    nested = world.work / "scratch"
+    git(world.work, "init", "-q", str(nested))
+    (nested / "notes.txt").write_text("a repository of its own\n")
+    git(nested, "add", "-A")
+    git(nested, "commit", "-qm", "scratch")
+    res = sync(world)
+    assert (world.remote / "docs" / "draft.md").read_text() == "outside the cone\n"
+    assert (world.remote / "docs" / "guide.md").read_text() == "guide\n"  # the commit's
+    assert "scratch" not in git(world.remote, "ls-files")
+    assert any(n.startswith("scratch is a git repository of its own") for n in res.notes)

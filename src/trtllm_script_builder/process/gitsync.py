@@ -213,9 +213,11 @@ def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
     }
     if not index.exists():
         local.must("read-tree", [*_INDEX_CONFIG, "read-tree", "HEAD"], env)
-    local.must("add", [*_INDEX_CONFIG, "add", "-A", "--", *_NOT_JOB_FOLDERS], env)
+    # --sparse: an untracked file outside a sparse checkout's cone travels too
+    local.must("add", [*_INDEX_CONFIG, "add", "-A", "--sparse", "--", *_NOT_JOB_FOLDERS], env)
+    notes = _drop_nested(local, env)
     tree = local.must("write-tree", [*_INDEX_CONFIG, "write-tree"], env)
-    notes = _submodule_notes(local, env)
+    notes += _submodule_notes(local, env)
     if tree == local.must("rev-parse", ["rev-parse", "HEAD^{tree}"]):
         notes.insert(0, f"nothing uncommitted: sending HEAD {head[:12]}")
         return _Snapshot(head, False, store, objects, notes)
@@ -237,6 +239,34 @@ def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
     )
     notes.insert(0, f"snapshot {commit[:12]} of the uncommitted work on top of {head[:12]}")
     return _Snapshot(commit, True, store, objects, notes)
+
+
+def _drop_nested(local: _Local, env: Mapping[str, str]) -> list[str]:
+    """Untracked repositories inside the checkout (`git add` makes them links to a commit
+    that exists only here, which the cluster's submodule update fails on) stay out of the
+    snapshot, each with a note."""
+
+    def links(args: list[str]) -> set[str]:
+        out = local.must(args[0], [*_INDEX_CONFIG, *args], env).split("\0")
+        return {e.partition("\t")[2] for e in out if e.startswith("160000 ")}
+
+    new = sorted(links(["ls-files", "-s", "-z"]) - links(["ls-tree", "-r", "-z", "HEAD"]))
+    if new:
+        drop = local.git(
+            [*_INDEX_CONFIG, "update-index", "--force-remove", "-z", "--stdin"],
+            env, input="".join(f"{n}\0" for n in new).encode(),
+        )  # fmt: skip
+        if drop.rc != 0:
+            raise ToolFailed(
+                "repo_root",
+                f"git update-index failed in {local.root}: {first_line(drop)}",
+                "check the checkout with `git status` there",
+            )
+    return [
+        f"{n} is a git repository of its own that is not a submodule: it stays here "
+        "(add it as a submodule, or copy it to the cluster yourself)"
+        for n in new
+    ]
 
 
 def _submodule_notes(local: _Local, env: Mapping[str, str]) -> list[str]:
