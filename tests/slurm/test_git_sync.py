@@ -690,3 +690,40 @@ def test_a_sparse_checkout_with_a_nested_repository_syncs(world: World) -> None:
     assert (world.remote / "docs" / "guide.md").read_text() == "guide\n"  # the commit's
     assert "scratch" not in git(world.remote, "ls-files")
     assert any(n.startswith("scratch is a git repository of its own") for n in res.notes)
+
+
+def test_an_account_whose_login_shell_is_tcsh_syncs(world: World) -> None:
+    """sshd hands every command to the account's login shell; under tcsh the sync's scripts
+    (quotes, `!`, newlines) run as written, under `sh`."""
+    from conftest import loopback_sshd
+
+    tcsh = shutil.which("tcsh")
+    if tcsh is None or os.getuid() != 0:
+        pytest.skip("needs tcsh and root (to make an account whose shell it is)")
+    user = "tsbtcsh"
+    if subprocess.run(["id", user], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "-m", "-s", tcsh, user], check=True)
+    subprocess.run(["usermod", "-p", "*", user], check=True)  # no password, not locked
+    base = Path(tempfile.mkdtemp(prefix="tsb-tcsh-", dir="/tmp"))
+    base.chmod(0o755)  # sshd reads the account's authorized_keys as that account
+    try:
+        with loopback_sshd(base) as sshd:
+            config = base / "ssh_config"
+            config.write_text(sshd.config.read_text().replace("User root", f"User {user}"))
+            os.environ["TSB_SSH_CONFIG"] = str(config)  # the block restores it
+            home = base / "home"
+            home.mkdir()
+            shutil.chown(home, user)
+            git(world.work, "remote", "remove", "origin")  # a bundle: root's origin is not theirs
+            there = home / "TensorRT-LLM"
+            try:
+                res = sync_checkout(SshTarget(HOST), world.work, str(there))
+            finally:
+                from trtllm_script_builder.process.ssh import SshRunner
+
+                SshRunner(SshTarget(HOST)).close()
+        assert res.method == "bundle"
+        assert remote_tree(there) == expected_tree(world.work)
+        assert there.stat().st_uid != 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
