@@ -4,6 +4,7 @@ on a host (here a git sync) is the same code whichever host it is."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -162,6 +163,20 @@ def test_a_socket_folder_that_is_a_link_or_open_to_others_is_refused(
     assert "(mode 755, not 700)" in refusal()
     monkeypatch.setenv("TSB_SSH_CONTROL_DIR", str(short_tmp / ("x" * 90)))
     assert "is longer than" in refusal()
+
+
+def test_a_long_socket_folder_gets_a_short_socket_name(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ssh's `%C` (40 hex digits) where it fits, else a 16-digit hash: the path ssh binds,
+    with its 17-character temporary suffix, fits a 104-byte socket path."""
+    for length, name in ((20, "%C"), (60, "[0-9a-f]{16}")):
+        folder = short_tmp / ("d" * (length - len(str(short_tmp)) - 1))
+        monkeypatch.setenv("TSB_SSH_CONTROL_DIR", str(folder))
+        argv = SshTarget("login.example.com").line_argv("true")
+        path = next(a for a in argv if a.startswith("ControlPath=")).removeprefix("ControlPath=")
+        assert re.fullmatch(f"{re.escape(str(folder))}/{name}", path)
+        assert len(path.replace("%C", "c" * 40)) + 17 < 104
 
 
 def test_remote_lines_run_under_sh_whatever_the_login_shell(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ Every call goes through one ControlMaster connection per host (`ControlMaster=au
 `~/.ssh/tsb-control` (`$TMPDIR/tsb-ssh-<uid>`, /tmp by default, when that cannot be made or is
 too long for a socket path). The folder must be this user's own, mode 0700 and not a link,
 checked before each use: whoever can write there could answer in ssh's place
-(decision ssh-control-private). The socket's name is a short hash of the host and the ssh
-config. Every remote command runs under `sh`, whatever the account's login shell.
+(decision ssh-control-private). The socket's name is ssh's `%C` hash of (local host, remote
+host, port, user); in a folder path longer than 45 characters, 16 hex digits of a hash of the
+host and the ssh config. Every remote command runs under `sh`, whatever the login shell.
 An ssh config file can be given with `$TSB_SSH_CONFIG` (passed as `ssh -F`); otherwise the
 user's own ~/.ssh/config applies, so `ssh_host` may be an alias defined there.
 Calls are non-interactive (`BatchMode=yes`): a host that needs a password or MFA must have a
@@ -39,9 +40,11 @@ MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alik
 
 
 # A socket path must fit in sockaddr_un (104 bytes on some systems); ssh adds a 17-character
-# temporary suffix while it sets the master up, and the name is `/` and 16 hex digits.
+# temporary suffix while it sets the master up. The name is ssh's `%C` (40 hex digits), or in
+# a longer folder 16 hex digits of our own.
 _NAME = 16
 _SOCKET_ROOM = 104 - 1 - 17 - 1 - _NAME
+_PERCENT_C_ROOM = _SOCKET_ROOM - 40 + _NAME
 _CONTROL_FIX = "remove it, or set TSB_SSH_CONTROL_DIR to a short folder of yours with mode 0700"
 
 
@@ -103,8 +106,13 @@ class SshTarget:
         argv: list[str] = []
         if self.config:
             argv += ["-F", self.config]
-        name = hashlib.sha256(f"{self.config}\0{self.host}".encode()).hexdigest()[:_NAME]
-        folder = str(control_dir()).replace("%", "%%")  # ssh expands `%` tokens in the path
+        folder = str(control_dir())
+        name = (
+            "%C"
+            if len(folder) <= _PERCENT_C_ROOM
+            else hashlib.sha256(f"{self.config}\0{self.host}".encode()).hexdigest()[:_NAME]
+        )
+        folder = folder.replace("%", "%%")  # ssh expands `%` tokens in the path
         argv += [
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={self.connect_timeout}",
