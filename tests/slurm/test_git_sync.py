@@ -666,6 +666,19 @@ def test_of_two_syncs_to_one_missing_path_the_failing_one_removes_nothing_of_the
     assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]
 
 
+def test_a_new_clone_removes_what_a_killed_sync_left_beside_it_hours_ago(world: World) -> None:
+    world.remote.parent.mkdir(parents=True)
+    old, recent = (
+        world.remote.parent / f".TensorRT-LLM.tsb-sync-{s}" for s in ("0ld000", "n3w000")
+    )
+    for folder in (old, recent):
+        (folder / ".git").mkdir(parents=True)
+    os.utime(old, (time.time() - 3 * 3600,) * 2)
+    res = sync(world)
+    check_synced(world, res.commit)
+    assert sorted(p.name for p in world.remote.parent.iterdir()) == [recent.name, "TensorRT-LLM"]
+
+
 def test_a_sparse_checkout_with_a_nested_repository_syncs(world: World) -> None:
     """A sparse checkout (cone `cpp`) with an untracked file outside the cone, an untracked
     repository inside the checkout and a `.gitmodules` (as TensorRT-LLM has): the file

@@ -330,6 +330,9 @@ git for-each-ref --sort=-committerdate --count=100 --format='tip=%(objectname)' 
 _CREATE = r"""
 parent=$(dirname -- "$1") && name=$(basename -- "$1") || exit 50
 mkdir -p -- "$parent" || exit 50
+# what a killed sync of this user left here (a sync lasts less than the transfer's time limit)
+find "$parent" -mindepth 1 -maxdepth 1 -type d -name ".$name.tsb-sync-??????" -user "$(id -u)" \
+  -mmin +120 -exec rm -rf -- {} + 2>/dev/null
 t=$(mktemp -d "$parent/.$name.tsb-sync-XXXXXX") || exit 50
 chmod "$(umask -S)" "$t" || exit 50
 printf 'work=%s\n' "$t"
