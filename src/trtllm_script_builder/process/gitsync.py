@@ -48,6 +48,7 @@ JOB_FOLDERS = "work_dirs"
 _NOT_JOB_FOLDERS = (".", f":(top,exclude,literal){JOB_FOLDERS}")  # a pathspec
 FORCE_HINT = "pass --force to discard them"  # the end of a refused sync's fix (sync --force)
 TRANSFER_TIMEOUT = 1800.0  # a first bundle of a big repository takes a while
+_CLEANUP_TIMEOUT = 60.0
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # an absolute path on the cluster, no control characters (they would end the ssh line)
 _REMOTE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
@@ -692,9 +693,7 @@ def _transfer(
             )  # fmt: skip
             fetched = there(_line(_FETCH_ORIGIN, path, ref)) if push.rc == 0 else None
         finally:
-            cleanly(
-                functools.partial(_delete_branches, local, url, name, [ref, *stale], there, notes)
-            )
+            cleanly(functools.partial(_delete_branches, local, url, name, [ref, *stale], notes))
         if fetched is None:
             notes.append(f"push to {name} refused ({first_line(push)}); sent a bundle instead")
             break
@@ -709,16 +708,15 @@ def _transfer(
     return "bundle"
 
 
-def _delete_branches(
-    local: _Local, url: str, name: str, refs: list[str], there: _There, notes: list[str]
-) -> None:
-    """The temporary branches gone from the shared origin, whatever ended the push."""
-    left = local.git(["ls-remote", "--refs", "--", url, *refs], timeout=there.timeout)
+def _delete_branches(local: _Local, url: str, name: str, refs: list[str], notes: list[str]) -> None:
+    """The temporary branches gone from the shared origin, whatever ended the push (signals
+    wait meanwhile: a short time limit)."""
+    left = local.git(["ls-remote", "--refs", "--", url, *refs], timeout=_CLEANUP_TIMEOUT)
     found = [r for r in (ln.partition("\t")[2] for ln in left.out.splitlines()) if r in refs]
     if not found:
         return
     push = ["push", "-q", "--no-verify", "--recurse-submodules=no", "--", url]
-    gone = local.git([*push, *(f":{r}" for r in found)], timeout=there.timeout)
+    gone = local.git([*push, *(f":{r}" for r in found)], timeout=_CLEANUP_TIMEOUT)
     if gone.rc != 0:
         notes.append(
             f"could not delete the temporary branch {found[0]} on {name} "
