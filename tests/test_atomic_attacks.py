@@ -21,8 +21,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -362,3 +363,75 @@ def test_a_failed_switch_puts_back_what_it_replaced(tmp_path: Path) -> None:
     assert after == before
     assert not (work / ".tsb-sets").exists()
     assert outside.read_text() == "outside"
+
+
+NOBODY = 65534  # a user that is not the one running the tests
+
+
+def as_nobody(work: Callable[[], None]) -> tuple[int, str]:
+    """Run `work` in a child process of another user (a fork: this interpreter's files are
+    not readable by that user); its exit status and the error it ended with."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a build as another user")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(r)
+        code = 0
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            work()
+        except BaseException as exc:
+            os.write(w, repr(exc).encode())
+            code = 1
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as fh:
+        err = fh.read()
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), err
+
+
+def test_a_shared_folder_sweep_never_touches_another_users_temporaries() -> None:
+    """In a sticky world-writable folder (as /tmp), another user plants temporaries under the
+    names this tool's sweep looks for, of a dead process of this host: a file, a folder with a
+    `.slurm` of its own, and a link to a file of the victim's. The victim's build there succeeds
+    and lands only its own files; the planted ones stay as they were, the link unfollowed."""
+    from trtllm_script_builder import atomic
+    from trtllm_script_builder.model.jobspec import OutFile
+    from trtllm_script_builder.output.writer import write_atomically
+
+    from .test_atomic_sets import dead_pid, name_of
+
+    shared = Path(tempfile.mkdtemp(prefix="tsb-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)
+        dead = dead_pid()
+        old_style = f".y.tsb-{atomic._HOST}-{dead}.tmp"  # no token
+        planted_file = shared / old_style
+        planted_file.write_text("planted\n")
+        planted_new = shared / name_of("z", dead)
+        planted_new.write_text("planted too\n")
+        planted_dir = shared / name_of("job", dead)
+        planted_dir.mkdir()
+        (planted_dir / "job.slurm").write_text("#!/bin/sh\necho hijacked\n")
+        victim_file = shared / "victims_notes"
+        victim_file.write_text("mine\n")
+        os.chown(victim_file, NOBODY, NOBODY)
+        planted_link = shared / name_of("link", dead)
+        planted_link.symlink_to(victim_file)
+        for p in (planted_file, planted_new, planted_dir, planted_link):
+            os.chown(p, 0, 0, follow_symlinks=False)
+        before = tree(shared)
+        rc, err = as_nobody(
+            lambda: write_atomically(shared / "job", [OutFile(name="job.slurm", text="ours\n")])
+        )
+        assert rc == 0, err
+        after = tree(shared)
+        assert sorted(k for k in after if k not in before) == ["job", "job/job.slurm"]
+        assert (shared / "job" / "job.slurm").read_text() == "ours\n"
+        assert {k: v for k, v in after.items() if k in before} == before
+        assert victim_file.read_text() == "mine\n"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -35,7 +35,7 @@ from .conftest import Env
 
 CMD = "pytest accuracy/test_tiny.py::TestTiny::test_one"
 OLD, NEW = "01:00:00", "02:00:00"
-TEMP = re.compile(r"\.tsb-[A-Za-z0-9_.-]+-[0-9]+\.tmp$")
+TEMP = re.compile(r"\.tsb-[A-Za-z0-9_.-]+-[0-9]+-[0-9a-f]{12}\.tmp$")
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 PERF = "pytest perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2pp3] TIMEOUT (60)"
 WRAPPER = str(Path(__file__).with_name("interrupt_at.py"))
@@ -52,7 +52,7 @@ def dead_pid() -> int:
 
 def name_of(name: str, pid: int) -> str:
     """The temporary name process pid of this host gives `name`."""
-    return temp_name(name).replace(f"-{os.getpid()}.", f"-{pid}.")
+    return temp_name(name).replace(f"-{os.getpid()}-", f"-{pid}-")
 
 
 Tree = dict[str, tuple[Any, ...]]
@@ -506,7 +506,7 @@ def test_sweep_leaves_a_live_process_and_another_host_alone(tmp_path: Path) -> N
     try:
         live = tmp_path / name_of("b.json", sleeper.pid)
         live.write_text("another live run")
-        other = tmp_path / ".c.json.tsb-otherhost-1.tmp"
+        other = tmp_path / ".c.json.tsb-otherhost-1-0123456789ab.tmp"
         other.write_text("another host's run, on a shared file system")
         assert sweep(tmp_path) == []
     finally:

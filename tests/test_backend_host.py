@@ -3,7 +3,12 @@ on a host (here a git sync) is the same code whichever host it is."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +18,7 @@ from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.model.registry import BACKENDS
 from trtllm_script_builder.process.gitsync import sync_checkout
 from trtllm_script_builder.process.host import Here, Host, OverSsh
+from trtllm_script_builder.process.ssh import SshTarget
 from trtllm_script_builder.resolve.backend import Backend, backend_of, scenarios_where
 
 from .conftest import job_spec
@@ -94,3 +100,93 @@ def test_a_sync_to_a_folder_here_runs_the_same_steps_as_over_ssh(tmp_path: Path)
     assert _git(repo, "status", "--porcelain") == "M a.txt"  # the checkout is only read
     again = sync_checkout(Here(), repo, str(clone), submodules=False)
     assert (again.commit, again.method) == (result.commit, "present")
+
+
+# ---------------------------------------------------------------- the ssh control folder
+
+OTHER_UID = 65534  # nobody: another user of this machine
+
+
+@pytest.fixture()
+def short_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """A sticky world-writable TMPDIR short enough for socket paths (as /tmp), and a HOME
+    whose ~/.ssh/tsb-control is too long for one (a long cluster home path)."""
+    base = Path(tempfile.mkdtemp(prefix="tsb-t", dir="/tmp"))
+    base.chmod(0o1777)
+    monkeypatch.setenv("TMPDIR", str(base))
+    monkeypatch.setenv("HOME", str(tmp_path / ("long-home-" * 8)))
+    monkeypatch.delenv("TSB_SSH_CONTROL_DIR", raising=False)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def refusal(host: str = "login.example.com") -> str:
+    with pytest.raises(BuildError) as err:
+        OverSsh(host).shell("true")
+    assert err.value.exit_code == 2 and "\n" not in err.value.line()
+    return err.value.line()
+
+
+def test_a_long_home_uses_a_private_folder_in_tmpdir(short_tmp: Path) -> None:
+    argv = SshTarget("login.example.com").line_argv("true")
+    mine = short_tmp / f"tsb-ssh-{os.getuid()}"
+    assert any(a.startswith(f"ControlPath={mine}/") for a in argv)
+    st = mine.lstat()
+    assert st.st_uid == os.getuid() and st.st_mode & 0o777 == 0o700
+
+
+def test_a_socket_folder_another_user_made_first_is_refused(short_tmp: Path) -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to make a folder of another user's")
+    planted = short_tmp / f"tsb-ssh-{os.getuid()}"
+    planted.mkdir(mode=0o700)
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    assert refusal() == (
+        f"error: ssh_host: {planted} is not a private folder of yours (owned by uid "
+        f"{OTHER_UID}): another user could take over the ssh connection through it; remove "
+        "it, or set TSB_SSH_CONTROL_DIR to a short folder of yours with mode 0700"
+    )
+    assert list(planted.iterdir()) == []
+
+
+def test_a_socket_folder_that_is_a_link_or_open_to_others_is_refused(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = short_tmp / "real"
+    real.mkdir(mode=0o700)
+    link = short_tmp / "link"
+    link.symlink_to(real)
+    monkeypatch.setenv("TSB_SSH_CONTROL_DIR", str(link))
+    assert "(a symbolic link)" in refusal()
+    real.chmod(0o755)
+    monkeypatch.setenv("TSB_SSH_CONTROL_DIR", str(real))
+    assert "(mode 755, not 700)" in refusal()
+    monkeypatch.setenv("TSB_SSH_CONTROL_DIR", str(short_tmp / ("x" * 90)))
+    assert "is longer than" in refusal()
+
+
+def test_a_long_socket_folder_gets_a_short_socket_name(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ssh's `%C` (40 hex digits) where it fits, else a 16-digit hash: the path ssh binds,
+    with its 17-character temporary suffix, fits a 104-byte socket path."""
+    for length, name in ((20, "%C"), (60, "[0-9a-f]{16}")):
+        folder = short_tmp / ("d" * (length - len(str(short_tmp)) - 1))
+        monkeypatch.setenv("TSB_SSH_CONTROL_DIR", str(folder))
+        argv = SshTarget("login.example.com").line_argv("true")
+        path = next(a for a in argv if a.startswith("ControlPath=")).removeprefix("ControlPath=")
+        assert re.fullmatch(f"{re.escape(str(folder))}/{name}", path)
+        assert len(path.replace("%C", "c" * 40)) + 17 < 104
+
+
+def test_remote_lines_run_under_sh_whatever_the_login_shell(tmp_path: Path) -> None:
+    """What ssh gives the login shell: tcsh (a cluster account's shell) and bash run it
+    alike, under `sh`, with quotes, `!`, `$` and newlines as written."""
+    line = "printf '%s|' \"$0\" 'a b' \"it's\" '!x' \"$((1 + 2))\"\necho '<>&;`'"
+    want = "sh|a b|it's|!x|3|<>&;`\n"
+    for shell in ("bash", "tcsh"):
+        if shutil.which(shell) is None:
+            pytest.skip(f"{shell} is not installed")
+        argv = SshTarget("login.example.com").line_argv(line)
+        ran = subprocess.run([shell, "-c", argv[-1]], capture_output=True, text=True)
+        assert (ran.stdout, ran.returncode) == (want, 0), (shell, ran.stderr)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -167,19 +168,25 @@ def test_ssh_command_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         assert f"ControlPath={short}/%C" in argv
         assert "ControlMaster=auto" in argv and "BatchMode=yes" in argv
         assert argv[-3:-1] == ["login.example.com", "--"]
-        assert argv[-1] == "cd -- '/w d' && sbatch --parsable '/w d/job'\"'\"'s.slurm'"
+        line = "cd -- '/w d' && sbatch --parsable '/w d/job'\"'\"'s.slurm'"
+        # run by `sh` there whatever the login shell: the line travels as octal escapes
+        head, esc, tail = argv[-1].split('"')[1:4]
+        assert (head, tail) == ("$(printf %b ", ")")
+        decoded = subprocess.run(["sh", "-c", f'printf %b "{esc}"'], capture_output=True)
+        assert decoded.stdout.decode() == line
         assert short.stat().st_mode & 0o777 == 0o700
         assert remote_line(["tail", "-c", "+1", "a b"]) == "tail -c +1 'a b'"
         assert t.control_argv("exit")[-3:] == ["-O", "exit", "login.example.com"]
     finally:
         shutil.rmtree(base)
-    # a folder too long for a socket path falls back to /tmp/tsb-ssh-<uid>
-    fallback = Path(f"/tmp/tsb-ssh-{os.getuid()}")
-    existed = fallback.exists()
-    monkeypatch.setenv("TSB_SSH_CONTROL_DIR", str(tmp_path / ("x" * 80)))
-    assert control_dir() == fallback
-    if not existed:
-        fallback.rmdir()
+    # a folder too long for a socket path falls back to $TMPDIR/tsb-ssh-<uid>
+    monkeypatch.setenv("TMPDIR", str(base))
+    monkeypatch.setenv("HOME", str(tmp_path / ("x" * 80)))
+    monkeypatch.delenv("TSB_SSH_CONTROL_DIR")
+    try:
+        assert control_dir() == base / f"tsb-ssh-{os.getuid()}"
+    finally:
+        shutil.rmtree(base)
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,11 @@
 
 The lowest layer, so every layer that keeps a file writes it the same way; a job folder's
 set of files is `output.sets`' job, on top of these. A temporary name carries this tool's
-tag, the host and the pid (`.<name>.tsb-<host>-<pid>.tmp`): `sweep` removes those of a
-process of this host that is gone, so what a SIGKILL left goes with the next run there.
+tag, the host, the pid and a random token (`.<name>.tsb-<host>-<pid>-<token>.tmp`), and is
+made exclusively: nobody can plant one under a name this process will use. `sweep` removes
+those of a process of this host that is gone and that this user owns, so what a SIGKILL left
+goes with the next run there, and another user's, in a shared folder such as /tmp, is never
+touched (decision temporaries-are-owned).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import errno
 import fcntl
 import os
 import re
+import secrets
 import shutil
 import signal
 import sys
@@ -22,13 +26,16 @@ from typing import IO, Any
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename) or "host"
-# `.<name>.tsb-<host>-<pid>.tmp`: the pid is the digits before the suffix.
-_TEMP = re.compile(r"\.(?P<name>.*)\.tsb-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[0-9]+)\.tmp")
+# `.<name>.tsb-<host>-<pid>-<token>.tmp`
+_TEMP = re.compile(
+    r"\.(?P<name>.*)\.tsb-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[0-9]+)-[0-9a-f]{12}\.tmp"
+)
 
 
 def temp_name(name: str) -> str:
-    """The hidden name a file or folder `name` is written under by this process."""
-    return f".{name}.tsb-{_HOST}-{os.getpid()}.tmp"
+    """A new hidden name for a file or folder `name` written by this process (a new random
+    token each call)."""
+    return f".{name}.tsb-{_HOST}-{os.getpid()}-{secrets.token_hex(6)}.tmp"
 
 
 def _alive(pid: int) -> bool:
@@ -53,8 +60,9 @@ def remove(path: str) -> None:
 def sweep(folder: Path | str) -> list[str]:
     """Remove the temporaries a dead process of this host left in `folder`; their names.
 
-    A temporary of a live process, or of another host (a folder on a shared file system), is
-    left alone.
+    Only this user's own (the entry's owner, never followed): another user's, a live
+    process's, or another host's (a folder on a shared file system) is left alone, and one
+    that cannot be removed is no failure of the caller's.
     """
     handled: list[str] = []
     try:
@@ -65,7 +73,12 @@ def sweep(folder: Path | str) -> list[str]:
         m = _TEMP.fullmatch(e.name)
         if m is None or m["host"] != _HOST or _alive(int(m["pid"])):
             continue
-        remove(e.path)
+        try:
+            if e.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            remove(e.path)
+        except OSError:
+            continue
         handled.append(e.name)
     return handled
 
@@ -214,8 +227,6 @@ def open_atomically(path: Path, mode: int = 0o644, binary: bool = False) -> Iter
     try:
         make_folders(str(path.parent), made)
         sweep_once(path.parent)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)  # left by a dead process that had this pid
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
         with os.fdopen(fd, "wb" if binary else "w") as fh:
             yield fh

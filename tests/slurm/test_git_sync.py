@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -432,7 +433,7 @@ def test_a_failed_fetch_midway_removes_the_new_clone(
         f"error: remote_repo_path: sending the snapshot to {HOST}:{world.remote} failed: "
         "fatal: disk full; check the free space and the permissions there"
     )
-    assert not world.remote.exists()
+    assert not world.remote.exists() and list(world.remote.parent.iterdir()) == []
 
 
 # ---------------------------------------------------------------- the command
@@ -505,8 +506,237 @@ def test_a_signal_during_sync_leaves_no_temporary_folder(world: World, sig: int)
         )
         assert p.stderr is not None
         assert p.stderr.readline().strip() == "tsb-pause snapshot"
-        assert [t.name[:9] for t in world.tmp.iterdir()] == ["tsb-sync-"]
+        assert [t.name[:14] for t in world.tmp.iterdir()] == [".tsb-sync.tsb-"]
         p.send_signal(sig)
         p.communicate(timeout=60)
         assert p.returncode == -sig
     assert not world.remote.exists()
+
+
+# ---------------------------------------------------------------- what a sync must not do
+
+
+def test_an_edit_in_the_second_it_was_staged_travels(world: World) -> None:
+    """git's racy-stat case: a file staged, then changed to other bytes of the same size with
+    the same time stamps as the index holds for it, in the second the index was written. The
+    user's `git status` sees the change (git compares the content of a racily clean file);
+    the snapshot must carry the content too."""
+    git(world.work, "config", "core.trustctime", "false")
+    f = world.work / "cpp" / "kept.cpp"
+    f.write_text("// staged version\n")
+    stamp = (int(time.time()) - 100) * 10**9  # the second the file was staged in, long ago
+    os.utime(f, ns=(stamp, stamp))
+    git(world.work, "add", "cpp/kept.cpp")
+    f.write_text("// edited version\n")  # the same size
+    os.utime(f, ns=(stamp, stamp))
+    index = world.work / ".git" / "index"
+    os.utime(index, ns=(stamp, stamp))  # written in the same second as the file
+    assert "kept.cpp" in git(world.work, "--no-optional-locks", "status", "--porcelain")
+    res = sync(world)
+    assert (world.remote / "cpp" / "kept.cpp").read_text() == "// edited version\n"
+    check_synced(world, res.commit, dirty=False)
+
+
+def test_an_interrupted_push_leaves_no_branch_and_a_killed_ones_goes_next_time(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtllm_script_builder.process import gitsync
+
+    git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    real = gitsync._Local.git
+    calls: list[str] = []
+
+    def interrupted(self: object, args: list[str], *a: object, **k: object) -> object:
+        done = real(self, args, *a, **k)  # type: ignore[arg-type]
+        if args[0] == "push" and not calls:
+            calls.append("push")
+            raise KeyboardInterrupt  # Ctrl-C once the branch is there
+        return done
+
+    monkeypatch.setattr(gitsync._Local, "git", interrupted)
+    with untouched(world), pytest.raises(KeyboardInterrupt):
+        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    monkeypatch.setattr(gitsync._Local, "git", real)
+
+    # what a SIGKILLed sync of this checkout left, and a branch of another checkout's sync
+    tag = gitsync._checkout_tag(gitsync._open_checkout(world.work))
+    head = git(world.work, "rev-parse", "HEAD").strip()
+    mine, other = f"tsb-sync/{tag}-{head[:12]}-0badf00d", "tsb-sync/0123456789ab-in-flight"
+    for ref in (mine, other):
+        git(world.work, "push", "-q", str(world.origin), f"{head}:refs/heads/{ref}")
+    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert res.method == "push"
+    assert git(world.origin, "for-each-ref", "--format=%(refname)", "refs/heads/tsb-sync") == (
+        f"refs/heads/{other}\n"
+    )
+
+
+def test_a_push_url_elsewhere_gets_nothing(world: World) -> None:
+    """origin's pushurl names a fork: the snapshot goes where the cluster fetches from."""
+    fork = world.root / "fork.git"
+    git(world.root, "clone", "-q", "--bare", str(world.origin), str(fork))
+    git(world.work, "config", "remote.origin.pushurl", str(fork))
+
+    def files(repo: Path) -> dict[str, bytes]:
+        return {str(p): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+
+    before = files(fork)
+    res = sync(world)
+    assert res.method == "push"
+    check_synced(world, res.commit)
+    assert files(fork) == before
+
+
+def test_git_lfs_files_travel_as_their_content(world: World) -> None:
+    if shutil.which("git-lfs") is None:
+        pytest.skip("git-lfs is not installed")
+    git(world.work, "lfs", "install", "--local")
+    (world.work / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
+    (world.work / "weights.bin").write_bytes(b"committed weights\n")
+    git(world.work, "add", ".gitattributes", "weights.bin")
+    git(world.work, "commit", "-qm", "lfs")
+    git(world.work, "push", "-q", "origin", "HEAD:main")
+    (world.work / "weights.bin").write_bytes(b"changed weights\n")
+    (world.work / "new.bin").write_bytes(b"new weights\n")
+    res = sync(world)  # .git/lfs of the user's checkout included: nothing written there
+    assert (world.remote / "weights.bin").read_bytes() == b"changed weights\n"
+    assert (world.remote / "new.bin").read_bytes() == b"new weights\n"
+    assert git(world.remote, "rev-parse", "HEAD").strip() == res.commit
+
+
+def test_a_killed_syncs_snapshot_goes_with_the_next_sync(world: World) -> None:
+    code = (
+        "import os, signal, sys; from pathlib import Path\n"
+        "from trtllm_script_builder.process import gitsync\n"
+        "from trtllm_script_builder.process.ssh import SshTarget\n"
+        "snapshot = gitsync._snapshot\n"
+        "def killed(*a):\n"
+        "    snapshot(*a)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "gitsync._snapshot = killed\n"
+        "gitsync.sync_checkout(SshTarget(sys.argv[1]), Path(sys.argv[2]), sys.argv[3])\n"
+    )
+    env = {**os.environ, "TMPDIR": str(world.tmp)}
+    p = subprocess.run(
+        [sys.executable, "-c", code, HOST, str(world.work), str(world.remote)], env=env
+    )
+    assert p.returncode == -signal.SIGKILL
+    left = list(world.tmp.iterdir())
+    assert len(left) == 1 and any(left[0].rglob("index"))  # the snapshot, untracked files too
+    sync(world)  # leaves world.tmp empty
+
+
+def test_of_two_syncs_to_one_missing_path_the_failing_one_removes_nothing_of_the_other(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B finds the path missing; A makes its clone there and a job writes a log into it; then
+    B's fetch fails (a full disk). A's clone and the log stay."""
+    from trtllm_script_builder.process import gitsync
+
+    git(world.work, "remote", "remove", "origin")  # bundles into new repositories
+    fake = world.root / "fakebin"
+    fake.mkdir()
+    (fake / "git").write_text(
+        '#!/bin/sh\ncase "$1" in fetch) echo "fatal: disk full" >&2; exit 128;; esac\n'
+        f'exec {shutil.which("git")} "$@"\n'
+    )
+    (fake / "git").chmod(0o755)
+    real_create = gitsync._create
+    log = world.remote / "work_dirs" / "job" / "job.log"
+
+    def a_first(*args: object) -> object:
+        monkeypatch.setattr(gitsync, "_create", real_create)
+        a = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+        first.append(a.commit)
+        log.parent.mkdir(parents=True)
+        log.write_text("the job's log\n")
+        monkeypatch.setattr(gitsync, "_FETCH_BUNDLE", f"PATH={fake}:$PATH\n{fetch}")
+        args_list = list(args)
+        done = real_create(*args_list)  # type: ignore[arg-type]
+        assert a.method == "bundle"
+        return done
+
+    fetch = gitsync._FETCH_BUNDLE
+    first: list[str] = []
+    monkeypatch.setattr(gitsync, "_create", a_first)
+    with pytest.raises(ToolFailed, match="disk full"):
+        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert log.read_text() == "the job's log\n"
+    assert git(world.remote, "rev-parse", "HEAD").strip() == first[0]
+    assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]
+
+
+def test_a_new_clone_removes_what_a_killed_sync_left_beside_it_hours_ago(world: World) -> None:
+    world.remote.parent.mkdir(parents=True)
+    old, recent = (
+        world.remote.parent / f".TensorRT-LLM.tsb-sync-{s}" for s in ("0ld000", "n3w000")
+    )
+    for folder in (old, recent):
+        (folder / ".git").mkdir(parents=True)
+    os.utime(old, (time.time() - 3 * 3600,) * 2)
+    res = sync(world)
+    check_synced(world, res.commit)
+    assert sorted(p.name for p in world.remote.parent.iterdir()) == [recent.name, "TensorRT-LLM"]
+
+
+def test_a_sparse_checkout_with_a_nested_repository_syncs(world: World) -> None:
+    """A sparse checkout (cone `cpp`) with an untracked file outside the cone, an untracked
+    repository inside the checkout and a `.gitmodules` (as TensorRT-LLM has): the file
+    travels, the nested repository stays here with a note, and the submodule update there
+    does not trip over it."""
+    (world.work / "docs").mkdir()
+    (world.work / "docs" / "guide.md").write_text("guide\n")
+    (world.work / ".gitmodules").write_text("# no submodules yet\n")
+    git(world.work, "add", "docs", ".gitmodules")
+    git(world.work, "commit", "-qm", "docs")
+    git(world.work, "sparse-checkout", "set", "cpp")
+    assert not (world.work / "docs" / "guide.md").exists()
+    (world.work / "docs").mkdir()
+    (world.work / "docs" / "draft.md").write_text("outside the cone\n")
+    nested = world.work / "scratch"
+    git(world.work, "init", "-q", str(nested))
+    (nested / "notes.txt").write_text("a repository of its own\n")
+    git(nested, "add", "-A")
+    git(nested, "commit", "-qm", "scratch")
+    res = sync(world)
+    assert (world.remote / "docs" / "draft.md").read_text() == "outside the cone\n"
+    assert (world.remote / "docs" / "guide.md").read_text() == "guide\n"  # the commit's
+    assert "scratch" not in git(world.remote, "ls-files")
+    assert any(n.startswith("scratch is a git repository of its own") for n in res.notes)
+
+
+def test_an_account_whose_login_shell_is_tcsh_syncs(world: World) -> None:
+    """sshd hands every command to the account's login shell; under tcsh the sync's scripts
+    (quotes, `!`, newlines) run as written, under `sh`."""
+    from conftest import loopback_sshd
+
+    tcsh = shutil.which("tcsh")
+    if tcsh is None or os.getuid() != 0:
+        pytest.skip("needs tcsh and root (to make an account whose shell it is)")
+    user = "tsbtcsh"
+    if subprocess.run(["id", user], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "-m", "-s", tcsh, user], check=True)
+    subprocess.run(["usermod", "-p", "*", user], check=True)  # no password, not locked
+    base = Path(tempfile.mkdtemp(prefix="tsb-tcsh-", dir="/tmp"))
+    base.chmod(0o755)  # sshd reads the account's authorized_keys as that account
+    try:
+        with loopback_sshd(base) as sshd:
+            config = base / "ssh_config"
+            config.write_text(sshd.config.read_text().replace("User root", f"User {user}"))
+            os.environ["TSB_SSH_CONFIG"] = str(config)  # the block restores it
+            home = base / "home"
+            home.mkdir()
+            shutil.chown(home, user)
+            git(world.work, "remote", "remove", "origin")  # a bundle: root's origin is not theirs
+            there = home / "TensorRT-LLM"
+            try:
+                res = sync_checkout(SshTarget(HOST), world.work, str(there))
+            finally:
+                from trtllm_script_builder.process.ssh import SshRunner
+
+                SshRunner(SshTarget(HOST)).close()
+        assert res.method == "bundle"
+        assert remote_tree(there) == expected_tree(world.work)
+        assert there.stat().st_uid != 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -25,7 +25,7 @@ from trtllm_script_builder.atomic import folder_lock, remove, signals_held, temp
 
 SETS = ".tsb-sets"
 CURRENT = "current"
-STAGE = "tsb-set"  # the staged set inside work_dir: `.tsb-set.tsb-<host>-<pid>.tmp`
+STAGE = "tsb-set"  # the staged set inside work_dir: `.tsb-set.tsb-<host>-<pid>-<token>.tmp`
 _GEN = re.compile(r"g-[0-9a-f]{16}")
 _LINKED = f"{SETS}/{CURRENT}/"
 
@@ -124,7 +124,6 @@ def _link(folder: str, name: str) -> None:
         if os.readlink(path) == want:
             return
     tmp = os.path.join(folder, temp_name(name))
-    remove(tmp)
     os.symlink(want, tmp)
     try:
         os.replace(tmp, path)
@@ -136,7 +135,6 @@ def _link(folder: str, name: str) -> None:
 def _switch(sets: str, gen: str) -> None:
     """`current` names `gen`: the one step that changes which set is read."""
     tmp = os.path.join(sets, temp_name(CURRENT))
-    remove(tmp)
     os.symlink(gen, tmp)
     os.replace(tmp, os.path.join(sets, CURRENT))
 

@@ -55,9 +55,8 @@ def staged_set(work_dir: Path, stale: Callable[[str], set[str]] | None = None) -
             sweep_once(parent)
         if not fresh:
             sweep_once(work_dir)
-        if os.path.lexists(stage):  # left by a dead process that had this pid
-            shutil.rmtree(stage)
-        os.mkdir(stage)
+        os.mkdir(stage)  # a new random name: what fails here is not ours to remove
+        made.append(stage)
         yield Path(stage)
         if fresh:
             os.rename(stage, work_dir)
@@ -66,7 +65,8 @@ def staged_set(work_dir: Path, stale: Callable[[str], set[str]] | None = None) -
     except BaseException:
 
         def discard() -> None:
-            shutil.rmtree(stage, ignore_errors=True)
+            if stage in made:
+                shutil.rmtree(stage, ignore_errors=True)
             remove_made(made)
 
         cleanly(discard)

@@ -17,6 +17,8 @@ the local checkout is that repository), or as a `git bundle` streamed into one s
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 import secrets
@@ -27,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtllm_script_builder.atomic import cleanly, folder_lock, sweep, temp_name
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.host import Host, OverSsh
@@ -45,6 +48,7 @@ JOB_FOLDERS = "work_dirs"
 _NOT_JOB_FOLDERS = (".", f":(top,exclude,literal){JOB_FOLDERS}")  # a pathspec
 FORCE_HINT = "pass --force to discard them"  # the end of a refused sync's fix (sync --force)
 TRANSFER_TIMEOUT = 1800.0  # a first bundle of a big repository takes a while
+_CLEANUP_TIMEOUT = 60.0
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 # an absolute path on the cluster, no control characters (they would end the ssh line)
 _REMOTE_PATH = re.compile(r"/[^\x00-\x1f\x7f]*")
@@ -65,6 +69,12 @@ _INDEX_CONFIG = (
     "-c", "core.untrackedCache=false",
     "-c", "gc.auto=0",
     "-c", "core.hooksPath=/dev/null",  # no post-index-change hook for our own index
+    # Git LFS's clean filter would store a changed file in the checkout's .git/lfs/objects
+    # and the snapshot would hold a pointer the cluster cannot resolve: the content travels
+    # (decision sync-content).
+    "-c", "filter.lfs.clean=",
+    "-c", "filter.lfs.process=",
+    "-c", "filter.lfs.required=false",
 )  # fmt: skip
 _SNAPSHOT_NAME = "trtllm-script-builder"
 _SNAPSHOT_EMAIL = "tsb-sync@localhost"
@@ -193,8 +203,10 @@ def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
 
     index = tmp / "index"
     if user_index.is_file():
-        # a copy keeps the stat data, so `git add` hashes only what changed
-        shutil.copyfile(user_index, index)
+        # A copy keeps the stat data, so `git add` hashes only what changed; it keeps the
+        # index's own time too, by which git tells a file changed in the second it was
+        # staged (racily clean) and compares its content (decision sync-content).
+        shutil.copy2(user_index, index)
     env = {
         "GIT_INDEX_FILE": str(index),
         "GIT_OBJECT_DIRECTORY": str(store / "objects"),
@@ -202,9 +214,11 @@ def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
     }
     if not index.exists():
         local.must("read-tree", [*_INDEX_CONFIG, "read-tree", "HEAD"], env)
-    local.must("add", [*_INDEX_CONFIG, "add", "-A", "--", *_NOT_JOB_FOLDERS], env)
+    # --sparse: an untracked file outside a sparse checkout's cone travels too
+    local.must("add", [*_INDEX_CONFIG, "add", "-A", "--sparse", "--", *_NOT_JOB_FOLDERS], env)
+    notes = _drop_nested(local, env)
     tree = local.must("write-tree", [*_INDEX_CONFIG, "write-tree"], env)
-    notes = _submodule_notes(local, env)
+    notes += _submodule_notes(local, env)
     if tree == local.must("rev-parse", ["rev-parse", "HEAD^{tree}"]):
         notes.insert(0, f"nothing uncommitted: sending HEAD {head[:12]}")
         return _Snapshot(head, False, store, objects, notes)
@@ -226,6 +240,34 @@ def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
     )
     notes.insert(0, f"snapshot {commit[:12]} of the uncommitted work on top of {head[:12]}")
     return _Snapshot(commit, True, store, objects, notes)
+
+
+def _drop_nested(local: _Local, env: Mapping[str, str]) -> list[str]:
+    """Untracked repositories inside the checkout (`git add` makes them links to a commit
+    that exists only here, which the cluster's submodule update fails on) stay out of the
+    snapshot, each with a note."""
+
+    def links(args: list[str]) -> set[str]:
+        out = local.must(args[0], [*_INDEX_CONFIG, *args], env).split("\0")
+        return {e.partition("\t")[2] for e in out if e.startswith("160000 ")}
+
+    new = sorted(links(["ls-files", "-s", "-z"]) - links(["ls-tree", "-r", "-z", "HEAD"]))
+    if new:
+        drop = local.git(
+            [*_INDEX_CONFIG, "update-index", "--force-remove", "-z", "--stdin"],
+            env, input="".join(f"{n}\0" for n in new).encode(),
+        )  # fmt: skip
+        if drop.rc != 0:
+            raise ToolFailed(
+                "repo_root",
+                f"git update-index failed in {local.root}: {first_line(drop)}",
+                "check the checkout with `git status` there",
+            )
+    return [
+        f"{n} is a git repository of its own that is not a submodule: it stays here "
+        "(add it as a submodule, or copy it to the cluster yourself)"
+        for n in new
+    ]
 
 
 def _submodule_notes(local: _Local, env: Mapping[str, str]) -> list[str]:
@@ -282,14 +324,29 @@ git for-each-ref --sort=-committerdate --count=100 --format='tip=%(objectname)' 
 """
 )
 
-# $1 path, $2 url (empty: a new empty repository): a new clone at a missing or empty path
+# $1 path, $2 url (empty: a new empty repository): a new clone for a missing or empty path,
+# made in a private folder beside it (printed as `work=`) and renamed into place once whole
+# (_PUBLISH): a sync that fails removes only that folder, and of two syncs to one path the
+# second cannot replace the first's clone (decision sync-leaves-nothing).
 _CREATE = r"""
-mkdir -p -- "$1" || exit 50
-if [ -n "$2" ]; then
-  GIT_TERMINAL_PROMPT=0 git clone -q --no-checkout -- "$2" "$1" </dev/null || exit 52
-else
-  cd "$1" && git init -q || exit 52
+parent=$(dirname -- "$1") && name=$(basename -- "$1") || exit 50
+mkdir -p -- "$parent" || exit 50
+# what a killed sync of this user left here (a sync lasts less than the transfer's time limit)
+find "$parent" -mindepth 1 -maxdepth 1 -type d -name ".$name.tsb-sync-??????" -user "$(id -u)" \
+  -mmin +120 -exec rm -rf -- {} + 2>/dev/null
+t=$(mktemp -d "$parent/.$name.tsb-sync-XXXXXX") || exit 50
+chmod "$(umask -S)" "$t" || exit 50
+printf 'work=%s\n' "$t"
+if [ -n "$2" ] && GIT_TERMINAL_PROMPT=0 git clone -q --no-checkout -- "$2" "$t" </dev/null; then
+  echo cloned=yes
+  exit 0
 fi
+cd "$t" && git init -q || exit 52
+"""
+
+# $1 the finished clone's folder, $2 path: a rename, refused when path is there and not empty
+_PUBLISH = r"""
+mv -T -- "$1" "$2"
 """
 
 # $1 path, $2 ref: fetch the temporary branch from origin (no remote-tracking ref is made)
@@ -331,12 +388,6 @@ if [ -n "$4" ] && [ -f .gitmodules ]; then
 fi
 """
 )
-
-
-# $1 path, $2 1 when the folder itself was made by the sync (else only what is in it goes)
-_REMOVE = r"""
-if [ -n "$2" ]; then rm -rf -- "$1"; else find "$1" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +; fi
-"""
 
 
 def _line(script: str, *args: str) -> str:
@@ -395,8 +446,9 @@ def repo_key(url: str) -> tuple[str, str]:
 
 
 def _push_urls(local: _Local, remote_origin: str) -> list[tuple[str, str]]:
-    """(remote name, push URL) of each local remote that is the same repository as the
-    cluster clone's origin."""
+    """(remote name, URL) of each local remote that is the same repository as the cluster
+    clone's origin: the URL that names it, never a `pushurl` elsewhere (a fork), which the
+    cluster does not read (decision sync-leaves-nothing)."""
     if not remote_origin:
         return []
     res = local.git(["config", "--get-regexp", r"^remote\..*\.(url|pushurl)$"])
@@ -410,8 +462,9 @@ def _push_urls(local: _Local, remote_origin: str) -> list[tuple[str, str]]:
     want = repo_key(remote_origin)
     found = []
     for name, fetch_urls in urls.items():
-        if any(repo_key(u) == want for u in fetch_urls + push.get(name, [])):
-            found.append((name, (push.get(name) or fetch_urls)[0]))
+        same = [u for u in push.get(name, []) + fetch_urls if repo_key(u) == want]
+        if same:
+            found.append((name, same[0]))
     return found
 
 
@@ -469,47 +522,60 @@ def sync_checkout(
     where = f"{host.name}:{path}"
     local = _open_checkout(local_repo)
     there = _There(host, timeout or max(TRANSFER_TIMEOUT, tool_timeout()))
-    tmp = Path(tempfile.mkdtemp(prefix="tsb-sync-"))
-    try:
-        snap = _snapshot(local, tmp)
-        notes = list(snap.notes)
-        sha = snap.commit
-
-        remote = _probe(there, path, sha, where)
-        if _same_folder(local, remote):
-            notes.append(
-                f"{where} is this checkout itself (a shared filesystem): nothing sent, "
-                "nothing changed"
-            )
-            say(f"{where} is this checkout itself: the cluster sees its files as they are")
-            return SyncResult(sha, "shared", snap.snapshot, tuple(notes))
-        fresh = remote.state in ("missing", "empty")  # nothing of anyone's to keep there
-        made_folder = "1" if remote.state == "missing" else ""
+    # one sync of this checkout at a time: a temporary branch of its name is then a leftover
+    with folder_lock(local.must("rev-parse", ["rev-parse", "--absolute-git-dir"])):
+        base = tempfile.gettempdir()
+        sweep(base)  # the snapshot folder of a sync that was killed (decision sync-leaves-nothing)
+        tmp = Path(base) / temp_name("tsb-sync")
+        tmp.mkdir(mode=0o700)
         try:
-            if fresh:
-                remote = _create(there, local, path, sha, where, notes, say)
-            elif remote.changes and not force:
-                raise _dirty(where, remote, force_hint)
-            method = "present"
-            if remote.has:
-                notes.append(f"the cluster had {sha[:12]} already")
-            else:
-                method = _transfer(there, local, snap, remote, path, where, notes, say)
-            _checkout(there, path, sha, where, force or fresh, submodules, force_hint)
-        except BaseException:
-            if fresh:  # what this sync made there and left unfinished goes again
-                host.shell(_line(_REMOVE, path, made_folder), timeout=there.timeout)
-            raise
-        if remote.changes and force and not fresh:
-            notes.append(f"discarded {remote.changes} change(s) of the cluster checkout (--force)")
-        say(f"{where} is at {sha[:12]} ({method})")
-        stale = _build_outputs(there, path, where)
-        if stale is not None:
-            notes.append(stale)
-            say(f"warning: {stale}")
-        return SyncResult(sha, method, snap.snapshot, tuple(notes))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            snap = _snapshot(local, tmp)
+            notes = list(snap.notes)
+            sha = snap.commit
+
+            remote = _probe(there, path, sha, where)
+            if _same_folder(local, remote):
+                notes.append(
+                    f"{where} is this checkout itself (a shared filesystem): nothing sent, "
+                    "nothing changed"
+                )
+                say(f"{where} is this checkout itself: the cluster sees its files as they are")
+                return SyncResult(sha, "shared", snap.snapshot, tuple(notes))
+            fresh = remote.state in ("missing", "empty")  # nothing of anyone's to keep there
+            work = path  # where the steps run: a new clone's own folder until it is whole
+            try:
+                if fresh:
+                    work, remote = _create(there, local, path, sha, where, notes, say)
+                elif remote.changes and not force:
+                    raise _dirty(where, remote, force_hint)
+                method = "present"
+                if remote.has:
+                    notes.append(f"the cluster had {sha[:12]} already")
+                else:
+                    method = _transfer(there, local, snap, remote, work, where, notes, say)
+                _checkout(there, work, sha, where, force or fresh, submodules, force_hint)
+                if fresh and there(_line(_PUBLISH, work, path)).rc != 0:
+                    raise ToolFailed(
+                        "remote_repo_path",
+                        f"{where} was made by another sync meanwhile; it was left as it is",
+                        "run sync again",
+                    )
+            except BaseException:
+                if work != path:  # the folder this sync made, and only that
+                    host.shell(shlex.join(["rm", "-rf", "--", work]), timeout=there.timeout)
+                raise
+            if remote.changes and force and not fresh:
+                notes.append(
+                    f"discarded {remote.changes} change(s) of the cluster checkout (--force)"
+                )
+            say(f"{where} is at {sha[:12]} ({method})")
+            stale = _build_outputs(there, path, where)
+            if stale is not None:
+                notes.append(stale)
+                say(f"warning: {stale}")
+            return SyncResult(sha, method, snap.snapshot, tuple(notes))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _same_folder(local: _Local, remote: _Remote) -> bool:
@@ -575,27 +641,30 @@ def _dirty(where: str, remote: _Remote, force_hint: str) -> BuildError:
 
 def _create(
     there: _There, local: _Local, path: str, sha: str, where: str, notes: list[str], say: Say
-) -> _Remote:
-    """A clone of the local origin at a missing or empty path, else an empty repository
-    (the bundle then carries the whole history)."""
-    url = _clone_url(local)
+) -> tuple[str, _Remote]:
+    """A new clone of the local origin for a missing or empty path, else an empty repository
+    (the bundle then carries the whole history), in a folder of its own beside the path: that
+    folder and what is there."""
+    url = _clone_url(local) or ""
     if url:
         say(f"cloning {url} into {where}")
-        res = there(_line(_CREATE, path, url))
-        if res.rc == 0:
-            notes.append(f"cloned {url} into {where}")
-            return _probe(there, path, sha, where)
-        notes.append(f"cloning {url} there failed ({first_line(res)}); made an empty repository")
-    res = there(_line(_CREATE, path, ""))
-    if res.rc != 0:
+    res = there(_line(_CREATE, path, url))
+    work = next((ln[5:] for ln in res.out.splitlines() if ln.startswith("work=")), "")
+    if res.rc != 0 or not work.startswith("/"):
+        if work.startswith("/"):
+            there(shlex.join(["rm", "-rf", "--", work]))
         raise ToolFailed(
             "remote_repo_path",
             f"making the checkout at {where} failed: {first_line(res)}",
             "check that its parent folder can be written",
         )
-    if not url:
+    if "cloned=yes" in res.out.splitlines():
+        notes.append(f"cloned {url} into {where}")
+    elif url:
+        notes.append(f"cloning {url} there failed ({first_line(res)}); made an empty repository")
+    else:
         notes.append(f"made an empty repository at {where}")
-    return _probe(there, path, sha, where)
+    return work, _probe(there, work, sha, where)
 
 
 def _transfer(
@@ -611,30 +680,27 @@ def _transfer(
     """Send the commit; returns the method that worked. A shared origin is tried first; a
     push it refuses or a fetch the cluster cannot make falls back to the bundle."""
     sha = snap.commit
-    ref = f"{TEMP_BRANCH_PREFIX}{sha}-{secrets.token_hex(4)}"
+    mine = f"{TEMP_BRANCH_PREFIX}{_checkout_tag(local)}-"
+    ref = f"{mine}{sha[:12]}-{secrets.token_hex(4)}"
     for name, url in _push_urls(local, remote.origin):
+        # this checkout's syncs run one at a time (the lock in sync_checkout): a branch of
+        # its name there is what an interrupted or killed one left
+        left = local.git(["ls-remote", "--refs", "--", url, f"{mine}*"], timeout=there.timeout)
+        stale = [r for r in (ln.partition("\t")[2] for ln in left.out.splitlines()) if r]
         say(f"pushing {sha[:12]} to {name} as {ref.removeprefix('refs/heads/')}")
         env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(snap.store / "objects")}
-        push = local.git(
-            ["push", "-q", "--no-verify", "--no-follow-tags", "--recurse-submodules=no",
-             "--", url, f"{sha}:{ref}"],
-            env, timeout=there.timeout,
-        )  # fmt: skip
-        if push.rc != 0:
+        try:
+            push = local.git(
+                ["push", "-q", "--no-verify", "--no-follow-tags", "--recurse-submodules=no",
+                 "--", url, f"{sha}:{ref}"],
+                env, timeout=there.timeout,
+            )  # fmt: skip
+            fetched = there(_line(_FETCH_ORIGIN, path, ref)) if push.rc == 0 else None
+        finally:
+            cleanly(functools.partial(_delete_branches, local, url, name, [ref, *stale], notes))
+        if fetched is None:
             notes.append(f"push to {name} refused ({first_line(push)}); sent a bundle instead")
             break
-        try:
-            fetched = there(_line(_FETCH_ORIGIN, path, ref))
-        finally:
-            gone = local.git(
-                ["push", "-q", "--no-verify", "--recurse-submodules=no", "--", url, f":{ref}"],
-                timeout=there.timeout,
-            )
-            if gone.rc != 0:
-                notes.append(
-                    f"could not delete the temporary branch {ref} on {name} "
-                    f"({first_line(gone)}); delete it with: git push {name} :{ref}"
-                )
         if fetched.rc == 0:
             return "push"
         notes.append(
@@ -644,6 +710,28 @@ def _transfer(
         break
     _send_bundle(there, local, snap, remote, path, where, ref, say)
     return "bundle"
+
+
+def _delete_branches(local: _Local, url: str, name: str, refs: list[str], notes: list[str]) -> None:
+    """The temporary branches gone from the shared origin, whatever ended the push (signals
+    wait meanwhile: a short time limit)."""
+    left = local.git(["ls-remote", "--refs", "--", url, *refs], timeout=_CLEANUP_TIMEOUT)
+    found = [r for r in (ln.partition("\t")[2] for ln in left.out.splitlines()) if r in refs]
+    if not found:
+        return
+    push = ["push", "-q", "--no-verify", "--recurse-submodules=no", "--", url]
+    gone = local.git([*push, *(f":{r}" for r in found)], timeout=_CLEANUP_TIMEOUT)
+    if gone.rc != 0:
+        notes.append(
+            f"could not delete the temporary branch {found[0]} on {name} "
+            f"({first_line(gone)}); the next sync from here deletes it"
+        )
+
+
+def _checkout_tag(local: _Local) -> str:
+    """Names this checkout of this user on this machine in the temporary branches it pushes."""
+    who = f"{os.uname().nodename}\0{os.getuid()}\0{local.root.resolve()}"
+    return hashlib.sha256(who.encode()).hexdigest()[:12]
 
 
 def _send_bundle(

@@ -2,9 +2,12 @@
 
 Every call goes through one ControlMaster connection per host (`ControlMaster=auto`,
 `ControlPersist`), with the control socket in a private folder: `$TSB_SSH_CONTROL_DIR`, else
-`~/.ssh/tsb-control` (`/tmp/tsb-ssh-<uid>` when that cannot be made or is too long for a
-socket path). The socket name is
-ssh's `%C` hash of (local host, remote host, port, user), short enough for any path limit.
+`~/.ssh/tsb-control` (`$TMPDIR/tsb-ssh-<uid>`, /tmp by default, when that cannot be made or is
+too long for a socket path). The folder must be this user's own, mode 0700 and not a link,
+checked before each use: whoever can write there could answer in ssh's place
+(decision ssh-control-private). The socket's name is ssh's `%C` hash of (local host, remote
+host, port, user); in a folder path longer than 45 characters, 16 hex digits of a hash of the
+host and the ssh config. Every remote command runs under `sh`, whatever the login shell.
 An ssh config file can be given with `$TSB_SSH_CONFIG` (passed as `ssh -F`); otherwise the
 user's own ~/.ssh/config applies, so `ssh_host` may be an alias defined there.
 Calls are non-interactive (`BatchMode=yes`): a host that needs a password or MFA must have a
@@ -13,14 +16,18 @@ master connection opened by hand first, e.g. `ssh -fNM -o ControlPath=<dir>/%C H
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import re
 import shlex
+import stat
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import check_host
 from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
 
@@ -32,22 +39,54 @@ Secs = float | None  # a time limit for one call (None: the host's own)
 MAX_READ = 8 * 1024 * 1024  # bytes of one file per read, here and over ssh alike
 
 
-# A socket path must fit in sockaddr_un (104 bytes on some systems); ssh adds `/%C` (40 hex
-# digits) plus a 17-character temporary suffix while it sets the master up.
-_SOCKET_ROOM = 104 - 1 - 40 - 17
+# A socket path must fit in sockaddr_un (104 bytes on some systems); ssh adds a 17-character
+# temporary suffix while it sets the master up. The name is ssh's `%C` (40 hex digits), or in
+# a longer folder 16 hex digits of our own.
+_NAME = 16
+_SOCKET_ROOM = 104 - 1 - 17 - 1 - _NAME
+_PERCENT_C_ROOM = _SOCKET_ROOM - 40 + _NAME
+_CONTROL_FIX = "remove it, or set TSB_SSH_CONTROL_DIR to a short folder of yours with mode 0700"
 
 
 def control_dir() -> Path:
+    """This user's private folder for the ssh control sockets (made when missing), or a
+    refusal naming what is wrong with it."""
     env = os.environ.get("TSB_SSH_CONTROL_DIR")
-    d = Path(env) if env else Path.home() / ".ssh" / "tsb-control"
-    try:
+    tmp = Path(os.environ.get("TMPDIR") or "/tmp") / f"tsb-ssh-{os.getuid()}"
+    for d in [Path(env)] if env else [Path.home() / ".ssh" / "tsb-control", tmp]:
         if len(str(d)) > _SOCKET_ROOM:
-            raise OSError("path too long for a socket")
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:
-        d = Path(f"/tmp/tsb-ssh-{os.getuid()}")
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return d
+            continue
+        try:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.lstat(d)
+        except OSError:
+            continue
+        why = (
+            "a symbolic link"
+            if stat.S_ISLNK(st.st_mode)
+            else "not a folder"
+            if not stat.S_ISDIR(st.st_mode)
+            else f"owned by uid {st.st_uid}"
+            if st.st_uid != os.getuid()
+            else f"mode {st.st_mode & 0o777:o}, not 700"
+            if st.st_mode & 0o077
+            else ""
+        )
+        if why:
+            raise BuildError(
+                "ssh_host",
+                f"{d} is not a private folder of yours ({why}): another user could take over "
+                "the ssh connection through it",
+                _CONTROL_FIX,
+            )
+        return d
+    tried = env or f"~/.ssh/tsb-control and {tmp}"
+    raise BuildError(
+        "ssh_host",
+        f"no folder for ssh's connection sockets: {tried} cannot be made or is longer than "
+        f"{_SOCKET_ROOM} characters",
+        _CONTROL_FIX.removeprefix("remove it, or "),
+    )
 
 
 @dataclass(frozen=True)
@@ -67,11 +106,18 @@ class SshTarget:
         argv: list[str] = []
         if self.config:
             argv += ["-F", self.config]
+        folder = str(control_dir())
+        name = (
+            "%C"
+            if len(folder) <= _PERCENT_C_ROOM
+            else hashlib.sha256(f"{self.config}\0{self.host}".encode()).hexdigest()[:_NAME]
+        )
+        folder = folder.replace("%", "%%")  # ssh expands `%` tokens in the path
         argv += [
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={self.connect_timeout}",
             "-o", "ControlMaster=auto",
-            "-o", f"ControlPath={control_dir()}/%C",
+            "-o", f"ControlPath={folder}/{name}",
             "-o", f"ControlPersist={CONTROL_PERSIST}",
             "-o", "ServerAliveInterval=30",
         ]  # fmt: skip
@@ -82,12 +128,28 @@ class SshTarget:
         return self.line_argv(remote_line(remote_argv, cwd))
 
     def line_argv(self, line: str) -> list[str]:
-        """`ssh <options> HOST -- LINE`; LINE is run by the remote shell as it is."""
-        return ["ssh", *self.options(), self.host, "--", line]
+        """`ssh <options> HOST -- LINE`; LINE is run by `sh` there (`as_sh`)."""
+        return ["ssh", *self.options(), self.host, "--", as_sh(line)]
 
     def control_argv(self, op: str) -> list[str]:
         """`ssh -O check|exit HOST` for the master connection."""
         return ["ssh", *self.options(), "-O", op, self.host]
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./:=+,@%-]+")
+_KEPT = re.compile(r"[A-Za-z0-9_./:=+,@% -]")  # passed through printf %b unchanged
+
+
+def as_sh(line: str) -> str:
+    """LINE as a command any login shell hands to `sh`: ssh gives the command to the
+    account's shell, and csh or tcsh read quotes, `!` and newlines otherwise than sh. A plain
+    word goes as it is; anything else travels as octal escapes (`\\0NNN`) that `sh` decodes
+    with `printf %b` and runs with `eval`."""
+    if _PLAIN.fullmatch(line):
+        return line
+    data = line.encode()
+    esc = "".join(chr(b) if _KEPT.fullmatch(chr(b)) else f"\\0{b:03o}" for b in data)
+    return f"""sh -c 'eval "$(printf %b "{esc}")"'"""
 
 
 def remote_line(remote_argv: Sequence[str], cwd: str | None = None) -> str:
