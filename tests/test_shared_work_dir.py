@@ -158,3 +158,13 @@ def test_a_linked_submission_record_is_refused(env: Env, tmp_path: Path) -> None
         load_submission(env.work)
     res = CliRunner().invoke(main, ["cancel", str(env.work)])
     assert res.exit_code == 2 and "submission.json is not a regular file" in res.stderr
+
+
+def test_the_timeout_is_kept_whatever_the_poll(
+    env: Env, docker: Path, run_cli: Callable[..., Any]
+) -> None:
+    """--timeout bounds watch's wall time: a poll longer than the timeout is cut at it."""
+    started = time.monotonic()
+    code, out, err = run_cli("run", "sleep 60", "--poll", "30", "--timeout", "1", "--json")
+    assert (code, last_json(out)["verdict"]) == (11, "TIMEOUT"), err
+    assert time.monotonic() - started < 20
