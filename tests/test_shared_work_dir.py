@@ -168,3 +168,21 @@ def test_the_timeout_is_kept_whatever_the_poll(
     code, out, err = run_cli("run", "sleep 60", "--poll", "30", "--timeout", "1", "--json")
     assert (code, last_json(out)["verdict"]) == (11, "TIMEOUT"), err
     assert time.monotonic() - started < 20
+
+
+def test_two_submits_of_one_folder_at_once_start_one_job(
+    env: Env, docker: Path, run_cli: Callable[..., Any]
+) -> None:
+    import fcntl
+
+    code, _, err = run_cli("run", "true", "--poll", "0.1")
+    assert code == 0, err
+    (env.work / "submission.json").unlink()  # built, not submitted
+    with open(env.work / ".submit.lock", "a") as held:  # another submit of it runs
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, _, err = run_cli("submit", None, str(env.work))
+        assert code == 2, err
+        assert "is being submitted by another process" in err
+        assert not (env.work / "submission.json").exists()
+    code, _, err = run_cli("submit", None, str(env.work))
+    assert code == 0, err
