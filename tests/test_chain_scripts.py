@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import Env
 
 PYTEST_1 = "pytest accuracy/test_tiny.py::TestTiny::test_one"
@@ -277,3 +279,75 @@ def test_the_build_runs_as_many_compilers_as_the_memory_holds(
         counts.append(argv[argv.index("--job_count") + 1])
     cpus = str(len(os.sched_getaffinity(0)))
     assert counts == ["1", "1", cpus]
+
+
+def test_an_empty_or_cut_image_file_is_imported_again(cli, env: Env, tmp_path: Path) -> None:
+    """Only a whole squashfs image stands for the import: an empty file (a full disk, a copy
+    by hand) was taken as imported for good (decision shared-image-cache)."""
+    done, sqsh, _ = _import(cli, env, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for broken in (b"", b"PK\x03\x04 not squashfs"):
+        sqsh.write_bytes(broken)
+        done, _, _ = _import(cli, env, tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"warning: {sqsh} is not a whole squashfs image" in done.stdout
+        assert "Image already imported" not in done.stdout
+        assert sqsh.read_bytes().startswith(b"hsqs")
+
+
+def test_a_second_user_imports_with_the_first_users_lock_file(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    """A cache folder shared by a team: the lock file one user made (0644 under umask 022, or
+    0600 under 077) failed the other user's import (`exec 9>` needs write access); the lock is
+    taken on a descriptor opened for reading (decision shared-image-cache)."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("acting as a second user needs root and setpriv")
+    _import(cli, env, tmp_path)  # builds the job; the first user's import
+    shared = Path(tempfile.mkdtemp(prefix="tsb-shared-cache-", dir="/tmp"))
+    try:
+        shared.chmod(0o777)
+        script = env.work / "import.slurm"
+        sqsh_dir = Path(
+            json.loads((env.work / "job_spec.json").read_text())["prerequisites"][0]["output"]
+        ).parent
+        text = script.read_text().replace(str(sqsh_dir), str(shared / "sqsh"))
+        (shared / "import.slurm").write_text(text)
+        (shared / "sqsh").mkdir(mode=0o777)
+        (shared / "sqsh").chmod(0o777)
+        sqsh = (
+            next(shared.glob("import.slurm"))
+            .read_text()
+            .split("SQSH_FILE=", 1)[1]
+            .split()[0]
+            .strip("'")
+        )
+        lock = Path(sqsh + ".lock")
+        lock.write_text("")
+        lock.chmod(0o644)  # the first user's, as umask 022 makes it
+        bin_dir = shared / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "enroot").write_text(ENROOT.read_text())
+        (bin_dir / "sleep").write_text(SLEEP)
+        for f in (*bin_dir.iterdir(), shared / "import.slurm"):
+            f.chmod(0o755)
+        env_vars = {
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "SLURM_JOB_ID": "8",
+            "SLEEP_RECORD": "/dev/null",
+            "STANDIN_ENROOT_RECORD": str(shared / "enroot.jsonl"),
+            "HOME": str(shared),
+        }
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", str(shared / "import.slurm")],
+            env=env_vars, cwd=shared, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "warning: no lock" not in done.stdout
+        assert Path(sqsh).read_bytes().startswith(b"hsqs")
+        assert Path(sqsh).stat().st_uid == 65534
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
