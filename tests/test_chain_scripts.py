@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import Env
 
 PYTEST_1 = "pytest accuracy/test_tiny.py::TestTiny::test_one"
@@ -52,48 +54,76 @@ def _script_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _run(script: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    env = _script_env(tmp_path)
+def _run(
+    script: Path, tmp_path: Path, **more: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    env = {**_script_env(tmp_path), **more}
     done = subprocess.run(
         ["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     return done, Path(env["PIP_RECORD"]).read_text().splitlines()
 
 
-def test_the_test_job_installs_the_one_wheel_forced_and_without_deps(
+def test_the_test_job_installs_its_own_compiles_wheel_forced_and_without_deps(
     cli, env: Env, tmp_path: Path
 ) -> None:
     wheels = tmp_path / "wheel"
     _build(cli, env, wheels)
-    wheels.mkdir()
-    (wheels / "tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl").write_text("")
-    done, pip = _run(env.work / "tiny_auto_test.slurm", tmp_path)
+    (wheels / "job-4").mkdir(parents=True)
+    (wheels / "job-4" / "tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl").write_text("")
+    # Slurm names the jobs a job waited for (the import, then the compile)
+    done, pip = _run(
+        env.work / "tiny_auto_test.slurm", tmp_path, SLURM_JOB_DEPENDENCY="afterok:3:4"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert pip[0] == (
         "install --retries 10 --timeout 60 --no-deps --force-reinstall "
-        f"{wheels}/tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl"
+        f"{wheels}/job-4/tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl"
     )
     assert "run step reached" in done.stdout
 
 
-def test_the_test_job_refuses_a_folder_of_two_wheels(cli, env: Env, tmp_path: Path) -> None:
-    """Which one the compile built cannot be told: installing the first by name would test
-    another build (an older version, another compile writing into the same folder)."""
+def test_two_builds_sharing_a_wheel_dir_each_install_their_own_wheel(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    """A's compile, then B's into the same folder, then A's test job: it installs A's wheel
+    (B's compile once replaced it, and A's test passed on B's code)."""
     wheels = tmp_path / "wheel"
     _build(cli, env, wheels)
-    wheels.mkdir()
-    for version in ("1.2.0", "1.3.0rc1"):
-        (wheels / f"tensorrt_llm-{version}-cp312-cp312-linux_x86_64.whl").write_text("")
-    done, pip = _run(env.work / "tiny_auto_test.slurm", tmp_path)
+    for compile_job in ("4", "9"):
+        done, _ = _run(env.work / "compile.slurm", tmp_path, SLURM_JOB_ID=compile_job)
+        assert done.returncode == 0, done.stdout + done.stderr
+    built = sorted(p.relative_to(wheels).parts[0] for p in wheels.glob("*/tensorrt_llm-*.whl"))
+    assert built == ["job-4", "job-9"]
+    for compile_job in ("4", "9"):
+        done, pip = _run(
+            env.work / "tiny_auto_test.slurm",
+            tmp_path,
+            SLURM_JOB_ID="20",
+            SLURM_JOB_DEPENDENCY=f"afterok:{compile_job}",
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert pip[0].split()[-1].startswith(f"{wheels}/job-{compile_job}/tensorrt_llm-"), pip
+
+
+def test_the_test_job_refuses_to_run_without_its_compiles_wheel(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    """Another build's wheel in the folder is not this chain's: installing it would test other
+    code."""
+    wheels = tmp_path / "wheel"
+    _build(cli, env, wheels)
+    (wheels / "job-9").mkdir(parents=True)
+    (wheels / "job-9" / "tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl").write_text("")
+    (wheels / "tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl").write_text("")
+    done, pip = _run(env.work / "tiny_auto_test.slurm", tmp_path, SLURM_JOB_DEPENDENCY="afterok:4")
     assert done.returncode == 1, done.stdout + done.stderr
     assert pip == []
     assert "run step reached" not in done.stdout
     errors = [ln for ln in done.stdout.splitlines() if ln.startswith("error:")]
     assert errors == [
-        f"error: more than one tensorrt_llm-*.whl in {wheels}, not the one wheel of the compile job "
-        f"({wheels}/tensorrt_llm-1.2.0-cp312-cp312-linux_x86_64.whl "
-        f"{wheels}/tensorrt_llm-1.3.0rc1-cp312-cp312-linux_x86_64.whl): another build writes "
-        "into the same wheel_dir; give each build its own"
+        f"error: no tensorrt_llm-*.whl in {wheels}/job-<id> for the jobs this one waited for "
+        "(afterok:4): the compile job writes it there"
     ]
 
 
@@ -117,14 +147,14 @@ def test_the_compile_job_fails_when_the_folder_holds_two_wheels(
     assert done.returncode == 1, done.stdout + done.stderr
     errors = [ln for ln in done.stdout.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(
-        f"error: build_wheel.py left more than one tensorrt_llm-*.whl in {wheels} ("
+        f"error: build_wheel.py left more than one tensorrt_llm-*.whl in {wheels}/job-5 ("
     ), errors
     # one wheel: the job succeeds and names it
     build_wheel.write_text(text)
     done, _ = _run(env.work / "compile.slurm", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [ln for ln in done.stdout.splitlines() if ln.startswith("Built wheel ")] == [
-        f"Built wheel {next(wheels.glob('tensorrt_llm-*.whl'))}"
+        f"Built wheel {next(wheels.glob('job-5/tensorrt_llm-*.whl'))}"
     ]
 
 
@@ -249,3 +279,75 @@ def test_the_build_runs_as_many_compilers_as_the_memory_holds(
         counts.append(argv[argv.index("--job_count") + 1])
     cpus = str(len(os.sched_getaffinity(0)))
     assert counts == ["1", "1", cpus]
+
+
+def test_an_empty_or_cut_image_file_is_imported_again(cli, env: Env, tmp_path: Path) -> None:
+    """Only a whole squashfs image stands for the import: an empty file (a full disk, a copy
+    by hand) was taken as imported for good (decision shared-image-cache)."""
+    done, sqsh, _ = _import(cli, env, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for broken in (b"", b"PK\x03\x04 not squashfs"):
+        sqsh.write_bytes(broken)
+        done, _, _ = _import(cli, env, tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"warning: {sqsh} is not a whole squashfs image" in done.stdout
+        assert "Image already imported" not in done.stdout
+        assert sqsh.read_bytes().startswith(b"hsqs")
+
+
+def test_a_second_user_imports_with_the_first_users_lock_file(
+    cli, env: Env, tmp_path: Path
+) -> None:
+    """A cache folder shared by a team: the lock file one user made (0644 under umask 022, or
+    0600 under 077) failed the other user's import (`exec 9>` needs write access); the lock is
+    taken on a descriptor opened for reading (decision shared-image-cache)."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("acting as a second user needs root and setpriv")
+    _import(cli, env, tmp_path)  # builds the job; the first user's import
+    shared = Path(tempfile.mkdtemp(prefix="tsb-shared-cache-", dir="/tmp"))
+    try:
+        shared.chmod(0o777)
+        script = env.work / "import.slurm"
+        sqsh_dir = Path(
+            json.loads((env.work / "job_spec.json").read_text())["prerequisites"][0]["output"]
+        ).parent
+        text = script.read_text().replace(str(sqsh_dir), str(shared / "sqsh"))
+        (shared / "import.slurm").write_text(text)
+        (shared / "sqsh").mkdir(mode=0o777)
+        (shared / "sqsh").chmod(0o777)
+        sqsh = (
+            next(shared.glob("import.slurm"))
+            .read_text()
+            .split("SQSH_FILE=", 1)[1]
+            .split()[0]
+            .strip("'")
+        )
+        lock = Path(sqsh + ".lock")
+        lock.write_text("")
+        lock.chmod(0o644)  # the first user's, as umask 022 makes it
+        bin_dir = shared / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "enroot").write_text(ENROOT.read_text())
+        (bin_dir / "sleep").write_text(SLEEP)
+        for f in (*bin_dir.iterdir(), shared / "import.slurm"):
+            f.chmod(0o755)
+        env_vars = {
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "SLURM_JOB_ID": "8",
+            "SLEEP_RECORD": "/dev/null",
+            "STANDIN_ENROOT_RECORD": str(shared / "enroot.jsonl"),
+            "HOME": str(shared),
+        }
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", str(shared / "import.slurm")],
+            env=env_vars, cwd=shared, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "warning: no lock" not in done.stdout
+        assert Path(sqsh).read_bytes().startswith(b"hsqs")
+        assert Path(sqsh).stat().st_uid == 65534
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -192,7 +192,8 @@ def test_the_chain_in_the_job_folder(cli, env: Env) -> None:
     assert "persistent_mode" not in spec  # a held allocation cannot run a chain first
     test = (env.work / "tiny_auto_test.slurm").read_text()
     assert f"CONTAINER_IMAGE={sqsh}\n" in test
-    assert "pip install -e ." not in test and '--force-reinstall "${wheels[0]}"' in test
+    assert "pip install -e ." not in test and '--force-reinstall "$WHEEL_PATH"' in test
+    assert 'wheels=("$WHEEL_DIR/job-$dep"/tensorrt_llm-*.whl)' in test
     imp = (env.work / "import.slurm").read_text()
     assert "IMAGE_URI=docker://nvcr.io#test/trtllm:x86_64-1\n" in imp
     assert "--nvtx" in (env.work / "compile.slurm").read_text()
@@ -547,9 +548,8 @@ def test_a_build_wheel_that_can_prompt_is_told_not_to(cli, env: Env) -> None:
     )
     r = cli(["--force"], env.request(test_cmd=PYTEST_1, compile=True, device_type="H100"))
     assert r.code == 0, r.stderr
-    assert (
-        " --nvtx --configure_cmake --yes --build_dir " in (env.work / "compile.slurm").read_text()
-    )
+    text = (env.work / "compile.slurm").read_text()
+    assert ' --nvtx --configure_cmake --yes --dist_dir "$DIST_DIR" --build_dir ' in text
 
 
 def test_a_compile_batch_reads_build_wheel_once_and_sees_an_edit(
@@ -605,7 +605,7 @@ def test_a_request_list_of_two_builds_gets_a_wheel_folder_per_build(env: Env, cl
     dist = []
     for row in rows:
         text = (Path(row["work_dir"]) / "compile.slurm").read_text()
-        dist.append(text.split("--dist_dir ", 1)[1].split()[0].strip("'\""))
+        dist.append(text.split("export WHEEL_DIR=", 1)[1].split()[0].strip("'\""))
     assert dist[0] == dist[2] == dist[3] == str(root / "wheel") != dist[1]
     assert dist[1].startswith(str(root / "wheel-"))
     _refuse_shared_wheel_dirs(load_jobs(read_index(root), False))  # nothing to refuse

@@ -6,8 +6,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
+from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec, SlurmParams
-from trtllm_script_builder.process.persistent import AllocState, _tasks_per_node, reuse_problem
+from trtllm_script_builder.process.persistent import (
+    AllocState,
+    _tasks_per_node,
+    cancel_orphans,
+    checkout_mark,
+    ensure_allocation,
+    load_state,
+    reuse_problem,
+    save_state,
+)
 from trtllm_script_builder.process.proc import CmdResult
 
 from .conftest import job_spec
@@ -62,3 +74,73 @@ def test_a_held_allocation_is_reused_only_when_large_enough() -> None:
     assert reuse_problem(held(4), spec(2, 2, "gpu:2"), running) is None
     problem = reuse_problem(held(1), spec(2, 2, "gpu:2"), running)
     assert problem == "it holds 1 GPU(s) per node, the job wants 2"
+
+
+class FakeHost:
+    """The cluster's tools as persistent mode asks them: squeue answers from `rows` (job id,
+    state, comment) and `steps` (job id -> its running steps); every call is recorded."""
+
+    name = "this machine"
+    remote = False
+    ssh_host = None
+
+    def __init__(self, rows: list[tuple[str, str, str]], steps: dict[str, list[str]]) -> None:
+        self.rows, self.steps, self.calls = rows, steps, []  # type: list[list[str]]
+
+    def check(self) -> CmdResult:
+        return CmdResult(0, "/home/me\n/home/me\nme\n")
+
+    def __call__(self, argv: Sequence[str], cwd: Path | None = None, **_: object) -> CmdResult:
+        argv = list(argv)
+        self.calls.append(argv)
+        if argv[:2] == ["squeue", "-u"]:
+            return CmdResult(0, "".join(f"{j} {st} {c}\n" for j, st, c in self.rows))
+        if argv[:3] == ["squeue", "-h", "-s"]:
+            return CmdResult(0, "".join(f"{s}\n" for s in self.steps.get(argv[4], [])))
+        if argv[:3] == ["squeue", "-h", "-j"]:
+            return CmdResult(0, "RUNNING 3:00:00\n")
+        return CmdResult(0, "")
+
+    def cancelled(self) -> list[str]:
+        return [c[1] for c in self.calls if c[0] == "scancel"]
+
+
+def test_only_this_checkouts_idle_lost_allocations_are_cancelled(tmp_path: Path) -> None:
+    ours, other = tmp_path / "mine", tmp_path / "theirs"
+    host = FakeHost(
+        [
+            ("11", "RUNNING", checkout_mark(other)),  # another checkout's
+            ("12", "RUNNING", "(null)"),  # not made by this tool (or by an older one)
+            ("13", "RUNNING", checkout_mark(ours)),  # ours, a job running in it
+            ("14", "PENDING", checkout_mark(ours)),  # ours, lost by the state file
+        ],
+        {"13": ["13.0"]},
+    )
+    said: list[str] = []
+    cancel_orphans("acct", ours, host, said.append)  # type: ignore[arg-type]
+    assert host.cancelled() == ["14"]
+    assert said[:2] == [
+        "leaving allocation 11 (RUNNING): another checkout's, or not made by this tool",
+        "leaving allocation 12 (RUNNING): another checkout's, or not made by this tool",
+    ]
+    assert said[2] == "leaving allocation 13 (RUNNING): a job runs in it (13.0)"
+
+
+def test_a_held_allocation_with_a_job_running_is_not_replaced(tmp_path: Path) -> None:
+    job = spec(2, 2, "gpu:2").model_copy(update={"repo_root": str(tmp_path)})
+    save_state(tmp_path, held(1))  # too small for the job
+    host = FakeHost([], {"7": ["7.0"]})
+    with pytest.raises(BuildError, match=r"allocation 7 cannot take this job .* runs in it"):
+        ensure_allocation(job, None, lambda _: None, host)  # type: ignore[arg-type]
+    assert host.cancelled() == []
+    assert load_state(tmp_path) is not None  # still recorded, still held
+
+
+def test_a_new_allocation_carries_the_checkouts_mark(tmp_path: Path) -> None:
+    job = spec(1, 1, "gpu:1").model_copy(update={"repo_root": str(tmp_path)})
+    host = FakeHost([], {})
+    (tmp_path / "work_dirs").mkdir()  # made by the lock of submit_persistent
+    with pytest.raises(ToolFailed):  # the fake salloc grants nothing
+        ensure_allocation(job, None, lambda _: None, host)  # type: ignore[arg-type]
+    (salloc,) = [c for c in host.calls if c[0] == "salloc"]
+    assert f"--comment={checkout_mark(tmp_path)}" in salloc

@@ -115,6 +115,8 @@ def test_an_edited_source_commit_is_refused(env: Env, tmp_path: Path) -> None:
 
 def _run(script: Path, commit: str | None, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "TSB_SOURCE_COMMIT"}
+    # what Slurm gives a job: its id, and the jobs it waited for (the compile: job 4)
+    env.update(SLURM_JOB_ID="5", SLURM_JOB_DEPENDENCY="afterok:4")
     if commit is not None:
         env["TSB_SOURCE_COMMIT"] = commit
     # a script that gets past the check stops at the first srun, this one
@@ -146,6 +148,8 @@ def test_a_job_on_a_moved_clone_stops_with_one_error_line(
     env: Env, cli, tmp_path: Path, script: str
 ) -> None:
     assert _build(cli, env, "local_slurm", wheel_dir=str(tmp_path / "wheel")).code == 0
+    (tmp_path / "wheel" / "job-4").mkdir(parents=True)  # what compile job 4 built
+    (tmp_path / "wheel" / "job-4" / "tensorrt_llm-1.2.0-py3-none-any.whl").write_text("")
     head = _git_head(env.repo)
     moved = _run(env.work / script, OTHER, tmp_path)
     assert moved.returncode == 1

@@ -171,7 +171,7 @@ def test_a_batch_of_three_compiles_and_imports_once(
     assert sum(n.startswith("tsb_compile_") for n in names) == 1  # named after the checkout
     assert sum(n.endswith("_import") for n in names) == 1
     # every job installed the one wheel, after the compile ended
-    (wheel,) = site.wheel_dir.glob("tensorrt_llm-*.whl")
+    (wheel,) = site.wheel_dir.glob(f"job-{prereqs[1]['job_id']}/tensorrt_llm-*.whl")
     compile_end = sacct("-X", "-j", prereqs[1]["job_id"], "-o", "End")[0][0]
     for row in rows:
         work = Path(row["work_dir"])
@@ -331,7 +331,7 @@ def test_remote_batch_syncs_once_compiles_once(remote: Remote) -> None:  # noqa:
     assert results["summary"] == {"jobs": 3, "verdicts": {"PASSED": 3}, "exit_status": 0}
     calls = _records(remote.wheel_record)[builds:]
     assert [c["cwd"] for c in calls] == [str(remote.remote_repo)]  # one compile, in the clone
-    (wheel,) = wheel_dir.glob("tensorrt_llm-*.whl")
+    (wheel,) = wheel_dir.glob("job-*/tensorrt_llm-*.whl")  # the one compile's own folder
     for row in results["jobs"]:
         verdict = json.loads((Path(row["work_dir"]) / "verdict.json").read_text())
         log = Path(verdict["log_files"][0]).read_text()

@@ -99,7 +99,8 @@ def test_two_chains_import_the_image_once_and_install_the_built_wheel(live: Live
         assert "[compile] [ 50%] Building CXX object" in res.stdout  # streamed, marked
         # the test job ran after both prerequisites and installed the wheel the compile built
         work = Path(sub["work_dir"])
-        wheels = sorted((work / "wheel").glob("tensorrt_llm-*.whl"))
+        compile_id = sub["prerequisites"][1]["job_id"]
+        wheels = sorted((work / "wheel" / f"job-{compile_id}").glob("tensorrt_llm-*.whl"))
         assert len(wheels) == 1
         log = Path(sub["log_file"]).read_text()
         assert (
@@ -191,3 +192,24 @@ def test_run_builds_compiles_and_tests_in_one_go(live: Live) -> None:
         ("import", "PASSED"),
         ("compile", "PASSED"),
     ]
+
+
+def test_two_submits_sharing_a_wheel_dir_each_test_their_own_wheel(live: Live) -> None:
+    """A's compile, B's compile into the same wheel_dir (one after the other: one checkout),
+    then each test job: it installs the wheel of its own compile (decision own-wheel-per-chain);
+    B's compile once replaced A's wheel, and A's test passed on B's build."""
+    shared = live.root / "shared_wheels"
+    subs = []
+    try:
+        for name in ("share_a", "share_b"):
+            assert cli("build", str(live.request(name, wheel_dir=str(shared)))).code == 0
+            res = cli("submit", str(live.root / name), "--json")
+            assert res.code == 0, res.stderr
+            subs.append(json.loads(res.stdout))
+        results = [cli("watch", s["work_dir"], "--poll", POLL, "--json") for s in subs]
+    finally:
+        _cancel(*[s["job_id"] for s in subs])
+    for sub, res in zip(subs, results, strict=True):
+        assert (res.code, res.json["verdict"]) == (0, "PASSED"), res.stdout
+        (wheel,) = shared.glob(f"job-{sub['prerequisites'][1]['job_id']}/tensorrt_llm-*.whl")
+        assert f"--force-reinstall {wheel}'" in Path(sub["log_file"]).read_text()

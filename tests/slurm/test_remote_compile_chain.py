@@ -240,8 +240,10 @@ def test_remote_chain_syncs_compiles_there_and_installs_the_wheel(remote: Remote
     assert [c["cwd"] for c in calls] == [str(remote.remote_repo)]
     remote_work = remote.remote_work("pass")
     assert "--dist_dir" in calls[0]["argv"]
-    assert calls[0]["argv"][calls[0]["argv"].index("--dist_dir") + 1] == str(remote_work / "wheel")
-    (wheel,) = sorted((remote_work / "wheel").glob("tensorrt_llm-*.whl"))
+    compile_id = submitted["prerequisites"][1]["job_id"]
+    own = remote_work / "wheel" / f"job-{compile_id}"  # decision own-wheel-per-chain
+    assert calls[0]["argv"][calls[0]["argv"].index("--dist_dir") + 1] == str(own)
+    (wheel,) = sorted(own.glob("tensorrt_llm-*.whl"))
     assert wheel.name.startswith("tensorrt_llm-1.2.0rc2-")
     compile_log = Path(submitted["prerequisites"][1]["log_file"])
     assert compile_log.parent == remote_work

@@ -43,6 +43,7 @@ LAZY_COMMANDS = {
     "watch": "trtllm_script_builder.cli.run",
     "run": "trtllm_script_builder.cli.run",
     "release": "trtllm_script_builder.cli.run",
+    "cancel": "trtllm_script_builder.cli.cancel",
     "report": "trtllm_script_builder.cli.report",
     "schema": "trtllm_script_builder.cli.schema",
     "completion": "trtllm_script_builder.cli.completion",

@@ -128,9 +128,12 @@ def submit(
                 raise BuildError(
                     "persistent", "a build-many folder is not run in a held allocation", "drop it"
                 )
-            record: Any = submit_batch(
-                work_dir, max_running=max_running, force=force, ssh_host=ssh_host, say=say
-            )
+            from trtllm_script_builder.process.submit import one_submit
+
+            with one_submit(work_dir.resolve()):
+                record: Any = submit_batch(
+                    work_dir, max_running=max_running, force=force, ssh_host=ssh_host, say=say
+                )
             line = _batch_line(record)
         else:
             if max_running is not None:

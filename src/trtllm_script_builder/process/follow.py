@@ -459,7 +459,10 @@ class Loop:
                 self.give_up(now)
                 self.console.progress(self.progress(self))
                 pressing = any(t.cancel_deadline for t in self.open_jobs())
-                self.sleep(poll if not pressing else min(poll, self.poller.cancel_poll))
+                nap = poll if not pressing else min(poll, self.poller.cancel_poll)
+                if deadline is not None and not self.timed_out:
+                    nap = min(nap, max(deadline - now, 0.05))  # --timeout is kept to the poll
+                self.sleep(nap)
             except KeyboardInterrupt:
                 self.console.clear()
                 n = len(self.open_jobs()) + len(self.open_prereqs())

@@ -13,14 +13,13 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process import slurm
-from trtllm_script_builder.process.host import Here
+from trtllm_script_builder.process.host import Here, read_regular
 from trtllm_script_builder.process.junit import JUnitError, TestReport, parse_junit
 from trtllm_script_builder.process.proc import Runner, alive, kill_group, reap, run
 from trtllm_script_builder.process.ssh import MAX_READ
@@ -329,11 +328,10 @@ class SlurmJob:
 def read_rc(path: str | None) -> int | None:
     if not path:
         return None
-    try:
-        text = Path(path).read_text()
-    except OSError:
+    data = read_regular(path, 0, 64)
+    if data is None:
         return None
-    text = text.strip()
+    text = data.decode(errors="replace").strip()
     return whole_number(text, negative=True)
 
 
@@ -389,12 +387,18 @@ class LocalProcess:
         self.rc = read_rc(self.rc_file)
         if self.rc is not None:
             return True
-        if not alive(self.pid, self.pid_start):
+        if not self.ours():
             reap(self.pid)
             time.sleep(0.2)  # the wrapper writes the status file just after its child ends
             self.rc = read_rc(self.rc_file)
             return True
         return False
+
+    def ours(self) -> bool:
+        """The pid still names the process submit started: its start time is the recorded one.
+        A record without one (edited, or a process that ended at once) names nothing of ours:
+        a work_dir may be shared, and a rewritten pid must not stop another process."""
+        return self.pid_start is not None and alive(self.pid, self.pid_start)
 
     def logs(self, final: bool = False) -> Logs:
         return [(self.follower.flush() if final else self.follower.poll(), "")]
@@ -406,12 +410,14 @@ class LocalProcess:
 
             for step in active_steps(run, self.alloc_job_id):
                 run(["scancel", step])
-        kill_group(self.pid, signal.SIGTERM)
+        if self.ours():
+            kill_group(self.pid, signal.SIGTERM)
         if self.container_name:
             run(["docker", "kill", self.container_name], timeout=30)
 
     def overdue(self) -> bool:
-        kill_group(self.pid, signal.SIGKILL)
+        if self.ours():
+            kill_group(self.pid, signal.SIGKILL)
         return False
 
     def progress(self, elapsed: float, log_lines: int) -> str:

@@ -158,8 +158,8 @@ def message(el: ET.Element | None) -> str:
 # `==== 1 passed, 2 skipped in 0.12s ====`, `no tests ran in 0.01s`, and -q's bare form.
 _SUMMARY = re.compile(
     r"^=*\s*((?:no tests ran|\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|"
-    r"warnings?|rerun))(?:, \d+ \w+)*) in [\d.]+s\b.*?=*$"
-)
+    r"warnings?|rerun))(?:, \d+ \w+)*) in [\d.]+s\b"
+)  # what follows (` (0:00:01) ====`) is not read: `.*?=*$` was quadratic in a line of `=`
 # At most 18 digits: a longer count is no count (Python refuses to convert 4300 digits).
 _COUNT = re.compile(r"(?<!\d)(\d{1,18}) (\w+)")
 

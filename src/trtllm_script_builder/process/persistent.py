@@ -15,15 +15,18 @@ The allocation asks for what the job needs, as a batch job would (decision gpu-g
 job's GRES and `--ntasks-per-node` = max(the job's tasks, its GPUs) per node; a held allocation at
 least that large is reused, a smaller one replaced. No separate set-up steps run: the script's own
 install srun installs into the named container (pyxis keeps named containers for the life of
-the allocation), so `installed` stays false. Anything else this user holds under the same job
-name and no state file names is cancelled before a new allocation is made, so a
-lost state file does not leave allocations held for ever.
+the allocation), so `installed` stays false. The allocation carries this checkout's mark in its
+Slurm comment: one held under the same job name with this checkout's mark and no state file
+naming it (a lost state file) is cancelled before a new allocation is made, unless a step runs
+in it; another checkout's allocation, or one with a job running, is never cancelled here
+(decision persistent-own-allocation).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import socket
@@ -178,15 +181,30 @@ def cancel(runner: Runner, job_id: str) -> None:
     runner(["scancel", job_id])
 
 
-def cancel_orphans(account: str, host: Host, say: Say) -> None:
-    """Allocations of this user under the persistent job name that no state file holds."""
+def checkout_mark(repo_root: str | Path) -> str:
+    """The Slurm comment of the allocations this checkout makes: which checkout holds one."""
+    real = os.path.realpath(repo_root)
+    return "tsb-persistent-" + hashlib.sha256(real.encode()).hexdigest()[:16]
+
+
+def cancel_orphans(account: str, repo_root: str | Path, host: Host, say: Say) -> None:
+    """This checkout's allocations under the persistent job name that its state file lost,
+    when no step runs in them; any other is named and left alone."""
     user = (host.check().out.split() or [current_user()])[-1]  # the host's user: its last word
-    res = host(["squeue", "-u", user, "-h", "-o", "%i %T %j", f"--name={job_name(account)}"])
+    res = host(["squeue", "-u", user, "-h", "-o", "%i %T %k", f"--name={job_name(account)}"])
+    mark = checkout_mark(repo_root)
     for line in res.out.splitlines() if res.rc == 0 else []:
         words = line.split()
-        if words and values.JOB_ID.fullmatch(words[0].split("_")[0]):
-            say(f"cancelling orphaned allocation {words[0]} ({' '.join(words[1:])})")
-            cancel(host, words[0])
+        if len(words) < 2 or not values.JOB_ID.fullmatch(words[0]):
+            continue
+        job, state = words[0], words[1]
+        if words[2:] != [mark]:
+            say(f"leaving allocation {job} ({state}): another checkout's, or not made by this tool")
+        elif steps := active_steps(host, job):
+            say(f"leaving allocation {job} ({state}): a job runs in it ({', '.join(steps)})")
+        else:
+            say(f"cancelling orphaned allocation {job} ({state}) of this checkout")
+            cancel(host, job)
 
 
 def alloc_time_for(spec: JobSpec, requested: str | None) -> str:
@@ -218,6 +236,7 @@ def allocate(spec: JobSpec, alloc_time: str, host: Host, say: Say) -> AllocState
         f"--nodes={p.nodes}",
         f"--ntasks-per-node={_tasks_per_node(spec)}",
         f"--time={alloc_time}",
+        f"--comment={checkout_mark(spec.repo_root)}",
     ]
     if p.gres:
         argv.append(f"--gres={p.gres}")
@@ -272,10 +291,19 @@ def ensure_allocation(
                 save_state(spec.repo_root, state)
             say(f"reusing allocation {state.job_id} on {state.nodelist}")
             return state
+        steps = active_steps(host, state.job_id)
+        if steps:
+            # the allocation still runs a job of this checkout: cancelling would end it
+            raise BuildError(
+                "persistent",
+                f"allocation {state.job_id} cannot take this job ({problem}) and a job runs in "
+                f"it ({', '.join(steps)})",
+                "wait for that job (watch it), or `release` the allocation and submit again",
+            )
         say(f"not reusing allocation {state.job_id}: {problem}; cancelling it")
         cancel(host, state.job_id)
         remove_state(spec.repo_root)
-    cancel_orphans(p.account, host, say)
+    cancel_orphans(p.account, spec.repo_root, host, say)
     state = allocate(spec, alloc_time_for(spec, alloc_time), host, say)
     save_state(spec.repo_root, state)
     say(f"holding allocation {state.job_id} on {state.nodelist} until released")

@@ -204,7 +204,9 @@ class SshRunner:
         may edit: `--` keeps a leading `-` from being an option (decision shown-never-obeyed)."""
         q = shlex.quote(path)
         res = self.shell(
-            f"test -f {q} || exit 3; tail -c +{offset + 1} -- {q} | head -c {MAX_READ}"
+            # a regular file, not a link: a shared work_dir (decision shared-work-dir)
+            f"{{ test -f {q} && ! test -h {q}; }} || exit 3; "
+            f"tail -c +{offset + 1} -- {q} | head -c {MAX_READ}"
         )
         if res.rc != 0:
             return None

@@ -19,6 +19,7 @@ from trtllm_script_builder.model.jobspec import JobSpec
 
 SUBMISSION = "submission.json"
 RC_FILE = ".run.exit_code"
+MAX_RECORD = 64 * 1024 * 1024  # bytes of a submission record (a batch of thousands of jobs)
 
 Say = Callable[[str], None]
 Undo = list[Callable[[], object]]  # what a submit started, undone when it fails or is stopped
@@ -164,15 +165,18 @@ _Record = TypeVar("_Record", bound=BaseModel)
 def read_record(path: Path, model: type[_Record]) -> _Record | None:
     """A record `submit` wrote (submission.json, a batch's record), None when there is none;
     one error line when it cannot be read as `model`."""
-    if not path.exists():
+    from trtllm_script_builder.process.host import read_regular
+
+    if not path.exists() and not path.is_symlink():
         return None
+    # not through a link nor from a pipe: a work_dir may be shared (decision shared-work-dir)
+    data = read_regular(str(path), 0, MAX_RECORD + 1)
+    if data is None or len(data) > MAX_RECORD:
+        what = "a regular file" if data is None else f"at most {MAX_RECORD} bytes"
+        raise BuildError("work_dir", f"{path} is not {what}", "submit again")
     try:
         # the one JSON reader (decision one-data-reader): a repeated key, deep nesting refused
-        return model.model_validate(parse_json(path.read_text()))
-    except OSError as exc:
-        raise BuildError(
-            "work_dir", f"{path} cannot be read ({exc.strerror})", "submit again"
-        ) from None
+        return model.model_validate(parse_json(data.decode()))
     except (ValueError, ValidationError) as exc:  # ValueError: not UTF-8
         reason = str(exc).splitlines()[0]
         if isinstance(exc, ValidationError):
@@ -182,10 +186,10 @@ def read_record(path: Path, model: type[_Record]) -> _Record | None:
         raise BuildError("work_dir", f"{path} cannot be read ({reason})", "submit again") from None
 
 
-def write_json(path: Path, data: dict[str, object]) -> None:
+def write_json(path: Path, data: dict[str, object], mode: int = 0o644) -> None:
     from trtllm_script_builder.atomic import write_file
 
-    write_file(path, json.dumps(data, indent=2) + "\n")
+    write_file(path, json.dumps(data, indent=2) + "\n", mode)
 
 
 def save_submission(work_dir: Path, sub: Submission) -> None:

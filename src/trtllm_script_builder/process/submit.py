@@ -4,6 +4,10 @@ The backend is the registry's (resolve/backend.py), which `backends/` fills."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
@@ -11,7 +15,38 @@ from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.submission import Say, Submission, load_submission
 from trtllm_script_builder.resolve.backend import backend_of
 
-__all__ = ["submit"]
+__all__ = ["one_submit", "submit"]
+
+LOCK = ".submit.lock"
+
+
+@contextlib.contextmanager
+def one_submit(folder: Path) -> Iterator[None]:
+    """One submit of a folder at a time: two at once made two Slurm jobs, and the record kept
+    only one of them (decision one-submit-per-folder). The lock is the kernel's (flock), so a
+    submit that dies leaves none behind."""
+    try:
+        # not through a link: the folder may be shared (decision shared-work-dir)
+        fd = os.open(folder / LOCK, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:
+        yield  # no folder: the submit refuses it with its own words
+        return
+    except OSError as exc:
+        raise BuildError(
+            "work_dir", f"{folder / LOCK} cannot be opened ({exc.strerror})", "remove it"
+        ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BuildError(
+                "work_dir",
+                f"{folder} is being submitted by another process",
+                "wait for that submit, then watch the job it started",
+            ) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def submit(
@@ -25,6 +60,18 @@ def submit(
 ) -> Submission:
     """Start the job built in work_dir; refuses a work_dir already submitted unless `force`."""
     work_dir = work_dir.resolve()
+    with one_submit(work_dir):
+        return _submit(work_dir, force, ssh_host, persistent, alloc_time, say)
+
+
+def _submit(
+    work_dir: Path,
+    force: bool,
+    ssh_host: str | None,
+    persistent: bool,
+    alloc_time: str | None,
+    say: Say,
+) -> Submission:
     spec = read_job_spec(work_dir)
     previous = load_submission(work_dir)
     if previous is not None and not force:

@@ -127,18 +127,48 @@ _NOISE = [
     re.compile(r"^WARNING: Running pip as the 'root' user"),
 ]
 
+
+class _Then:
+    """Each part further on in the line than the one before: what `a.*b.*c` finds, in one pass
+    over a line a job printed (`.*` inside a search is quadratic in the line's length: a 128 KB
+    line of `pyxis: ` took minutes; decision linear-log-patterns)."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = [re.compile(p, re.I) for p in parts]
+
+    def search(self, text: str) -> bool:
+        at = 0
+        for part in self.parts:
+            m = part.search(text, at)
+            if m is None:
+                return False
+            at = m.end()
+        return True
+
+
+class _Hook:
+    """An enroot hook that failed: `<path>/hooks.d/<name> exited with return code N`, the path
+    one word; a match starts only where a word starts, so the line is read once."""
+
+    _EXIT = re.compile(r"(?<!\S)(\S+) exited with return code [1-9]")
+
+    def search(self, text: str) -> bool:
+        return any("hooks.d/" in m.group(1)[:-1] for m in self._EXIT.finditer(text))
+
+
 # Container start / launch / node failures (pyxis, enroot, srun, docker): infrastructure.
-INFRA_SIGNATURES: list[re.Pattern[str]] = [
+# Every one runs in time linear in the line's length: the line is another program's words.
+INFRA_SIGNATURES: list[re.Pattern[str] | _Then | _Hook] = [
     re.compile(r"error: pyxis: ", re.I),
-    re.compile(r"pyxis: .*(couldn't|could not|failed|unable|error)", re.I),
-    re.compile(r"spank(_pyxis\.so)?: .*(failed|error)", re.I),
+    _Then(r"pyxis: ", r"couldn't|could not|failed|unable|error"),
+    _Then(r"spank(?:_pyxis\.so)?: ", r"failed|error"),
     re.compile(r"^\[ERROR\] "),  # enroot's own error lines, e.g. [ERROR] No such file or directory
     re.compile(r"pyxis:\s+\[ERROR\] "),
-    re.compile(r"\benroot(-[\w.]+)?:? .*\bfail", re.I),
-    re.compile(r"hooks\.d/\S+ exited with return code [1-9]"),
-    re.compile(r"srun: error: .*launch.*failed", re.I),
+    _Then(r"\benroot(?:-[\w.]{1,64})?:? ", r"\bfail"),
+    _Hook(),
+    _Then(r"srun: error: ", r"launch", r"failed"),
     re.compile(r"srun: error: Unable to create step", re.I),
-    re.compile(r"srun: error: .*Node failure", re.I),
+    _Then(r"srun: error: ", r"Node failure"),
     re.compile(r"DUE TO NODE FAILURE"),
     re.compile(r"^docker: Error response from daemon"),
     re.compile(r"Cannot connect to the Docker daemon"),

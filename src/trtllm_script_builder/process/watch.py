@@ -44,6 +44,9 @@ from trtllm_script_builder.process.verdict import LogLine
 __all__ = ["CANCEL_WAIT", "Console", "WatchResult", "watch", "watch_batch"]
 
 VERDICT_FILE = "verdict.json"
+# The verdicts quote the job's log: readable by their owner only, as a work_dir may be shared
+# (decision shared-work-dir).
+PRIVATE = 0o600
 PROGRESS_EVERY = 30.0  # seconds between progress lines when stderr is not a terminal
 
 
@@ -158,7 +161,7 @@ def watch(
         sleep=sleep,
     ).run()
     assert tracked.result is not None
-    write_json(work_dir / VERDICT_FILE, tracked.result.to_json())
+    write_json(work_dir / VERDICT_FILE, tracked.result.to_json(), PRIVATE)
     return tracked.result
 
 
@@ -218,7 +221,7 @@ def watch_batch(
 
     def done(t: Tracked) -> None:
         assert t.result is not None
-        write_json(Path(t.work_dir) / VERDICT_FILE, t.result.to_json())
+        write_json(Path(t.work_dir) / VERDICT_FILE, t.result.to_json(), PRIVATE)
         d = t.result.decision
         console.say(f"[watch] {d.verdict.value}: {t.entry or t.work_dir} ({t.shown}: {d.reason})")
 
@@ -250,7 +253,7 @@ def watch_batch(
         outcome.elapsed,
         [p.to_json() for p in prereqs],
     )
-    write_json(folder / RESULTS_FILE, result.to_json())
+    write_json(folder / RESULTS_FILE, result.to_json(), PRIVATE)
     return result
 
 

@@ -291,7 +291,9 @@ def _compile_step(
     text = _build_wheel_text(req)
     arch = cuda_arch_for(req)
     wheel_dir = mnt.check_mount_path(req.wheel_dir or posixpath.join(log_dir, "wheel"), "wheel_dir")
-    args = ["--cuda_architectures", arch, "--dist_dir", wheel_dir]
+    # --dist_dir is the script's: a folder of the compile job's own id under wheel_dir
+    # (decision own-wheel-per-chain)
+    args = ["--cuda_architectures", arch]
     for name, option in _FLAG_FIELDS:
         if not getattr(req, name):
             continue
@@ -313,7 +315,7 @@ def _compile_step(
     wheel = mnt.Mount(wheel_dir, wheel_dir, "wheel_dir")
     mounts_text = ",".join(m.entry() for m in mnt.assemble(home, project, [], [wheel]))
     # What makes two compiles the same build: the checkout, the image and the options.
-    key = "compile:" + " ".join([project.host, run_image, *args])
+    key = "compile:" + " ".join([project.host, run_image, *args, "--dist_dir", wheel_dir])
     return CompileStep(
         f"{model_name}_compile",
         tuple(args),

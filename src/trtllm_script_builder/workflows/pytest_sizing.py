@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -418,6 +419,20 @@ def _pytestmark(body: list[ast.stmt], consts: dict[str, int]) -> list[Mark]:
 MAX_TEST_FILE_CHARS = 8 << 20
 
 
+# Python shows an integer in decimal up to this many digits (3.11+); a hexadecimal literal
+# parses whatever its size and failed later, where its value was shown as an id or a count.
+_MAX_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 4300)() or 4300
+
+
+def _refuse_huge_integers(tree: ast.AST) -> None:
+    """A ValueError naming the first integer too long to show (bits per digit: log2(10) > 3.3)."""
+    for node in ast.walk(tree):
+        value = getattr(node, "value", None) if isinstance(node, ast.Constant) else None
+        if isinstance(value, int) and value.bit_length() > 3.3 * _MAX_DIGITS:
+            line = getattr(node, "lineno", "?")
+            raise ValueError(f"line {line}: an integer of about {_MAX_DIGITS} digits or more")
+
+
 @lru_cache(maxsize=256)
 def inspect_file(path: str) -> FileInfo:
     """Parse one test file once per run, however many selections point at it."""
@@ -427,6 +442,7 @@ def inspect_file(path: str) -> FileInfo:
         if len(text) > MAX_TEST_FILE_CHARS:
             raise ValueError(f"larger than {MAX_TEST_FILE_CHARS} characters")
         tree = ast.parse(text, filename=path)
+        _refuse_huge_integers(tree)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         # A 5,000-digit literal (ValueError), a 3,000-term sum (RecursionError in the parser),
         # nesting past the parser's limit (SyntaxError): one line, never a traceback.
