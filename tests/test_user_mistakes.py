@@ -3,6 +3,8 @@ or warned on stderr when the tool cannot be sure."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import Env
@@ -14,7 +16,6 @@ MODEL = "org/Tiny-Model"
 @pytest.mark.parametrize(
     ("field", "cmd", "contains"),
     [
-        ("test_cmd", "accuracy/test_tiny.py::TestTiny::test_four[tp4]", "runs no pytest"),
         ("test_cmd", f"{PYTEST_4} && {PYTEST_4}", "runs pytest 2 times"),
         ("test_cmd", "pytets accuracy/test_tiny.py::TestTiny::test_four[tp4]", "mean pytest?"),
         ("eval_cmd", f"trtllm_eval --model {MODEL} mmlu", "did you mean trtllm-eval?"),
@@ -107,14 +108,97 @@ def test_an_image_named_for_the_other_arch_is_refused(
         refused(cli, env, req, "container_image", contains="is named for")
 
 
-@pytest.mark.parametrize(("limit", "warned"), [("4:00", True), ("1:30", True), ("04:00:00", False)])
-def test_a_time_limit_of_minutes_and_seconds_is_warned(
-    env: Env, cli, limit: str, warned: bool
+@pytest.mark.parametrize(
+    ("limit", "spellings"),
+    [
+        ("4:00", "04:00:00 for 4 h 0 min, or 0:04:00"),
+        ("1:30", "01:30:00 for 1 h 30 min, or 0:01:30"),
+    ],
+)
+def test_a_time_limit_of_minutes_and_seconds_is_refused_with_both_spellings(
+    env: Env, cli, limit: str, spellings: str
 ) -> None:
-    """Decision ambiguous-time-limit: Slurm reads `4:00` as four minutes."""
+    """Decision ambiguous-time-limit: Slurm reads `4:00` as four minutes, a person four hours."""
+    line = refused(cli, env, env.request(test_cmd=PYTEST_4, time_limit=limit), "time_limit")
+    assert f"; write {spellings} for " in line, line
+
+
+@pytest.mark.parametrize(("limit", "warned"), [("0", True), (0, True), ("04:00:00", False)])
+def test_a_time_limit_of_zero_is_warned_as_no_limit(
+    env: Env, cli, limit: object, warned: bool
+) -> None:
     r = cli([], env.request(test_cmd=PYTEST_4, time_limit=limit))
     assert r.code == 0, r.stderr
-    assert ("is MM:SS to Slurm" in r.stderr) == warned, r.stderr
+    assert ("asks Slurm for no time limit" in r.stderr) == warned, r.stderr
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "accuracy/test_tiny.py::TestTiny::test_four[tp4]",
+        "accuracy/test_tiny.py::TestTiny::test_four[tp4] TIMEOUT (90)",
+        "FOO=1 accuracy/test_tiny.py::TestTiny::test_four[tp4]",
+    ],
+)
+def test_a_bare_test_id_runs_with_pytest(env: Env, cli, line: str) -> None:
+    """Decision bare-test-id: a test list's line is what test_cmd takes too."""
+    r = cli(["--dry-run"], env.request(test_cmd=line))
+    assert r.code == 0, r.stderr
+    assert "TEST_CMD='pytest accuracy/test_tiny.py::TestTiny::test_four[tp4]" in r.stdout or (
+        "TEST_CMD='FOO=1 pytest accuracy/" in r.stdout
+    ), r.stdout
+    assert "#SBATCH --gres=gpu:4" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("field", "word", "form"),
+    [
+        ("eval_cmd", "accuracy", "write trtllm-eval --model "),
+        ("bench_cmd", "throughput", "write trtllm-bench --model "),
+    ],
+)
+def test_a_keyword_for_a_command_is_refused_with_the_tools_form(
+    env: Env, cli, field: str, word: str, form: str
+) -> None:
+    line = refused(cli, env, env.request(**{field: word}), field, contains="one word")
+    assert form in line, line
+
+
+@pytest.mark.parametrize("path", ["C:\\Users\\me\\w", "c:/work", "\\\\server\\share\\w"])
+def test_a_windows_path_is_named_as_one(env: Env, cli, path: str) -> None:
+    refused(
+        cli,
+        env,
+        env.request(test_cmd=PYTEST_4, work_dir=path),
+        "work_dir",
+        contains="is a Windows path",
+    )
+
+
+def test_node_count_below_what_the_job_needs_is_refused_naming_the_need(env: Env, cli) -> None:
+    cmd = "trtllm-eval --model org/Tiny-Model --tp_size 16 mmlu"
+    r = cli(["--dry-run"], env.request(eval_cmd=cmd))
+    assert r.code == 0, r.stderr  # two nodes of eight
+    line = refused(cli, env, env.request(eval_cmd=cmd, node_count=1), "node_count")
+    assert "needs 2 nodes" in line and "--node-count 2" in line, line
+
+
+def test_no_command_names_every_command_field(env: Env, cli) -> None:
+    line = refused(cli, env, env.request(), "test_cmd", contains="no command given")
+    for field in ("test_cmd", "eval_cmd", "bench_cmd", "custom_cmd"):
+        assert field in line, line
+
+
+def test_missing_partition_and_account_are_named_at_once_with_the_cluster_files_names(
+    env: Env, cli
+) -> None:
+    req = env.request(test_cmd=PYTEST_4)
+    del req["partition"], req["account"]
+    r = cli([], req)
+    assert r.code == 2
+    lines = r.stderr.strip().splitlines()
+    assert [x.split(":")[1].strip() for x in lines] == ["partition", "account"], lines
+    assert "with one of: gpu" in lines[0] and "with one of: acct, other" in lines[1], lines
 
 
 def test_check_of_a_folder_never_built_is_refused_like_submit(tmp_path, cli) -> None:
@@ -131,7 +215,6 @@ def test_check_of_a_folder_never_built_is_refused_like_submit(tmp_path, cli) -> 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_a_request_file_with_a_byte_order_mark_is_read(env: Env, cli, suffix: str) -> None:
     """Windows editors start a UTF-8 file with U+FEFF; it is no part of the request."""
-    import json
 
     req = env.request(test_cmd=PYTEST_4)
     path = env.root / f"req{suffix}"
@@ -221,7 +304,6 @@ def test_run_force_builds_over_another_jobs_folder(
     assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
     custom = env.request(custom_cmd="echo hi", model_name="other")
     path = env.root / "custom.json"
-    import json
 
     path.write_text(json.dumps(custom))
     refused_line = cli(["run", str(path)]).stderr
@@ -399,7 +481,6 @@ def test_a_parameter_id_pytest_makes_from_an_expression_is_not_refused(env: Env,
 def test_build_many_refuses_a_tilde_work_dir_before_making_anything(
     env: Env, cli, tmp_path
 ) -> None:
-    import json
 
     base = tmp_path / "base.json"
     base.write_text(json.dumps({**env.request(), "work_dir": "~/tsb-jobs"}))
@@ -413,10 +494,28 @@ def test_build_many_refuses_a_tilde_work_dir_before_making_anything(
 def test_a_forwarded_job_spec_adds_no_remote_field_to_a_local_job(env: Env, cli, tmp_path) -> None:
     """Decision unread-field-warning warns of fields a scenario never reads; the forwarding of an
     earlier job_spec.json must not put them there itself."""
-    import json
 
     spec = tmp_path / "job_spec.json"
     spec.write_text(json.dumps({"remote_repo_path": "/lustre/me/TRT", "remote_work_dir": "/x"}))
     r = cli([], env.request(test_cmd=PYTEST_4, job_spec_file=str(spec)))
     assert r.code == 0, r.stderr
     assert "remote_repo_path" not in r.stderr and "remote_work_dir" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        ("execution_scenario: local_slurm\n\twork_dir: w\n", ":2:1", "a tab, which YAML"),
+        ("execution_scenario: local_slurm\nwork_dir: [w\n", ":3:1", "expected ',' or ']'"),
+        ("a: 1\n b: 2\n", ":2:3", "mapping values are not allowed here"),
+    ],
+)
+def test_a_yaml_error_names_file_line_and_column(
+    tmp_path, cli, text: str, where: str, what: str
+) -> None:
+    path = tmp_path / "req.yaml"
+    path.write_text(text)
+    r = cli(["build", str(path)])
+    assert r.code == 2
+    assert r.stderr.startswith(f"error: request: {path}{where} cannot be parsed: {what}"), r.stderr
+    assert list(tmp_path.iterdir()) == [path]
