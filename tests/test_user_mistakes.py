@@ -519,3 +519,37 @@ def test_a_yaml_error_names_file_line_and_column(
     assert r.code == 2
     assert r.stderr.startswith(f"error: request: {path}{where} cannot be parsed: {what}"), r.stderr
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_build_many_without_a_base_says_so_once_and_writes_nothing(env: Env, cli, tmp_path) -> None:
+    ids = [f"accuracy/test_tiny.py::TestTiny::test_four[tp{n}]" for n in (1, 2, 4)]
+    listing = tmp_path / "list.txt"
+    listing.write_text("\n".join(ids) + "\n")
+    work = tmp_path / "batch"
+    r = cli(["build-many", str(listing), "--work-dir", str(work)])
+    assert r.code == 2
+    lines = r.stderr.strip().splitlines()
+    assert lines == [
+        "error: execution_scenario: is required; add it to the request or pass "
+        "--execution-scenario",
+        "error: repo_root: is required; add it to the request or pass --repo-root",
+    ], r.stderr
+    assert not work.exists()
+
+
+def test_build_many_that_builds_no_job_leaves_no_index(env: Env, cli, tmp_path) -> None:
+    import yaml
+
+    listing = tmp_path / "list.txt"
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_four[tp4\n")
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(env.request()))
+    work = tmp_path / "batch"
+    args = ["build-many", str(listing), "--base", str(base), "--work-dir", str(work)]
+    r = cli(args)
+    assert r.code == 2 and "nothing written" in r.stdout, (r.stdout, r.stderr)
+    assert not work.exists()
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_four[tp4]\n")
+    r = cli(args)  # the corrected run is not refused as "not empty"
+    assert r.code == 0, r.stderr
+    assert (work / "jobs.json").is_file()

@@ -58,7 +58,12 @@ def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) 
     check_request(req)  # a missing command or Slurm field is named before any file is read
     job = resolve(req, load_cluster(req), site or SiteConfig(), ask, checked=True)
     use_template_cache()
-    return render_job(job)
+    result = render_job(job)
+    if result.submit is not None:  # refused now, so a dry run refuses what the build refuses
+        from trtllm_script_builder.process.submit_py import require_submit_py
+
+        require_submit_py(Path(result.submit.repo_root))
+    return result
 
 
 def work_dir_parent_warnings(work_dir: str | Path, repo_root: str | None = None) -> list[str]:
