@@ -553,3 +553,46 @@ def test_build_many_that_builds_no_job_leaves_no_index(env: Env, cli, tmp_path) 
     r = cli(args)  # the corrected run is not refused as "not empty"
     assert r.code == 0, r.stderr
     assert (work / "jobs.json").is_file()
+
+
+# `nvidia-smi -L` as the driver's tool prints it: one line per GPU, `GPU <index>: <name>
+# (UUID: GPU-<uuid>)` (NVIDIA's nvidia-smi documentation, the -L/--list-gpus option).
+NVIDIA_SMI_L = """#!/bin/sh
+[ "$1" = "-L" ] || { echo "stand-in takes -L only" >&2; exit 2; }
+for i in 0 1 2 3; do
+  echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-5f3a0c1e-0000-0000-0000-00000000000$i)"
+done
+"""
+
+
+def _path_with(tmp_path, monkeypatch, smi: str | None) -> None:
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if smi is not None:
+        (bin_dir / "nvidia-smi").write_text(smi)
+        (bin_dir / "nvidia-smi").chmod(0o755)
+    keep = [p for p in os.environ["PATH"].split(":") if not os.path.exists(f"{p}/nvidia-smi")]
+    monkeypatch.setenv("PATH", ":".join([str(bin_dir), *keep]))
+
+
+def test_local_docker_without_env_check_counts_the_gpus_here(
+    env: Env, cli, tmp_path, monkeypatch
+) -> None:
+    _path_with(tmp_path, monkeypatch, NVIDIA_SMI_L)
+    req = env.request("local_docker", test_cmd=PYTEST_4)
+    req.pop("env_check", None)
+    r = cli([], req)
+    assert r.code == 0, r.stderr
+    assert "warning: gpus_per_node 4: nvidia-smi -L on this machine lists 4" in r.stderr
+
+
+def test_local_docker_with_no_gpu_count_anywhere_names_env_check(
+    env: Env, cli, tmp_path, monkeypatch
+) -> None:
+    _path_with(tmp_path, monkeypatch, None)
+    req = env.request("local_docker", test_cmd=PYTEST_4)
+    req.pop("env_check", None)
+    line = refused(cli, env, req, "gpus_per_node", contains="nvidia-smi -L lists no GPU")
+    assert "--env-check" in line and "--gpus-per-node N" in line

@@ -115,6 +115,13 @@ def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
             "pass a GPU partition with --partition (or --gpus-per-node N if its nodes have GPUs "
             "that Slurm does not schedule)",
         )
+    if here:  # build asked nvidia-smi before this (build._gpus_found_here)
+        raise BuildError(
+            "gpus_per_node",
+            "unknown: env_check gives no GPU count and nvidia-smi -L lists no GPU on this machine",
+            'pass what the environment check found, --env-check \'{"gpus_per_node": N}\', or '
+            "--gpus-per-node N",
+        )
     where = (
         f"partition {part.name} reports none (GRES {part.gres})" if part else "nothing reports it"
     )
