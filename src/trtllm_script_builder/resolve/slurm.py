@@ -119,7 +119,7 @@ def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
         raise BuildError(
             "gpus_per_node",
             "unknown: env_check gives no GPU count and nvidia-smi -L lists no GPU on this machine",
-            'pass what the environment check found, --env-check \'{"gpus_per_node": N}\', or '
+            "pass what the environment check found, --env-check '{\"gpus_per_node\": N}', or "
             "--gpus-per-node N",
         )
     where = (
