@@ -596,3 +596,16 @@ def test_local_docker_with_no_gpu_count_anywhere_names_env_check(
     req.pop("env_check", None)
     line = refused(cli, env, req, "gpus_per_node", contains="nvidia-smi -L lists no GPU")
     assert "--env-check" in line and "--gpus-per-node N" in line
+
+
+def test_an_empty_flag_clears_the_files_value(env: Env, cli, tmp_path) -> None:
+    """Documented (README, build --help): `--test-cmd ""` is the field not given."""
+    import yaml
+
+    path = tmp_path / "req.yaml"
+    path.write_text(yaml.safe_dump(env.request(test_cmd=PYTEST_4)))
+    r = cli(["build", str(path), "--test-cmd", "", "--custom-cmd", "echo hi", "--json"])
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["workflow_type"] == "custom"
+    r = cli(["build", str(path), "--test-cmd", ""])
+    assert r.code == 2 and r.stderr.startswith("error: test_cmd: no command given"), r.stderr

@@ -224,7 +224,8 @@ def main() -> None:
 def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fields: Any) -> None:
     """Build the script for REQUEST (a JSON/YAML file, or - for either on stdin) into work_dir.
 
-    Every request field can also be given as a flag; a flag wins over the file.
+    Every request field can also be given as a flag; a flag wins over the file, and an empty
+    one (--test-cmd "") clears the file's value.
 
     \b
     Example:
