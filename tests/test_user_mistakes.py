@@ -609,3 +609,12 @@ def test_an_empty_flag_clears_the_files_value(env: Env, cli, tmp_path) -> None:
     assert json.loads(r.stdout)["workflow_type"] == "custom"
     r = cli(["build", str(path), "--test-cmd", ""])
     assert r.code == 2 and r.stderr.startswith("error: test_cmd: no command given"), r.stderr
+
+
+def test_paths_partition_and_account_are_refused_at_once(env: Env, cli) -> None:
+    req = env.request(test_cmd=PYTEST_4, partition="nope", account="nobody")
+    req.update(repo_root=str(env.root / "no-checkout"), models_path=str(env.root / "no-models"))
+    r = cli([], req)
+    assert r.code == 2 and r.stdout == ""
+    fields = [line.split(":")[1].strip() for line in r.stderr.splitlines()]
+    assert fields == ["repo_root", "partition", "account", "models_path"], r.stderr

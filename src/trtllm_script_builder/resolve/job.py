@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtllm_script_builder.errors import BuildError, refusal
+from trtllm_script_builder.errors import BuildError, BuildErrors, refusal
 from trtllm_script_builder.model.jobspec import OutFile, SlurmParams
 from trtllm_script_builder.model.registry import WORKFLOWS
 from trtllm_script_builder.model.request import Request
@@ -39,6 +39,7 @@ from trtllm_script_builder.resolve.resolved import (
 from trtllm_script_builder.resolve.slurm import (
     ClusterFacts,
     cluster_facts,
+    find_partition,
     gpus_per_node,
     require_slurm_fields,
     time_limit_warnings,
@@ -218,32 +219,50 @@ def _runs_its_tool(field: str, own: str, cmd: str, options: tuple[str, ...]) -> 
             )
 
 
-def _check_host_paths(req: Request) -> None:
-    """Host paths the build or the job reads must exist: a typo found now, not in the queue.
+def _check_host_paths(req: Request, cluster: Cluster | None) -> None:
+    """Host paths the build or the job reads must exist, and the partition and account must be
+    the cluster's: typos found now, not in the queue, and all at once.
 
     Over ssh the models paths are the cluster's, so only the local checkout is checked.
     """
+    problems = []
     if not os.path.isdir(req.repo_root):
-        raise BuildError(
-            "repo_root",
-            f"{req.repo_root} is not a folder",
-            "pass the path of your TensorRT-LLM checkout with --repo-root",
+        problems.append(
+            BuildError(
+                "repo_root",
+                f"{req.repo_root} is not a folder",
+                "pass the path of your TensorRT-LLM checkout with --repo-root",
+            )
         )
-    _repo_root_is_the_top(req.repo_root)
-    if be.over_ssh(req.execution_scenario):
-        return
-    if req.models_path and not os.path.isdir(req.models_path):
-        raise BuildError(
-            "models_path",
-            f"{req.models_path} is not a folder on this machine",
-            "pass the host folder that holds the models with --models-path",
-        )
-    if req.checkpoint_path and not os.path.exists(req.checkpoint_path):
-        raise BuildError(
-            "checkpoint_path",
-            f"{req.checkpoint_path} does not exist on this machine",
-            "pass the path of an existing checkpoint with --checkpoint-path",
-        )
+    else:
+        _repo_root_is_the_top(req.repo_root)
+    if not be.over_ssh(req.execution_scenario):
+        if req.models_path and not os.path.isdir(req.models_path):
+            problems.append(
+                BuildError(
+                    "models_path",
+                    f"{req.models_path} is not a folder on this machine",
+                    "pass the host folder that holds the models with --models-path",
+                )
+            )
+        if req.checkpoint_path and not os.path.exists(req.checkpoint_path):
+            problems.append(
+                BuildError(
+                    "checkpoint_path",
+                    f"{req.checkpoint_path} does not exist on this machine",
+                    "pass the path of an existing checkpoint with --checkpoint-path",
+                )
+            )
+    if cluster is not None and be.queued(req):
+        try:  # the names are checked again with the partition's facts, below
+            find_partition(req, cluster.env)
+        except BuildErrors as errs:
+            problems += errs.errors
+        except BuildError as err:
+            problems.append(err)
+    if problems:
+        order = list(Request.model_fields)
+        raise refusal(sorted(problems, key=lambda e: order.index(e.field)))
 
 
 @lru_cache(maxsize=64)  # build-many asks once per job about the same checkout
@@ -278,7 +297,7 @@ def resolve(
     """Everything a build decides; `checked` when the caller ran check_request already."""
     ask = _once(ask or refuse_ask)
     wf = req.workflow() if checked else check_request(req)
-    _check_host_paths(req)
+    _check_host_paths(req, cluster)
     env = cluster.env if cluster else None
     flow = workflow(wf)
     perf = flow.submit_py(req)

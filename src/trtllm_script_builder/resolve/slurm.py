@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.errors import BuildError, refusal
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.slurm_env import Partition, SlurmEnv
 from trtllm_script_builder.resolve.backend import queued
@@ -61,19 +61,26 @@ def _names_in_cluster_file(req: Request, field: str) -> str | None:
 def find_partition(req: Request, env: SlurmEnv) -> Partition | None:
     assert req.partition is not None
     part = env.partition(req.partition)
+    problems = []
     if part is None and env.partitions:
         names = [p.name for p in env.partitions]
-        raise BuildError(
-            "partition",
-            f"{req.partition!r} is not a partition of this cluster (has: {', '.join(names)})",
-            _one_of(req.partition, names, "--partition"),
+        problems.append(
+            BuildError(
+                "partition",
+                f"{req.partition!r} is not a partition of this cluster (has: {', '.join(names)})",
+                _one_of(req.partition, names, "--partition"),
+            )
         )
     if env.accounts and req.account not in env.accounts:
-        raise BuildError(
-            "account",
-            f"{req.account!r} is not one of your accounts ({', '.join(env.accounts)})",
-            _one_of(req.account or "", env.accounts, "--account"),
+        problems.append(
+            BuildError(
+                "account",
+                f"{req.account!r} is not one of your accounts ({', '.join(env.accounts)})",
+                _one_of(req.account or "", env.accounts, "--account"),
+            )
         )
+    if problems:
+        raise refusal(problems)
     return part
 
 
