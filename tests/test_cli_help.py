@@ -66,3 +66,23 @@ def test_command_help_shows_an_example(name: str) -> None:
     assert lines, f"`trtllm-script-builder {name} --help` shows no Example: section"
     calls = [ln for ln in lines if re.search(rf"trtllm-script-builder {re.escape(name)}\b", ln)]
     assert calls, f"the example of {name} does not call `trtllm-script-builder {name}`: {lines}"
+
+
+@pytest.mark.parametrize("name", ["", *command_names()])
+def test_every_command_help_lists_its_exit_status(name: str) -> None:
+    text = help_of([name] if name else [])
+    assert re.search(r"Exit status: 0 ", " ".join(text.split())), text
+
+
+@pytest.mark.parametrize("name", ["build", "build-many", "run"])
+def test_field_flags_are_grouped_by_topic_after_the_commands_own(name: str) -> None:
+    text = help_of([name])
+    headings = re.findall(r"^(\S[^:\n]*):$", text, re.M)
+    assert headings[:4] == ["Options", "What to run", "Where it runs", "GPUs and nodes"], headings
+    assert "Compile the checkout first (docs/compile.md)" in headings
+    compile_part = text.split("Compile the checkout first")[1].split("\n\n")[0]
+    assert "--cuda-arch" in compile_part and "--test-cmd" not in compile_part
+    # the whole text of a field is in the schema; --help keeps its first clause
+    assert len(text.splitlines()) <= 125, len(text.splitlines())
+    own = text.split("Options:")[1].split("What to run:")[0]
+    assert "--help" in own and "--test-cmd" not in own

@@ -276,7 +276,11 @@ def code_errors() -> list[Site]:
                 field = f.value if isinstance(f, ast.Constant) else None
                 msg = f"{_template(node.args[1])} (got …)"
                 sites.append(Site(f"{rel}:{node.lineno}", "BuildError", field, msg))
-            elif node.func.id == "ValueError" and path.name == "request.py" and node.args:
+            elif (
+                node.func.id in ("ValueError", "Problem")
+                and path.name == "request.py"
+                and node.args
+            ):
                 # a field validator: _first_error shows it as "<message> (got <value>)"
                 msg = _template(node.args[0])
                 sites.append(Site(f"{rel}:{node.lineno}", "ValueError", None, f"{msg} (got …)"))

@@ -45,6 +45,9 @@ def make_batch(root: Path) -> Path:
     """A realistic batch: pytest jobs that passed, failed, ran nothing and timed out, an eval
     job with scores, two bench jobs, one not watched yet and one that did not build."""
     root.mkdir(parents=True, exist_ok=True)
+    (root / "batch_submission.json").write_text(
+        "{}"
+    )  # submitted: a job with no verdict is unwatched
     jobs: list[tuple[str, str, dict[str, Any] | None]] = [
         (
             "00003_llama3_1_8binstruct",
@@ -319,8 +322,8 @@ def test_report_prints_the_path_and_refuses_a_folder_without_verdicts(tmp_path: 
     res = _cli("report", str(empty))
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr == (
-        f"error: dir: {empty} has no verdict.json or jobs.json; give a job folder that `watch` "
-        "has judged, or a batch folder that `build-many` wrote\n"
+        f"error: dir: {empty} has no verdict.json, job_spec.json or jobs.json; give a job folder "
+        "that `build` wrote, or a batch folder that `build-many` wrote\n"
     )
     assert not (empty / "report.html").exists()
     (empty / "verdict.json").write_text("{not json")
@@ -436,3 +439,51 @@ def test_perf_sanity_cases_show_pass_or_fail_and_their_figures(tmp_path: Path) -
     assert "token_throughput 1,590.41" in page
     svg = page[page.index("<svg") : page.index("</svg>")]
     assert svg.count('class="bar bar-0"') == 3 and svg.count('class="bar bar-1"') == 2
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_a_failed_builds_row_wraps_within_the_page(tmp_path: Path, width: int) -> None:
+    """A test id has no spaces and an error line is long: the row wraps, its error in view."""
+    chromium = _chromium()
+    assert chromium
+    root = tmp_path / "batch"
+    root.mkdir()
+    entry = "accuracy/test_llm_api_pytorch.py::TestVeryLongModelName::test_" + "x_" * 120 + "[tp4]"
+    error = "error: test_cmd: " + "the test file was not found under the checkout " * 8 + "; fix"
+    rows = [{"line": 3, "entry": entry, "status": "error", "error": error}]
+    (root / "jobs.json").write_text(json.dumps(rows))
+    page = write_report(root)
+    # The page allows no script; a copy measures itself where the report is read.
+    probe = """<script>
+const w = document.documentElement.clientWidth;
+const out = [...document.querySelectorAll('tr.job td, .reason')]
+  .filter(e => e.getBoundingClientRect().right > w + 1).length;
+document.body.setAttribute('data-overflow', `${out} ${document.documentElement.scrollWidth} ${w}`);
+</script></body>"""
+    text = page.read_text()
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
+    measured = tmp_path / "measured.html"
+    measured.write_text(text.replace("</body>", probe))
+    dom = _browse(chromium, measured, tmp_path, "--dump-dom", f"--window-size={width},900")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    m = re.search(r'data-overflow="(\d+) (\d+) (\d+)"', dom.stdout)
+    assert m, dom.stdout[-2000:]
+    outside, scroll_width, view = map(int, m.groups())
+    assert outside == 0 and scroll_width <= view, m.groups()
+    assert "the test file was not found" in dom.stdout
+
+
+def test_a_built_job_not_yet_run_is_shown_as_built_not_submitted(tmp_path: Path) -> None:
+    work = tmp_path / "job"
+    r = _cli(
+        "build", str(ROOT / "examples/requests/pytest_local_slurm.yaml"), "--work-dir", str(work)
+    )
+    assert r.returncode == 0, r.stderr
+    res = _cli("report", str(work))
+    assert res.returncode == 0, res.stderr
+    page = (work / "report.html").read_text()
+    assert re.findall(r'<tr class="job v-(\w+)"', page) == ["NOT_SUBMITTED"]
+    assert "built, not submitted yet (trtllm-script-builder submit &lt;its folder&gt;)" in page
+    (work / "submission.json").write_text("{}")  # submitted, not watched yet
+    page = write_report(work).read_text()
+    assert re.findall(r'<tr class="job v-(\w+)"', page) == ["NOT_WATCHED"]

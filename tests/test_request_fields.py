@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from trtllm_script_builder.cli import main
-from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.cli.flags import brief, field_options
 from trtllm_script_builder.cli.schema import generate
 from trtllm_script_builder.model.request import EnvCheck, Request, load_request, parse_flag_values
 
@@ -65,7 +65,8 @@ def test_every_field_is_a_flag_spelled_from_its_name(name: str) -> None:
     for field in FIELDS:
         option = opts[field]
         assert f"--{field.replace('_', '-')}" in option.opts
-        assert option.help == Request.model_fields[field].description
+        # --help keeps the description's first clause; the schema has the whole text
+        assert option.help == brief(Request.model_fields[field].description or "")
         assert option.default is None  # an absent flag leaves the request file's value
 
 
@@ -85,9 +86,10 @@ def test_each_field_help_line_is_the_description(name: str) -> None:
     for field, info in Request.model_fields.items():
         flag = f"--{field.replace('_', '-')}"
         entry = entries[flag]
-        assert squeeze(entry).endswith(squeeze(info.description or "")), field
+        text = brief(info.description or "")
+        assert squeeze(entry).endswith(squeeze(text)), field
         # Nothing but the flag (and its metavar or choices) stands before the description.
-        head = squeeze(entry)[: -len(squeeze(info.description or ""))]
+        head = squeeze(entry)[: -len(squeeze(text))]
         assert head.startswith(squeeze(flag)) and "request field" not in entry, field
 
 

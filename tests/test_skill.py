@@ -241,3 +241,24 @@ def test_the_commands_the_skill_calls_exist() -> None:
     ctx = click.Context(main)
     for name in ("build", "check", "probe"):
         assert main.get_command(ctx, name) is not None
+
+
+def test_the_round_trip_rules_the_skill_gives_hold(tree: Tree) -> None:
+    """What cost an agent a round trip, stated in the skill and true of the tool."""
+    rules = " ".join(section("Rules that save a round trip").split())
+    for said in ("one `error:` line per problem", '"required_devices": 4', '"01:30:00"'):
+        assert said in rules, said
+    assert "no `pytest ` prefix is needed" in rules and "a single word is refused" in rules
+    req = tree.prepare(requests()[0])
+    # a bare test id builds as with the prefix
+    bare = {**req, "test_cmd": req["test_cmd"].removeprefix("pytest ")}
+    r = invoke(["build", "-", "--json", "--dry-run"], json.dumps(bare))
+    assert r.exit_code == 0, r.stderr
+    # every problem at once: a quoted number, H:MM, a keyword for a command
+    bad = {**req, "required_devices": "4", "time_limit": "1:30"}
+    r = invoke(["build", "-", "--json"], json.dumps(bad))
+    fields = [line.split(":")[1].strip() for line in r.stderr.splitlines()]
+    assert r.exit_code == EXIT_INVALID and fields == ["required_devices", "time_limit"], r.stderr
+    del req["test_cmd"], req["workflow_type"]
+    r = invoke(["build", "-", "--json"], json.dumps({**req, "eval_cmd": "accuracy"}))
+    assert r.exit_code == EXIT_INVALID and r.stderr.startswith("error: eval_cmd: is one word")

@@ -3,6 +3,8 @@ or warned on stderr when the tool cannot be sure."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .conftest import Env
@@ -14,7 +16,6 @@ MODEL = "org/Tiny-Model"
 @pytest.mark.parametrize(
     ("field", "cmd", "contains"),
     [
-        ("test_cmd", "accuracy/test_tiny.py::TestTiny::test_four[tp4]", "runs no pytest"),
         ("test_cmd", f"{PYTEST_4} && {PYTEST_4}", "runs pytest 2 times"),
         ("test_cmd", "pytets accuracy/test_tiny.py::TestTiny::test_four[tp4]", "mean pytest?"),
         ("eval_cmd", f"trtllm_eval --model {MODEL} mmlu", "did you mean trtllm-eval?"),
@@ -107,14 +108,97 @@ def test_an_image_named_for_the_other_arch_is_refused(
         refused(cli, env, req, "container_image", contains="is named for")
 
 
-@pytest.mark.parametrize(("limit", "warned"), [("4:00", True), ("1:30", True), ("04:00:00", False)])
-def test_a_time_limit_of_minutes_and_seconds_is_warned(
-    env: Env, cli, limit: str, warned: bool
+@pytest.mark.parametrize(
+    ("limit", "spellings"),
+    [
+        ("4:00", "04:00:00 for 4 h 0 min, or 0:04:00"),
+        ("1:30", "01:30:00 for 1 h 30 min, or 0:01:30"),
+    ],
+)
+def test_a_time_limit_of_minutes_and_seconds_is_refused_with_both_spellings(
+    env: Env, cli, limit: str, spellings: str
 ) -> None:
-    """Decision ambiguous-time-limit: Slurm reads `4:00` as four minutes."""
+    """Decision ambiguous-time-limit: Slurm reads `4:00` as four minutes, a person four hours."""
+    line = refused(cli, env, env.request(test_cmd=PYTEST_4, time_limit=limit), "time_limit")
+    assert f"; write {spellings} for " in line, line
+
+
+@pytest.mark.parametrize(("limit", "warned"), [("0", True), (0, True), ("04:00:00", False)])
+def test_a_time_limit_of_zero_is_warned_as_no_limit(
+    env: Env, cli, limit: object, warned: bool
+) -> None:
     r = cli([], env.request(test_cmd=PYTEST_4, time_limit=limit))
     assert r.code == 0, r.stderr
-    assert ("is MM:SS to Slurm" in r.stderr) == warned, r.stderr
+    assert ("asks Slurm for no time limit" in r.stderr) == warned, r.stderr
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "accuracy/test_tiny.py::TestTiny::test_four[tp4]",
+        "accuracy/test_tiny.py::TestTiny::test_four[tp4] TIMEOUT (90)",
+        "FOO=1 accuracy/test_tiny.py::TestTiny::test_four[tp4]",
+    ],
+)
+def test_a_bare_test_id_runs_with_pytest(env: Env, cli, line: str) -> None:
+    """Decision bare-test-id: a test list's line is what test_cmd takes too."""
+    r = cli(["--dry-run"], env.request(test_cmd=line))
+    assert r.code == 0, r.stderr
+    assert "TEST_CMD='pytest accuracy/test_tiny.py::TestTiny::test_four[tp4]" in r.stdout or (
+        "TEST_CMD='FOO=1 pytest accuracy/" in r.stdout
+    ), r.stdout
+    assert "#SBATCH --gres=gpu:4" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("field", "word", "form"),
+    [
+        ("eval_cmd", "accuracy", "write trtllm-eval --model "),
+        ("bench_cmd", "throughput", "write trtllm-bench --model "),
+    ],
+)
+def test_a_keyword_for_a_command_is_refused_with_the_tools_form(
+    env: Env, cli, field: str, word: str, form: str
+) -> None:
+    line = refused(cli, env, env.request(**{field: word}), field, contains="one word")
+    assert form in line, line
+
+
+@pytest.mark.parametrize("path", ["C:\\Users\\me\\w", "c:/work", "\\\\server\\share\\w"])
+def test_a_windows_path_is_named_as_one(env: Env, cli, path: str) -> None:
+    refused(
+        cli,
+        env,
+        env.request(test_cmd=PYTEST_4, work_dir=path),
+        "work_dir",
+        contains="is a Windows path",
+    )
+
+
+def test_node_count_below_what_the_job_needs_is_refused_naming_the_need(env: Env, cli) -> None:
+    cmd = "trtllm-eval --model org/Tiny-Model --tp_size 16 mmlu"
+    r = cli(["--dry-run"], env.request(eval_cmd=cmd))
+    assert r.code == 0, r.stderr  # two nodes of eight
+    line = refused(cli, env, env.request(eval_cmd=cmd, node_count=1), "node_count")
+    assert "needs 2 nodes" in line and "--node-count 2" in line, line
+
+
+def test_no_command_names_every_command_field(env: Env, cli) -> None:
+    line = refused(cli, env, env.request(), "test_cmd", contains="no command given")
+    for field in ("test_cmd", "eval_cmd", "bench_cmd", "custom_cmd"):
+        assert field in line, line
+
+
+def test_missing_partition_and_account_are_named_at_once_with_the_cluster_files_names(
+    env: Env, cli
+) -> None:
+    req = env.request(test_cmd=PYTEST_4)
+    del req["partition"], req["account"]
+    r = cli([], req)
+    assert r.code == 2
+    lines = r.stderr.strip().splitlines()
+    assert [x.split(":")[1].strip() for x in lines] == ["partition", "account"], lines
+    assert "with one of: gpu" in lines[0] and "with one of: acct, other" in lines[1], lines
 
 
 def test_check_of_a_folder_never_built_is_refused_like_submit(tmp_path, cli) -> None:
@@ -131,7 +215,6 @@ def test_check_of_a_folder_never_built_is_refused_like_submit(tmp_path, cli) -> 
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_a_request_file_with_a_byte_order_mark_is_read(env: Env, cli, suffix: str) -> None:
     """Windows editors start a UTF-8 file with U+FEFF; it is no part of the request."""
-    import json
 
     req = env.request(test_cmd=PYTEST_4)
     path = env.root / f"req{suffix}"
@@ -221,7 +304,6 @@ def test_run_force_builds_over_another_jobs_folder(
     assert cli([], env.request(test_cmd=PYTEST_4)).code == 0
     custom = env.request(custom_cmd="echo hi", model_name="other")
     path = env.root / "custom.json"
-    import json
 
     path.write_text(json.dumps(custom))
     refused_line = cli(["run", str(path)]).stderr
@@ -399,7 +481,6 @@ def test_a_parameter_id_pytest_makes_from_an_expression_is_not_refused(env: Env,
 def test_build_many_refuses_a_tilde_work_dir_before_making_anything(
     env: Env, cli, tmp_path
 ) -> None:
-    import json
 
     base = tmp_path / "base.json"
     base.write_text(json.dumps({**env.request(), "work_dir": "~/tsb-jobs"}))
@@ -413,10 +494,127 @@ def test_build_many_refuses_a_tilde_work_dir_before_making_anything(
 def test_a_forwarded_job_spec_adds_no_remote_field_to_a_local_job(env: Env, cli, tmp_path) -> None:
     """Decision unread-field-warning warns of fields a scenario never reads; the forwarding of an
     earlier job_spec.json must not put them there itself."""
-    import json
 
     spec = tmp_path / "job_spec.json"
     spec.write_text(json.dumps({"remote_repo_path": "/lustre/me/TRT", "remote_work_dir": "/x"}))
     r = cli([], env.request(test_cmd=PYTEST_4, job_spec_file=str(spec)))
     assert r.code == 0, r.stderr
     assert "remote_repo_path" not in r.stderr and "remote_work_dir" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        ("execution_scenario: local_slurm\n\twork_dir: w\n", ":2:1", "a tab, which YAML"),
+        ("execution_scenario: local_slurm\nwork_dir: [w\n", ":3:1", "expected ',' or ']'"),
+        ("a: 1\n b: 2\n", ":2:3", "mapping values are not allowed here"),
+    ],
+)
+def test_a_yaml_error_names_file_line_and_column(
+    tmp_path, cli, text: str, where: str, what: str
+) -> None:
+    path = tmp_path / "req.yaml"
+    path.write_text(text)
+    r = cli(["build", str(path)])
+    assert r.code == 2
+    assert r.stderr.startswith(f"error: request: {path}{where} cannot be parsed: {what}"), r.stderr
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_build_many_without_a_base_says_so_once_and_writes_nothing(env: Env, cli, tmp_path) -> None:
+    ids = [f"accuracy/test_tiny.py::TestTiny::test_four[tp{n}]" for n in (1, 2, 4)]
+    listing = tmp_path / "list.txt"
+    listing.write_text("\n".join(ids) + "\n")
+    work = tmp_path / "batch"
+    r = cli(["build-many", str(listing), "--work-dir", str(work)])
+    assert r.code == 2
+    lines = r.stderr.strip().splitlines()
+    assert lines == [
+        "error: execution_scenario: is required; add it to the request or pass "
+        "--execution-scenario",
+        "error: repo_root: is required; add it to the request or pass --repo-root",
+    ], r.stderr
+    assert not work.exists()
+
+
+def test_build_many_that_builds_no_job_leaves_no_index(env: Env, cli, tmp_path) -> None:
+    import yaml
+
+    listing = tmp_path / "list.txt"
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_four[tp4\n")
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(env.request()))
+    work = tmp_path / "batch"
+    args = ["build-many", str(listing), "--base", str(base), "--work-dir", str(work)]
+    r = cli(args)
+    assert r.code == 2 and "nothing written" in r.stdout, (r.stdout, r.stderr)
+    assert not work.exists()
+    listing.write_text("accuracy/test_tiny.py::TestTiny::test_four[tp4]\n")
+    r = cli(args)  # the corrected run is not refused as "not empty"
+    assert r.code == 0, r.stderr
+    assert (work / "jobs.json").is_file()
+
+
+# `nvidia-smi -L` as the driver's tool prints it: one line per GPU, `GPU <index>: <name>
+# (UUID: GPU-<uuid>)` (NVIDIA's nvidia-smi documentation, the -L/--list-gpus option).
+NVIDIA_SMI_L = """#!/bin/sh
+[ "$1" = "-L" ] || { echo "stand-in takes -L only" >&2; exit 2; }
+for i in 0 1 2 3; do
+  echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-5f3a0c1e-0000-0000-0000-00000000000$i)"
+done
+"""
+
+
+def _path_with(tmp_path, monkeypatch, smi: str | None) -> None:
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if smi is not None:
+        (bin_dir / "nvidia-smi").write_text(smi)
+        (bin_dir / "nvidia-smi").chmod(0o755)
+    keep = [p for p in os.environ["PATH"].split(":") if not os.path.exists(f"{p}/nvidia-smi")]
+    monkeypatch.setenv("PATH", ":".join([str(bin_dir), *keep]))
+
+
+def test_local_docker_without_env_check_counts_the_gpus_here(
+    env: Env, cli, tmp_path, monkeypatch
+) -> None:
+    _path_with(tmp_path, monkeypatch, NVIDIA_SMI_L)
+    req = env.request("local_docker", test_cmd=PYTEST_4)
+    req.pop("env_check", None)
+    r = cli([], req)
+    assert r.code == 0, r.stderr
+    assert "warning: gpus_per_node 4: nvidia-smi -L on this machine lists 4" in r.stderr
+
+
+def test_local_docker_with_no_gpu_count_anywhere_names_env_check(
+    env: Env, cli, tmp_path, monkeypatch
+) -> None:
+    _path_with(tmp_path, monkeypatch, None)
+    req = env.request("local_docker", test_cmd=PYTEST_4)
+    req.pop("env_check", None)
+    line = refused(cli, env, req, "gpus_per_node", contains="nvidia-smi -L lists no GPU")
+    assert "--env-check" in line and "--gpus-per-node N" in line
+
+
+def test_an_empty_flag_clears_the_files_value(env: Env, cli, tmp_path) -> None:
+    """Documented (README, build --help): `--test-cmd ""` is the field not given."""
+    import yaml
+
+    path = tmp_path / "req.yaml"
+    path.write_text(yaml.safe_dump(env.request(test_cmd=PYTEST_4)))
+    r = cli(["build", str(path), "--test-cmd", "", "--custom-cmd", "echo hi", "--json"])
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["workflow_type"] == "custom"
+    r = cli(["build", str(path), "--test-cmd", ""])
+    assert r.code == 2 and r.stderr.startswith("error: test_cmd: no command given"), r.stderr
+
+
+def test_paths_partition_and_account_are_refused_at_once(env: Env, cli) -> None:
+    req = env.request(test_cmd=PYTEST_4, partition="nope", account="nobody")
+    req.update(repo_root=str(env.root / "no-checkout"), models_path=str(env.root / "no-models"))
+    r = cli([], req)
+    assert r.code == 2 and r.stdout == ""
+    fields = [line.split(":")[1].strip() for line in r.stderr.splitlines()]
+    assert fields == ["repo_root", "partition", "account", "models_path"], r.stderr

@@ -572,7 +572,14 @@ def build_many(
         raise BuildError(
             "LIST", "--group-by devices takes a test list, not requests", "drop --group-by"
         )
-    root, made = _root(base, base_dir, flags, force, make=not dry_run)
+    if not requests:
+        # A test list's entries give only their tests: what the shared fields lack is said
+        # once, before anything is made, not once per line.
+        load_request(base, base_dir, {**flags, "test_cmd": PYTEST.tool})
+    root, made = _root(base, base_dir, flags, force, make=False)
+    fresh = not root.exists()  # removed again when no job is built
+    if not dry_run:
+        _root(base, base_dir, flags, force)
     for note in made:
         err.write(f"warning: {note}\n")
     root_flags = {**flags, "work_dir": str(root)}
@@ -627,7 +634,7 @@ def build_many(
     used: dict[str, int] = {}
     names = Names()
     rows: list[dict[str, Any]] = []  # kept for --json only
-    with stack:
+    with contextlib.suppress(_NothingBuilt), stack:
         if index is not None:
             index.write("[")
         for e in entries:
@@ -685,14 +692,20 @@ def build_many(
             if isinstance(e, Bad):
                 row.update(status="error", error=e.error.line())
                 where = ",".join(map(str, row.get("lines", [e.line])))
-                err.write(f"{list_path}:{where}: {e.error.line()}\n")
+                for line in e.error.line().splitlines():
+                    err.write(f"{list_path}:{where}: {line}\n")
                 failed += 1
             if index is not None:
                 index.write(("\n  " if ok + failed == 1 else ",\n  ") + json.dumps(row))
             if as_json:
                 rows.append(row)
         if index is not None:
+            if ok == 0:  # nothing built: no index, so the corrected run finds the folder empty
+                raise _NothingBuilt
             index.write("\n]\n")
+    if ok == 0 and fresh and not dry_run:
+        with contextlib.suppress(OSError):
+            root.rmdir()
     if as_json:
         out.write(
             json.dumps(
@@ -702,7 +715,7 @@ def build_many(
                     "failed": failed,
                     "with_warnings": warned,
                     "jobs_per_gpu_count": {str(d): n for d, n in sorted(devices.items())},
-                    "index": None if dry_run else str(root / "jobs.json"),
+                    "index": None if dry_run or not ok else str(root / "jobs.json"),
                     "dry_run": dry_run,
                     "jobs": rows,
                 }
@@ -712,6 +725,10 @@ def build_many(
     else:
         out.write(summary(ok, failed, warned, devices, root, dry_run))
     return 0 if failed == 0 else 2
+
+
+class _NothingBuilt(Exception):
+    """Raised inside the index's writer to discard it."""
 
 
 # Warnings printed per job; a list of thousands with one shared warning stays readable.
@@ -730,5 +747,6 @@ def summary(
     if dry_run:
         lines.append(f"would build {ok} job(s){note}, {failed} failed; nothing written")
     else:
-        lines.append(f"built {ok} job(s){note}, {failed} failed; index: {root / 'jobs.json'}")
+        done = f"index: {root / 'jobs.json'}" if ok else "nothing written"
+        lines.append(f"built {ok} job(s){note}, {failed} failed; {done}")
     return "\n".join(lines) + "\n"

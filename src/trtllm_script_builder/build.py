@@ -7,6 +7,7 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,35 @@ def load_cluster(req: Request) -> Cluster | None:
     return Cluster(*_cluster_at(file_stamp(req.slurm_env_file)))
 
 
+def _gpus_found_here(req: Request) -> tuple[Request, str | None]:
+    """A local_docker request that gives no GPU count of this machine: nvidia-smi counts them,
+    and the warning says so (decision gpus-per-node)."""
+    env = req.env_check
+    if queued(req) or req.gpus_per_node or (env and (env.gpus_per_node or env.available_gpus)):
+        return req, None
+    from trtllm_script_builder.backends.docker import gpus_here
+
+    found = gpus_here()
+    if found is None:
+        return req, None
+    count, said = found
+    note = f"gpus_per_node {count}: {said} (env_check gives no count)"
+    return req.model_copy(update={"gpus_per_node": count}), note
+
+
 def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) -> BuildResult:
     check_request(req)  # a missing command or Slurm field is named before any file is read
+    req, found = _gpus_found_here(req)
     job = resolve(req, load_cluster(req), site or SiteConfig(), ask, checked=True)
+    if found:
+        job = replace(job, warnings=(*job.warnings, found))
     use_template_cache()
-    return render_job(job)
+    result = render_job(job)
+    if result.submit is not None:  # refused now, so a dry run refuses what the build refuses
+        from trtllm_script_builder.process.submit_py import require_submit_py
+
+        require_submit_py(Path(result.submit.repo_root))
+    return result
 
 
 def work_dir_parent_warnings(work_dir: str | Path, repo_root: str | None = None) -> list[str]:

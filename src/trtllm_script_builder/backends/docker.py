@@ -18,6 +18,18 @@ if TYPE_CHECKING:
     from trtllm_script_builder.process.submission import Submission, Undo
 
 
+def gpus_here() -> tuple[int, str] | None:
+    """This machine's GPUs as `nvidia-smi -L` lists them (one `GPU n: ...` line each) and the
+    words saying so; None when it is not here, fails or lists none."""
+    from trtllm_script_builder.process.proc import run
+
+    smi = run(["nvidia-smi", "-L"], timeout=30)
+    if not smi.found or smi.rc != 0:
+        return None
+    count = sum(1 for line in smi.out.splitlines() if line.startswith("GPU "))
+    return (count, f"nvidia-smi -L on this machine lists {count}") if count else None
+
+
 def _host(spec: JobSpec, override: str | None = None) -> Host:
     from trtllm_script_builder.process.host import Here
 

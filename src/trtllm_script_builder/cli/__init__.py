@@ -51,6 +51,20 @@ LAZY_COMMANDS = {
 }
 
 
+# The exit statuses of the commands whose own text does not list them (shown after --help).
+EXIT_STATUS = {
+    "build": "Exit status: 0 built; 2 the request is invalid or cannot be resolved (one "
+    "`error: <field>: ...` line per problem, nothing written); 3 a program the build runs (the "
+    "repo's submit.py) failed; 130 interrupted (nothing half-written).",
+    "build-many": "Exit status: 0 every entry built; 2 an entry or the shared fields are "
+    "invalid (a line per problem; nothing written when no job was built); 130 interrupted.",
+    "report": "Exit status: 0 the page was written; 2 DIR holds no verdict.json, jobs.json "
+    "or job_spec.json, or one of them cannot be read.",
+    "schema": "Exit status: 0 the schema was printed; 2 an unknown name.",
+    "completion": "Exit status: 0 the script was printed; 2 an unknown shell.",
+}
+
+
 def _workflow_hint(message: str) -> str:
     """`did you mean X? ` for click's "'pytst' is not one of ..." of --workflow-type."""
     import re
@@ -179,6 +193,8 @@ class LazyGroup(click.Group):
         import_module("trtllm_script_builder.backends")
         module = import_module(LAZY_COMMANDS[name])
         found = [c for c in getattr(module, "commands", []) if c.name == name]
+        if found and name in EXIT_STATUS:
+            found[0].epilog = EXIT_STATUS[name]
         return found[0] if found else None
 
 
@@ -193,10 +209,13 @@ def main() -> None:
     \b
     Example:
       trtllm-script-builder build examples/requests/pytest_local_slurm.yaml
+
+    Exit status: 0 done, 2 the input is wrong (a line per problem), 3 a program the tool runs
+    failed, 130 interrupted; watch and run exit with the verdict's status (see watch --help).
     """
 
 
-@main.command(cls=FieldsCommand)
+@main.command(cls=FieldsCommand, epilog=EXIT_STATUS["build"])
 @click.argument("request", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="print job_spec.json instead of the report")
 @click.option("--dry-run", is_flag=True, help="write nothing; print what would be written")
@@ -206,7 +225,8 @@ def main() -> None:
 def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fields: Any) -> None:
     """Build the script for REQUEST (a JSON/YAML file, or - for either on stdin) into work_dir.
 
-    Every request field can also be given as a flag; a flag wins over the file.
+    Every request field can also be given as a flag; a flag wins over the file, and an empty
+    one (--test-cmd "") clears the file's value.
 
     \b
     Example:

@@ -10,11 +10,11 @@ import click
 
 from trtllm_script_builder.batch import Target, build_many
 from trtllm_script_builder.cli import fail
-from trtllm_script_builder.cli.flags import field_options
+from trtllm_script_builder.cli.flags import TopicHelp, field_options
 from trtllm_script_builder.errors import BuildError
 
 
-@click.command("build-many")
+@click.command("build-many", cls=TopicHelp)
 @click.argument(
     "test_list", metavar="LIST", type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )

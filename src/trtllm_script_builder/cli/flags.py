@@ -9,6 +9,7 @@ day it is added to the model.
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any
@@ -58,7 +59,7 @@ def field_specs() -> list[Spec]:
         allowed = choices(kind)
         # Flags default to None, not to the field's default: an absent flag must leave the
         # request file's value alone.
-        attrs: dict[str, Any] = {"default": None, "help": info.description}
+        attrs: dict[str, Any] = {"default": None, "help": brief(info.description or "")}
         decls = [flag, name]
         if allowed is not None:
             attrs["type"] = click.Choice(allowed)
@@ -77,6 +78,54 @@ def field_specs() -> list[Spec]:
     return specs
 
 
+# The request's flags in --help, by topic; a field no topic names is listed under the last.
+TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "What to run",
+        (
+            "workflow_type", "test_cmd", "eval_cmd", "bench_cmd", "custom_cmd", "custom_script",
+            "custom_env", "perf_config_yaml", "perf_test_name", "test_timeout", "model_name",
+        ),
+    ),
+    (
+        "Where it runs",
+        (
+            "execution_scenario", "work_dir", "repo_root", "partition", "account",
+            "slurm_env_file", "time_limit", "remote_repo_path", "remote_work_dir", "env_check",
+            "persistent_mode", "mpi_plugin",
+        ),
+    ),
+    ("GPUs and nodes", ("required_devices", "node_count", "gpus_per_node", "device_type")),
+    (
+        "Image, models and install",
+        (
+            "container_image", "sqsh_cache_dir", "llm_models_root", "checkpoint_path",
+            "models_path", "skip_install", "wheel",
+        ),
+    ),
+    (
+        "Compile the checkout first (docs/compile.md)",
+        ("compile", "cuda_arch", "use_ccache", "benchmarks", "nvtx", "wheel_dir"),
+    ),
+    ("Other request fields", ()),
+)  # fmt: skip
+
+
+def brief(description: str) -> str:
+    """A field's description for --help: its first clause, without asides in parentheses
+    (`schema request` keeps the whole text)."""
+    depth, cut = 0, len(description)
+    for i, ch in enumerate(description):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and description.startswith("; ", i):
+            cut = i
+            break
+    text = description[:cut]
+    while (shorter := re.sub(r"\s*\([^()]*\)", "", text)) != text:
+        text = shorter
+    return text
+
+
 def field_options(f: Any) -> Any:
     """Decorator: add every request field's flag to a command function, in the model's order."""
     for decls, attrs in reversed(field_specs()):
@@ -84,7 +133,39 @@ def field_options(f: Any) -> Any:
     return f
 
 
-class FieldsCommand(click.Command):
+class TopicHelp(click.Command):
+    """--help of a command that takes the request's flags: its own options, then the flags by
+    topic."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command's own options first, then the request's flags by topic."""
+        from trtllm_script_builder.model.request import Request
+
+        own: list[tuple[str, str]] = []
+        fields: dict[str, tuple[str, str]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None or not isinstance(param, click.Option):
+                continue
+            if param.name in Request.model_fields:
+                fields[param.name] = record
+            else:
+                own.append(record)
+        with formatter.section("Options"):
+            formatter.write_dl(own)
+        for title, names in TOPICS:
+            rows = [fields.pop(n) for n in names if n in fields] if names else [*fields.values()]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        formatter.write_paragraph()
+        formatter.write_text(
+            "Each flag sets the request field of its name and wins over the file; "
+            "`trtllm-script-builder schema request` describes every field in full."
+        )
+
+
+class FieldsCommand(TopicHelp):
     """A command taking every request field as a flag, placed after its arguments.
 
     The flags are made when click first looks at the command's parameters (parsing, --help,

@@ -15,11 +15,11 @@ from trtllm_script_builder.errors import BuildError
 def report_command(dir: Path) -> None:
     """Write DIR/report.html: the verdicts of a job folder or a build-many batch, for people.
 
-    DIR is a folder `watch` wrote verdict.json into, or a batch folder with build-many's
-    jobs.json (each job's verdict.json is read from its folder; a job not watched yet shows as
-    NOT_WATCHED). One self-contained page: a summary per verdict, the jobs with their logs and
-    evidence, failing and skipped tests, eval scores, and a chart of the bench figures. Prints
-    the page's path; exit 2 when DIR holds neither file.
+    DIR is a job folder (judged by `watch`, or only built), or a batch folder with
+    build-many's jobs.json (each job's verdict.json is read from its folder). A job not
+    submitted yet shows as NOT_SUBMITTED, one submitted but not watched as NOT_WATCHED. One
+    self-contained page: a summary per verdict, the jobs with their logs and evidence, failing
+    and skipped tests, eval scores, and a chart of the bench figures. Prints the page's path.
 
     \b
     Example:

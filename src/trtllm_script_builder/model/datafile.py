@@ -124,6 +124,22 @@ def yaml_loader_class(*, aliases: bool) -> Any:
     return Loader
 
 
+def yaml_error_at(exc: Exception, text: str) -> tuple[str, str, str]:
+    """(`:line:column` or "", what is wrong there, the fix) of a YAML parser's error, as an
+    editor would point at it; a tab, which YAML never takes as indentation, named as one."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return "", what, "fix its syntax"
+    where = f":{mark.line + 1}:{mark.column + 1}"
+    lines = text.splitlines()
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    if "\t" in line[: mark.column + 1] or "'\\t'" in what:
+        return where, "a tab, which YAML does not take for indentation", "indent with spaces"
+    context = getattr(exc, "context", None)
+    return where, f"{what} ({context})" if context else what, "fix the YAML there"
+
+
 def _line(where: Any) -> str:
     mark = getattr(where, "start_mark", None)
     return f" (line {mark.line + 1})" if mark is not None else ""

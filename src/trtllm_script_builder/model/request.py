@@ -84,9 +84,17 @@ PATH_FIELDS = (
 )
 REMOTE_PATH_FIELDS = ("remote_repo_path", "remote_work_dir", "llm_models_root")
 # Patterns, compiled by `re` on first use: most builds check one time limit and one or two names.
-_TIME = r"(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})"
+_TIME = r"(\d+|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}){0,2})"
 
-# The checks: a ValueError's text becomes the error line's problem.
+# The checks: a ValueError's text becomes the error line's problem, a Problem's fix its fix.
+
+
+class Problem(ValueError):
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(problem)
+        self.fix = fix
+
+
 # What a value may hold at all is model/values.py's (decision one-validation-layer).
 
 
@@ -102,6 +110,14 @@ def minutes(v: Any) -> Any:
 
 
 def check_time(v: str) -> str:
+    if m := re.fullmatch(r"(\d+):(\d{1,2})", v):
+        # Slurm reads H:MM as minutes:seconds; which was meant cannot be told, so the user
+        # picks (decision ambiguous-time-limit).
+        h, mm = int(m.group(1)), int(m.group(2))
+        raise Problem(
+            f"is minutes:seconds to Slurm ({h} min {mm} s), and hours:minutes is as likely meant",
+            f"write {h:02d}:{mm:02d}:00 for {h} h {mm} min, or 0:{h:02d}:{mm:02d} for {h} min {mm} s",
+        )
     if v.upper() in ("UNLIMITED", "INFINITE") or re.fullmatch(_TIME, v):
         return v
     raise ValueError("is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED)")
@@ -144,6 +160,41 @@ def check_plain_path(v: str | None) -> str | None:
             "must be an absolute path of letters, digits and . _ + / @ = - (it goes into "
             "mount lists and file names)"
         )
+    return v
+
+
+# Leading VAR=value words, then the first word of the command.
+_FIRST_WORD = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*)(\S+)")
+
+
+def run_test_id_with_pytest(v: str | None) -> str | None:
+    """A bare test id (a test-list line, a perf-sanity id) is what `test_cmd` takes too: it
+    runs with pytest, as the test list's runner would run it (decision bare-test-id)."""
+    m = _FIRST_WORD.match(v) if v else None
+    if v is None or m is None:
+        return v
+    first = m.group(2)
+    if "::" in first or first.endswith(".py"):
+        return f"{m.group(1)}pytest {v[m.start(2) :]}"
+    return v
+
+
+# The form of each tool's command, shown when a field holds a word instead of one.
+_TOOL_FORMS = {
+    "eval_cmd": "trtllm-eval --model <checkpoint or Hugging Face id> [--tp_size N] <task, e.g. mmlu>",
+    "bench_cmd": "trtllm-bench --model <model> throughput --dataset <dataset file>",
+}
+
+
+def check_tool_command(v: str | None, info: Any) -> str | None:
+    """One word with no path is a keyword (`accuracy`, as an orchestrator may pass the kind of
+    run), not a command: the job would run a program of that name (decision bare-test-id)."""
+    if (
+        v is not None
+        and re.fullmatch(r"[\w.-]+", v.strip())
+        and not v.strip().startswith("trtllm-")
+    ):
+        raise Problem("is one word, not a command line", f"write {_TOOL_FORMS[info.field_name]}")
     return v
 
 
@@ -424,6 +475,8 @@ class Request(_Strict):
     )(no_bool)
     _minutes = field_validator("time_limit", mode="before")(minutes)
     _time = field_validator("time_limit")(check_time)
+    _test_id = field_validator("test_cmd")(run_test_id_with_pytest)
+    _tool_command = field_validator("eval_cmd", "bench_cmd")(check_tool_command)
     _model_name = field_validator("model_name")(check_model_name)
     _slurm_names = field_validator("partition", "account", "mpi_plugin")(check_slurm_name)
     _cuda_arch = field_validator("cuda_arch")(check_cuda_arch)
@@ -470,6 +523,8 @@ def _type_fix(err: Any) -> str:
     """The fix for a value of the wrong type (decision strict-request-types): the value as the
     schema takes it, or the nearest allowed word."""
     given = err.get("input")
+    if isinstance(own := err.get("ctx", {}).get("error"), Problem):
+        return own.fix
     if err["type"] == "int_type" and isinstance(given, str) and given.strip().isdigit():
         return f"write {given.strip()} without quotes"
     if err["type"] == "bool_type":
@@ -559,9 +614,10 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
             "request", f"{name} cannot be parsed ({str(exc).splitlines()[0]})", "fix its syntax"
         ) from None
     except Exception as exc:  # yaml.YAMLError has no common base we can name without importing yaml
-        raise BuildError(
-            "request", f"{name} cannot be parsed ({str(exc).splitlines()[0]})", "fix its syntax"
-        ) from None
+        from trtllm_script_builder.model.datafile import yaml_error_at
+
+        where, what, fix = yaml_error_at(exc, text)
+        raise BuildError("request", f"{name}{where} cannot be parsed: {what}", fix) from None
     if not isinstance(data, dict):
         raise BuildError(
             "request",
@@ -611,14 +667,22 @@ def _load_yaml(text: str) -> Any:
     return load_yaml(text, yaml_loader())
 
 
+_WINDOWS_PATH = re.compile(r"[A-Za-z]:[\\/]|\\\\")
 _ENV_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def refuse_unexpanded(key: str, value: str) -> None:
     """`~/x` or `$HOME/x` in a request is taken as written (no shell reads a request), so it
     would become `<request folder>/~/x`: refused with the path the user meant (for a path on
-    this machine; the cluster's or the container's home is not known here)."""
+    this machine; the cluster's or the container's home is not known here). A Windows path
+    would be glued to the current folder the same way."""
     here = key in PATH_FIELDS
+    if _WINDOWS_PATH.match(value):
+        raise BuildError(
+            key,
+            f"is a Windows path (got {values.shown(value)}); the job runs on Linux",
+            "give the path as this machine (or WSL: /mnt/c/...) names it, with /",
+        )
     if value.startswith("~"):
         meant = os.path.expanduser(value) if here else value
         fix = (

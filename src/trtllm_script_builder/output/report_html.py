@@ -2,7 +2,8 @@
 
 DIR is a job folder (its `verdict.json`) or a batch folder of `build-many` (its `jobs.json`,
 each built row's folder read for its own `verdict.json`; a row not yet watched shows as
-NOT_WATCHED, a row that did not build as BUILD_ERROR). The page has no script and loads
+NOT_WATCHED, one not submitted as NOT_SUBMITTED, a row that did not build as BUILD_ERROR; a job
+folder that was built but not judged shows the same way). The page has no script and loads
 nothing: styles inline, the bench chart an SVG drawn here. Every value from the files goes
 through Jinja2's autoescape (test ids and messages are the job's words, not ours), and the
 same files give the same bytes (no clock, no dict order from the disk). Decision static-html-report.
@@ -43,8 +44,13 @@ STATUSES = (
     "INFRA_FAILURE",
     "COMPILE_FAILED",
     "NOT_WATCHED",
+    "NOT_SUBMITTED",
     "BUILD_ERROR",
 )
+# What `build` and `submit` leave in a folder (process/ writes them; this layer only looks).
+JOB_SPEC_FILE = "job_spec.json"
+SUBMITTED = ("submission.json", "batch_submission.json")
+NOT_SUBMITTED_YET = "built, not submitted yet (trtllm-script-builder submit <its folder>)"
 # Per bench figure: the chart it goes in. trtllm-bench's report lines (process/figures.py) and
 # the perf-sanity benchmark client's (process/perf_sanity.py) share a panel when they measure
 # the same thing in the same unit.
@@ -152,10 +158,12 @@ def load_report(folder: Path) -> Report:
                 "run `trtllm-script-builder watch WORK_DIR` again",
             )
         return Report(folder.name, [_job(folder, folder, folder.name, verdict)])
+    if (folder / JOB_SPEC_FILE).is_file():  # built; not run, or not judged yet
+        return Report(folder.name, [_unjudged(folder, folder, folder.name, "")])
     raise BuildError(
         "dir",
-        f"{folder} has no verdict.json or jobs.json",
-        "give a job folder that `watch` has judged, or a batch folder that `build-many` wrote",
+        f"{folder} has no verdict.json, job_spec.json or jobs.json",
+        "give a job folder that `build` wrote, or a batch folder that `build-many` wrote",
     )
 
 
@@ -168,7 +176,7 @@ def _batch_job(root: Path, row: dict[str, Any]) -> Job:
     work = Path(str(row["work_dir"]))
     if not work.is_absolute():
         work = root / work
-    unwatched = Job(work.name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
+    unwatched = _unjudged(root, work, work.name, entry)
     try:
         verdict = parse_json((work / VERDICT_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -177,6 +185,16 @@ def _batch_job(root: Path, row: dict[str, Any]) -> Job:
         unwatched.reason = f"{VERDICT_FILE} cannot be read: {str(exc).splitlines()[0]}"
         return unwatched
     return _job(root, work, work.name, verdict, entry) if isinstance(verdict, dict) else unwatched
+
+
+def _unjudged(root: Path, work: Path, name: str, entry: str) -> Job:
+    """A built job with no verdict: NOT_SUBMITTED until `submit` recorded it, then
+    NOT_WATCHED."""
+    if any((folder / f).is_file() for folder in {root, work} for f in SUBMITTED):
+        return Job(name, _href(root, work, folder=True), "NOT_WATCHED", entry=entry)
+    job = Job(name, _href(root, work, folder=True), "NOT_SUBMITTED", entry=entry)
+    job.reason = NOT_SUBMITTED_YET
+    return job
 
 
 def _href(root: Path, path: Path, folder: bool = False) -> str | None:

@@ -22,6 +22,19 @@ def submit_py_path(repo_root: Path) -> Path:
     return repo_root / SUBMIT_PY
 
 
+def require_submit_py(repo_root: Path) -> Path:
+    """The checkout's submit.py, refused on `repo_root` when it has none (a dry run too)."""
+    script = submit_py_path(repo_root)
+    if not script.is_file():
+        raise BuildError(
+            "repo_root",
+            f"{script} does not exist, so perf-sanity cannot be built from {repo_root}",
+            "point repo_root at a TensorRT-LLM checkout that has "
+            "jenkins/scripts/perf/local/submit.py",
+        )
+    return script
+
+
 def _tail(text: str, lines: int = _TAIL_LINES) -> str:
     kept = [line.strip() for line in text.splitlines() if line.strip()]
     return " | ".join(kept[-lines:])
@@ -44,14 +57,7 @@ def run_submit_py(
     script is a BuildError on `repo_root`; a non-zero exit, a timeout or a failure to start is
     ToolFailed carrying the last lines submit.py printed.
     """
-    script = submit_py_path(repo_root)
-    if not script.is_file():
-        raise BuildError(
-            "repo_root",
-            f"{script} does not exist, so perf-sanity cannot be built from {repo_root}",
-            "point repo_root at a TensorRT-LLM checkout that has "
-            "jenkins/scripts/perf/local/submit.py",
-        )
+    script = require_submit_py(repo_root)
     # its own group: a child it leaves is stopped with it (decision submit-py-children)
     done = run([python, str(script), *args], cwd=cwd, env=env, timeout=timeout, own_group=True)
     if done.timed_out:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.errors import BuildError, refusal
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.slurm_env import Partition, SlurmEnv
 from trtllm_script_builder.resolve.backend import queued
-from trtllm_script_builder.slurm_time import parse_time_minutes
+from trtllm_script_builder.slurm_time import parse_time_minutes, time_to_seconds
 
 
 @dataclass(frozen=True)
@@ -23,36 +23,64 @@ class ClusterFacts:
     fallback: bool
 
 
-def require_slurm_fields(req: Request) -> None:
+def require_slurm_fields(req: Request) -> list[BuildError]:
+    """A refusal for each of partition, account and the cluster file that is missing; the
+    names the cluster file has are listed, so the fix is a choice, not a search."""
+    problems = []
     for field in ("partition", "account", "slurm_env_file"):
         if not getattr(req, field):
             flag = "--" + field.replace("_", "-")
-            hint = (
-                "it must be the value resolved against the cluster"
-                if field != "slurm_env_file"
-                else "probe the cluster first (trtllm-script-builder probe --output slurm_env.json)"
+            if field == "slurm_env_file":
+                hint = (
+                    "probe the cluster first (trtllm-script-builder probe --output slurm_env.json)"
+                )
+            else:
+                hint = _names_in_cluster_file(req, field) or "the value the cluster knows"
+            problems.append(
+                BuildError(
+                    field, f"is required for {req.execution_scenario}", f"pass {flag} {hint}"
+                )
             )
-            raise BuildError(
-                field, f"is required for {req.execution_scenario}", f"pass {flag}; {hint}"
-            )
+    return problems
+
+
+def _names_in_cluster_file(req: Request, field: str) -> str | None:
+    """`one of: a, b` from the request's slurm_env.json, or None when it cannot be read."""
+    if not req.slurm_env_file:
+        return None
+    from trtllm_script_builder.model.slurm_env import load_slurm_env
+
+    try:
+        env = load_slurm_env(req.slurm_env_file)[0]
+    except (BuildError, OSError, ValueError):
+        return None
+    names = [p.name for p in env.partitions] if field == "partition" else list(env.accounts)
+    return f"with one of: {', '.join(names)}" if names else None
 
 
 def find_partition(req: Request, env: SlurmEnv) -> Partition | None:
     assert req.partition is not None
     part = env.partition(req.partition)
+    problems = []
     if part is None and env.partitions:
         names = [p.name for p in env.partitions]
-        raise BuildError(
-            "partition",
-            f"{req.partition!r} is not a partition of this cluster (has: {', '.join(names)})",
-            _one_of(req.partition, names, "--partition"),
+        problems.append(
+            BuildError(
+                "partition",
+                f"{req.partition!r} is not a partition of this cluster (has: {', '.join(names)})",
+                _one_of(req.partition, names, "--partition"),
+            )
         )
     if env.accounts and req.account not in env.accounts:
-        raise BuildError(
-            "account",
-            f"{req.account!r} is not one of your accounts ({', '.join(env.accounts)})",
-            _one_of(req.account or "", env.accounts, "--account"),
+        problems.append(
+            BuildError(
+                "account",
+                f"{req.account!r} is not one of your accounts ({', '.join(env.accounts)})",
+                _one_of(req.account or "", env.accounts, "--account"),
+            )
         )
+    if problems:
+        raise refusal(problems)
     return part
 
 
@@ -94,6 +122,13 @@ def gpus_per_node(req: Request, part: Partition | None) -> tuple[int, str]:
             "pass a GPU partition with --partition (or --gpus-per-node N if its nodes have GPUs "
             "that Slurm does not schedule)",
         )
+    if here:  # build asked nvidia-smi before this (build._gpus_found_here)
+        raise BuildError(
+            "gpus_per_node",
+            "unknown: env_check gives no GPU count and nvidia-smi -L lists no GPU on this machine",
+            "pass what the environment check found, --env-check '{\"gpus_per_node\": N}', or "
+            "--gpus-per-node N",
+        )
     where = (
         f"partition {part.name} reports none (GRES {part.gres})" if part else "nothing reports it"
     )
@@ -130,17 +165,16 @@ def cluster_facts(req: Request, env: SlurmEnv | None) -> ClusterFacts:
 
 
 _PMIX = re.compile(r"pmix(_v\d+)?")
-_MM_SS = re.compile(r"(\d+):(\d\d)")
 
 
 def time_limit_warnings(req: Request, facts: ClusterFacts | None) -> list[str]:
     """A time limit past the partition's: sbatch refuses it, or the job waits for ever. And
-    `H:MM`, which Slurm reads as minutes and seconds (decision ambiguous-time-limit)."""
+    a limit of zero, which Slurm reads as no limit at all (decision ambiguous-time-limit)."""
     notes = []
-    if m := _MM_SS.fullmatch(req.time_limit):
+    if time_to_seconds(req.time_limit) == 0:
         notes.append(
-            f"time_limit {req.time_limit} is MM:SS to Slurm ({int(m.group(1))} min "
-            f"{int(m.group(2))} s); for hours write {int(m.group(1))}:{m.group(2)}:00"
+            f"time_limit {req.time_limit} asks Slurm for no time limit (the partition's "
+            "MaxTime applies); give the job's real length, e.g. 02:00:00"
         )
     part = facts.partition if facts else None
     if part is None or not part.time_limit:
