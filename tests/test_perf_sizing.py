@@ -358,6 +358,7 @@ def test_config_path_for() -> None:
         "/r/tests/scripts/perf-sanity/disaggregated/a-b.yaml"
     )
 
+
 def test_world_size_is_not_read_for_a_server_config() -> None:
     """submit.py multiplies tp*pp*cp (each default 1) and launches that many tasks; a
     world_size of 4 with no tp gets 1 task, so the job is sized 1, not 4."""

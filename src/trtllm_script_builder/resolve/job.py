@@ -825,7 +825,7 @@ def _category4(
     # submit.py makes work_dir the container's working folder and writes its output there.
     job_dir = mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
     extras = [job_dir]
-    if plan.config_file and not paths.remote and not plan.fallback_yaml:
+    if plan.config_file and not paths.remote:
         # submit.py points the config-folder variable at the config's folder: the container
         # must see it there (dropped when the repo, home or work_dir mount covers it)
         folder = os.path.dirname(os.path.abspath(plan.config_file))
