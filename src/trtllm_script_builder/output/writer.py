@@ -55,8 +55,12 @@ def staged_set(work_dir: Path, stale: Callable[[str], set[str]] | None = None) -
             sweep_once(parent)
         if not fresh:
             sweep_once(work_dir)
-        os.mkdir(stage)  # a new random name: what fails here is not ours to remove
-        made.append(stage)
+        made.append(stage)  # first: a signal right after the mkdir must still remove it
+        try:
+            os.mkdir(stage)
+        except FileExistsError:
+            made.remove(stage)  # a new random name already taken: not ours to remove
+            raise
         yield Path(stage)
         if fresh:
             os.rename(stage, work_dir)
