@@ -48,6 +48,11 @@ def test_skipped():
 
 def test_sleeps():
     time.sleep(120)
+
+
+@pytest.mark.skip_less_device(8)
+def test_sleeps_on_eight():
+    time.sleep(120)
 """
 
 MIXED = """\
@@ -230,7 +235,10 @@ def test_mixed_batch_throttled_to_one_gives_one_verdict_per_job(
 
 def test_watch_timeout_cancels_the_whole_batch(site: BatchSite, cleanup: list[Path]) -> None:
     folder, _ = build_many(
-        site, "sleepers", "accuracy/test_batch.py::test_sleeps\n" * 3 + "accuracy/test_tiny.py\n"
+        site,
+        "sleepers",
+        "accuracy/test_batch.py::test_sleeps\n" * 3
+        + "accuracy/test_batch.py::test_sleeps_on_eight\n",
     )
     cleanup.append(folder)
     res = tsb(site.env, "submit", str(folder), "--max-running", "1")

@@ -62,15 +62,20 @@ def working_tree(repo: Path) -> dict[str, str]:
     }
 
 
+def _build_tree(parts: tuple[str, ...]) -> bool:
+    return len(parts) > 2 and parts[0] == "cpp" and parts[1].startswith("build")
+
+
 def files_of(checkout: Path) -> dict[str, str]:
     """The files of a clone but for .git, the job folders (work_dirs/) and the build tree a
-    compile leaves (cpp/build, which .gitignore names, as TensorRT-LLM's does)."""
+    compile leaves (cpp/build*, one per architecture, which .gitignore names, as TensorRT-LLM's
+    does)."""
     return {
         str(p.relative_to(checkout)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(checkout.rglob("*"))
         if p.is_file()
         and p.relative_to(checkout).parts[0] not in (".git", "work_dirs")
-        and p.relative_to(checkout).parts[:2] != ("cpp", "build")
+        and not _build_tree(p.relative_to(checkout).parts)
     }
 
 

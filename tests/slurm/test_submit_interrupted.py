@@ -71,7 +71,10 @@ def test_an_interrupted_submit_cancels_its_job(
         assert sacct_state(jobs[0]) == "CANCELLED"
         # what the job wrote if it started before it was cancelled is its own (its logs)
         logs = re.compile(rf"{name}_custom_{jobs[0]}\.(out|err)")
-        after = {k: v for k, v in tree(work).items() if not logs.fullmatch(k)}
+        # the folder's submit lock stays (decision one-submit-per-folder)
+        after = {
+            k: v for k, v in tree(work).items() if not logs.fullmatch(k) and k != ".submit.lock"
+        }
         assert after == before, sorted(set(after) ^ set(before))
         assert not temps(after)
     finally:
@@ -118,7 +121,8 @@ def test_an_interrupted_batch_submit_cancels_every_array(
         # the array's driver script stays (it is what was submitted), and the logs of a task
         # that started before it was cancelled; no record, no temporary
         assert all(
-            re.fullmatch(r"batch_array\d+\.slurm|.*_\d+(_\d+)?\.(out|err)", n) for n in new
+            re.fullmatch(r"batch_array\d+\.slurm|.*_\d+(_\d+)?\.(out|err)|\.submit\.lock", n)
+            for n in new
         ), new
         assert not [n for n in new if n.endswith(".json")]
         assert {k: v for k, v in after.items() if k not in new} == before

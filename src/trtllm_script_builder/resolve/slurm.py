@@ -203,6 +203,10 @@ class Share:
 def node_share(part: Partition | None, gpus_on_node: int, gpn: int, tasks_on_node: int) -> Share:
     """Decision gpu-cpu-share: the node's CPUs and memory in proportion to the GPUs the job
     holds on it, split over its tasks there; never guessed when the probe did not record them."""
+    if part is not None and part.arch is not None and not _has_gpus(part):
+        # a partition the probe saw without GPUs: no GPU share to take, the node is shared
+        # as the cluster's defaults say
+        return Share(None, None, ())
     if part is None or not part.cpus_per_node or not part.mem_per_node_mb:
         name = f"partition {part.name}" if part else "the partition"
         return Share(

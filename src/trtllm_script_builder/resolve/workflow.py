@@ -153,6 +153,13 @@ def by_world_size(req: Request, ws: int, gpn: int, what: str, model: str) -> Siz
             f"{ws} GPUs ({what}) are more than this machine's {gpn}; across nodes it needs Slurm",
             "lower the parallelism or use a Slurm scenario",
         )
+    if req.node_count is not None and req.node_count < nodes:
+        raise BuildError(
+            "node_count",
+            f"{req.node_count} is too few: {ws} ranks ({what}) on nodes of {gpn} GPUs needs "
+            f"{nodes} nodes",
+            f"pass --node-count {nodes}, or drop --node-count",
+        )
     if ws % nodes or (req.node_count is not None and req.node_count != nodes):
         raise BuildError(
             "node_count" if req.node_count is not None else "required_devices",
