@@ -64,12 +64,18 @@ EVAL = "trtllm-eval --model org/Tiny-Model --tp_size 2 --pp_size 2 --gpus_per_no
 
 
 def test_two_node_eval_computes_its_score(wide: Site, launcher: str) -> None:
+    """The stand-in eval leaves the leader running at its end, as TensorRT-LLM's LLM does since
+    its shutdown stopped doing it: the job ends only because something else stops the leader
+    (decision launcher-stop)."""
     spec = build(wide, f"eval_2n_{launcher}", eval_cmd=EVAL)
     params = spec["slurm_params"]
     assert (spec["category"], spec["node_count"], params["ntasks"]) == (5, 2, 4)
     assert (params["ntasks_per_node"], params["gres"]) == (2, "gpu:2")
+    started = time.monotonic()
     job = submit(wide, spec)
+    took = time.monotonic() - started
     assert_passed(job, spec)
+    assert took < 60, f"the job took {took:.0f}s"
     assert log_results(job, spec) == {"gsm8k": {"accuracy": 75.0}}
     assert "trtllm-eval (stand-in): MPI world of 4 ranks on 2 node(s)" in job.log, job.log
     name = {"installed": "installed", "ci": "CI's copy"}[launcher]
@@ -128,3 +134,20 @@ def test_a_failing_two_node_eval_ends_its_job_within_a_minute(wide: Site, launch
     assert "AssertionError: Expected accuracy >= 99.0" in job.log
     assert f"Job {job.job_id} finished with exit code 1" in job.log
     assert took < 60, f"the failing job took {took:.0f}s"
+
+
+@pytest.mark.parametrize("outcome", ["passes", "fails"])
+def test_an_llm_that_stops_the_leader_itself_ends_its_job_too(wide: Site, outcome: str) -> None:
+    """Older TensorRT-LLM stopped the leader from the LLM's shutdown: the script's own stop then
+    finds no leader, and the real one would wait for ever; the job still ends at once with the
+    command's status."""
+    env = {**wide.env, "STANDIN_LLM_STOPS_LEADER": "1"}
+    site = dataclasses.replace(wide, env=env)
+    failing = " --check_accuracy --accuracy_threshold 99" if outcome == "fails" else ""
+    spec = build(site, f"eval_2n_old_llm_{outcome}", eval_cmd=EVAL + failing)
+    started = time.monotonic()
+    job = submit(site, spec)
+    took = time.monotonic() - started
+    expected = ("COMPLETED", "0:0") if outcome == "passes" else ("FAILED", "1:0")
+    assert (job.state, job.exit_code) == expected, job.log + job.err
+    assert took < 60, f"the job took {took:.0f}s"

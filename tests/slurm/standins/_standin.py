@@ -214,9 +214,13 @@ def _through_leader(tool: str, need: int) -> None:
 
 
 def shutdown() -> None:
-    """The LLM's shutdown: under the launcher it stops the leader (the installed launcher at
-    cbe4c0a leaves the stop to it); only a command that gets this far sends it."""
-    if launched():
+    """The LLM's shutdown. In TensorRT-LLM at cc4777e94ddab84b0e2676f1dbcc91b86060329f
+    (tensorrt_llm/llmapi/mpi_session.py) RemoteMpiCommSessionClient.shutdown is a no-op: the
+    LLM never stops the launcher's leader, whatever the command does, and only the launcher (or
+    the script) can. Older versions sent the stop from that shutdown (the client put None on
+    the queue), which the installed launcher at cbe4c0a relies on: STANDIN_LLM_STOPS_LEADER=1
+    picks that behaviour, and then only a command that gets this far sends it."""
+    if launched() and os.environ.get("STANDIN_LLM_STOPS_LEADER") == "1":
         from tensorrt_llm.llmapi._mgmn import ask
 
         ask("stop", timeout=5)

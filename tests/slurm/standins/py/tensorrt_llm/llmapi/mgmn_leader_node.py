@@ -7,8 +7,11 @@ Behaviour copied: rank 0 of a real MPI world (OpenMPI + mpi4py, started by `srun
 serves the world to the command at TLLM_SPAWN_PROXY_PROCESS_IPC_ADDR and holds every worker
 rank (mgmn_worker_node, in mpi4py's MPICommExecutor on COMM_WORLD) until it is told to stop;
 it never stops by itself, so a command that ends without sending the stop leaves the job
-running to its time limit. `--action stop` sends that stop; with no leader left (the LLM's
-shutdown stopped it already) there is nothing to stop and it exits 0 too.
+running to its time limit. `--action stop` sends that stop and exits 0 once a leader took it.
+With no leader listening it waits, as the real one does (read at c40f115: stop_server_main
+puts None on a ZeroMQ PAIR client socket; the message stays queued for a peer that never
+comes, and closing the queue's context waits for it): a second stop, or one sent after the
+leader ended, never returns by itself.
 What it serves is not TensorRT-LLM's RPC: one line, `world` or `stop` (see _mgmn.py).
 """
 
@@ -19,8 +22,9 @@ import sys
 from tensorrt_llm.llmapi._mgmn import ask, me, serve
 
 if sys.argv[1:] == ["--action", "stop"]:
-    answer = ask("stop", timeout=5)
-    print(f"mgmn_leader_node (stand-in): stop -> {answer or 'no leader answered'}", flush=True)
+    while not (answer := ask("stop", timeout=5)):
+        pass  # the real client's queued message waits for a peer, for ever
+    print(f"mgmn_leader_node (stand-in): stop -> {answer}", flush=True)
     sys.exit(0)
 
 from mpi4py.futures import MPICommExecutor  # noqa: E402
