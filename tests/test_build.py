@@ -420,6 +420,37 @@ def test_a_users_launcher_is_dropped_for_the_scripts_own(env: Env, cli) -> None:
     assert "trtllm-llmapi-launch" not in text
 
 
+def test_across_nodes_the_command_must_be_one_plain_call(env: Env, cli) -> None:
+    # The installed launcher joins its arguments and runs the string unquoted: shell syntax
+    # would not reach a shell, so it is refused, naming the field (decision launcher-words).
+    wide = "trtllm-eval --model /m/x --tp_size 16 gsm8k"
+    for cmd, shown in (
+        (f"{wide} && echo done", "('&&')"),
+        (f"{wide} > /tmp/out.txt", "('>')"),
+        ("trtllm-eval --model $MODEL --tp_size 16 gsm8k", "('$MODEL')"),
+        (f"HF_HUB_OFFLINE=1 {wide}", "is not one plain command"),
+    ):
+        r = cli([], env.request(eval_cmd=cmd))
+        assert r.code == 2, (cmd, r.stderr)
+        assert "eval_cmd: across nodes runs under trtllm-llmapi-launch" in r.stderr, r.stderr
+        assert shown in r.stderr and not list(env.work.glob("*.slurm")), r.stderr
+    # the same calls on one node run as written, under bash (no launcher)
+    r = cli([], env.request(eval_cmd="trtllm-eval --model /m/x --tp_size 2 gsm8k && echo done"))
+    assert r.code == 0, r.stderr
+
+
+def test_across_nodes_a_word_the_installed_launcher_splits_is_warned(env: Env, cli) -> None:
+    cmd = "trtllm-eval --model /m/x --tp_size 16 --extra_llm_api_options '/m/a b.yaml' gsm8k"
+    r = cli([], env.request(eval_cmd=cmd))
+    assert r.code == 0, r.stderr
+    assert "eval_cmd: '/m/a b.yaml' does not survive the installed trtllm-llmapi-launch" in r.stderr
+    text = (env.work / "x_eval.slurm").read_text()
+    # still one word in the script: CI's copy of the launcher keeps it whole
+    assert "--extra_llm_api_options '/m/a b.yaml' gsm8k || status=$?" in text
+    r = cli(["--force"], env.request(eval_cmd=cmd.replace("16", "2")))
+    assert r.code == 0 and "does not survive" not in r.stderr, r.stderr
+
+
 def test_mpi_plugin_flag_is_quoted_and_used(env: Env, cli) -> None:
     cli([], env.request(bench_cmd="trtllm-bench -m x throughput --tp 16", mpi_plugin="pmi2"))
     assert " --mpi=pmi2 " in (env.work / "x_bench.slurm").read_text()

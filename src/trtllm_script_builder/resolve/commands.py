@@ -375,7 +375,7 @@ def launch_words(cmd: str, field: str, warnings: list[str]) -> str:
             "give one call of the program, without &&, pipes, redirections, variables or "
             "VAR=value prefixes",
         )
-    split = [w for w in ws if w != " ".join(w.split()) or any(c in w for c in "*?[")]
+    split = [w for w in ws if any(c.isspace() or c in "*?[" for c in w)]
     if split:
         warnings.append(
             f"{field}: {split[0]!r} does not survive the installed trtllm-llmapi-launch, which "
