@@ -142,12 +142,29 @@ def test_an_llm_that_stops_the_leader_itself_ends_its_job_too(wide: Site, outcom
     finds no leader, and the real one would wait for ever; the job still ends at once with the
     command's status."""
     env = {**wide.env, "STANDIN_LLM_STOPS_LEADER": "1"}
-    site = dataclasses.replace(wide, env=env)
+    older = dataclasses.replace(wide, env=env)
     failing = " --check_accuracy --accuracy_threshold 99" if outcome == "fails" else ""
-    spec = build(site, f"eval_2n_old_llm_{outcome}", eval_cmd=EVAL + failing)
+    spec = build(older, f"eval_2n_old_llm_{outcome}", eval_cmd=EVAL + failing)
     started = time.monotonic()
-    job = submit(site, spec)
+    job = submit(older, spec)
     took = time.monotonic() - started
     expected = ("COMPLETED", "0:0") if outcome == "passes" else ("FAILED", "1:0")
     assert (job.state, job.exit_code) == expected, job.log + job.err
     assert took < 60, f"the job took {took:.0f}s"
+
+
+def test_a_failing_eval_ends_with_its_status_while_workers_are_still_ending(
+    wide: Site, launcher: str
+) -> None:
+    """Rank 0 ends last after a failure: a worker still tearing down (here 3 s after MPI_Finalize,
+    as a real one unloads torch and CUDA) would be ended by --kill-on-bad-exit, and the job's
+    status would be its signal's (143), not the command's."""
+    slow = dataclasses.replace(wide, env={**wide.env, "STANDIN_WORKER_EXIT_DELAY": "3"})
+    failing = EVAL + " --check_accuracy --accuracy_threshold 99"
+    spec = build(slow, f"eval_2n_slow_workers_{launcher}", eval_cmd=failing)
+    started = time.monotonic()
+    job = submit(slow, spec)
+    took = time.monotonic() - started
+    assert (job.state, job.exit_code) == ("FAILED", "1:0"), job.log + job.err
+    assert f"Job {job.job_id} finished with exit code 1" in job.log
+    assert took < 60, f"the failing job took {took:.0f}s"
