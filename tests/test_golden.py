@@ -79,7 +79,10 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "cat2_pytest_two_nodes_remote_slurm": (
         "remote_slurm",
-        {"test_cmd": "pytest accuracy/test_tiny.py::TestBig::test_class_marked -v", "partition": "gb"},
+        {
+            "test_cmd": "pytest accuracy/test_tiny.py::TestBig::test_class_marked -v",
+            "partition": "gb",
+        },
     ),
     "cat5_eval_local_slurm": ("local_slurm", {"eval_cmd": EVAL}),
     "cat5_eval_remote_slurm": (

@@ -131,7 +131,9 @@ def test_the_leader_is_stopped_after_pytest_whatever_its_status(
         "-v",
         f"--junitxml={tmp_path}/report.xml",
     ]
-    assert (tmp_path / "python3").read_text() == "-m tensorrt_llm.llmapi.mgmn_leader_node --action stop\n"
+    assert (
+        tmp_path / "python3"
+    ).read_text() == "-m tensorrt_llm.llmapi.mgmn_leader_node --action stop\n"
 
 
 def test_ci_s_launcher_gets_the_words_whole(env: Env, cli, tmp_path: Path) -> None:

@@ -72,9 +72,7 @@ def test_pytest_wider_than_the_machine_needs_slurm(env: Env, cli) -> None:
     line = refused(
         cli,
         env,
-        env.request(
-            "local_docker", test_cmd="pytest accuracy/test_tiny.py::TestBig::test_too_big"
-        ),
+        env.request("local_docker", test_cmd="pytest accuracy/test_tiny.py::TestBig::test_too_big"),
         "required_devices",
     )
     assert "across nodes it needs Slurm" in line

@@ -8,7 +8,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.resolve import mounts as mnt
