@@ -4,8 +4,9 @@ nodes of the test cluster, with real Slurm, PMIx and OpenMPI.
 
 The launchers, their MPI leader and workers, trtllm-eval and trtllm-bench are the stand-ins in
 tests/slurm/standins (their docstrings name the upstream files). The stand-in leader holds the
-job until something stops it, as the real one does: a failing command ends its job promptly
-only because the script stops the leader and ends the step.
+job until something stops it, as the real one does, and neither the installed launcher nor the
+programs' LLM shutdown do: a command, passing or failing, ends its job promptly only because the
+script's wrapper (or CI's copy of the launcher) stops the leader (decision launcher-stop).
 """
 
 from __future__ import annotations

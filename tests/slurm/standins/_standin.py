@@ -214,12 +214,12 @@ def _through_leader(tool: str, need: int) -> None:
 
 
 def shutdown() -> None:
-    """The LLM's shutdown: under the launcher it stops the leader (the installed launcher at
-    cbe4c0a leaves the stop to it); only a command that gets this far sends it."""
-    if launched():
-        from tensorrt_llm.llmapi._mgmn import ask
-
-        ask("stop", timeout=5)
+    """The LLM's shutdown, which under the launcher leaves the MPI leader running:
+    RemoteMpiCommSessionClient.shutdown does nothing (tensorrt_llm/llmapi/mpi_session.py at
+    cc4777e94ddab84b0e2676f1dbcc91b86060329f; its one client serves every LLM of the process).
+    The installed launcher (cbe4c0a) sends no stop either: only what runs it can (CI's copy of
+    the launcher, or the script's wrapper, decision launcher-stop)."""
+    return None
 
 
 def start_mpi(tool: str, need: int) -> int:

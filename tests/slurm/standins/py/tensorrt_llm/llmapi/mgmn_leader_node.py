@@ -7,8 +7,8 @@ Behaviour copied: rank 0 of a real MPI world (OpenMPI + mpi4py, started by `srun
 serves the world to the command at TLLM_SPAWN_PROXY_PROCESS_IPC_ADDR and holds every worker
 rank (mgmn_worker_node, in mpi4py's MPICommExecutor on COMM_WORLD) until it is told to stop;
 it never stops by itself, so a command that ends without sending the stop leaves the job
-running to its time limit. `--action stop` sends that stop; with no leader left (the LLM's
-shutdown stopped it already) there is nothing to stop and it exits 0 too.
+running to its time limit. `--action stop` sends that stop; with no leader left (stopped
+already) there is nothing to stop and it exits 0 too.
 What it serves is not TensorRT-LLM's RPC: one line, `world` or `stop` (see _mgmn.py).
 """
 
