@@ -183,3 +183,37 @@ def test_one_node_is_unchanged(env: Env, cli) -> None:
     script = Path(spec["script_path"]).read_text()
     assert "--mpi" not in run_step(script) and "trtllm-llmapi-launch" not in script
     assert os.path.basename(spec["script_path"]) == "big_auto_test.slurm"
+
+
+def test_a_multi_node_test_db_block_builds_jobs_over_nodes(env: Env, cli, tmp_path: Path) -> None:
+    """A block shaped like l0_gb200_multi_nodes.yml (system_gpu_count 8, GB200 nodes of 4
+    GPUs): its lines become jobs of 2 nodes, 8 ranks, 4 per node, as CI's 2-node stages."""
+    from .conftest import materialise_tests
+    from .test_batch import base_file
+
+    materialise_tests(env.repo, ["accuracy/test_mn.py::TestBigModel::test_nvfp4_multi_gpus"])
+    db = tmp_path / "l0_gb200_multi_nodes.yml"
+    db.write_text(
+        "version: 0.0.1\n"
+        "l0_gb200_multi_nodes:\n"
+        "- condition:\n"
+        "    ranges: {system_gpu_count: {gte: 8, lte: 8}}\n"
+        "    wildcards: {gpu: ['*gb200*']}\n"
+        "  tests:\n"
+        "  - accuracy/test_mn.py::TestBigModel::test_nvfp4_multi_gpus TIMEOUT (180)\n"
+    )
+    out = tmp_path / "jobs"
+    base = base_file(env, tmp_path, partition="gb")
+    r = cli(["build-many", str(db), "--base", str(base), "--work-dir", str(out)])
+    assert r.code == 0, r.stderr
+    (row,) = json.loads((out / "jobs.json").read_text())
+    spec = json.loads((Path(row["work_dir"]) / "job_spec.json").read_text())
+    params = spec["slurm_params"]
+    assert (spec["required_devices"], spec["node_count"]) == (8, 2)
+    assert (params["ntasks"], params["ntasks_per_node"], params["gres"]) == (8, 4, "gpu:4")
+    script = Path(spec["script_path"]).read_text()
+    (words,) = [ln for ln in script.splitlines() if ln.startswith("' bash pytest ")]
+    # TIMEOUT (180) is minutes: pytest's --timeout, as CI passes it, one word among the others
+    assert words.endswith(
+        " accuracy/test_mn.py::TestBigModel::test_nvfp4_multi_gpus --timeout=10800 || status=$?"
+    ), words
