@@ -70,6 +70,20 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         "local_slurm",
         {"bench_cmd": BENCH.replace("--tp 2", "--tp 16")},
     ),
+    # A test wider than a node, as CI's multi-node stages run it: one rank per GPU, pytest on
+    # rank 0 under the launcher (decision multi-node-pytest); the second on nodes of 4 GPUs, as
+    # CI's GB200 stages, with the warning that skip_less_device counts one node's GPUs.
+    "cat2_pytest_two_nodes_local_slurm": (
+        "local_slurm",
+        {"test_cmd": "pytest accuracy/test_tiny.py::TestBig::test_too_big -v"},
+    ),
+    "cat2_pytest_two_nodes_remote_slurm": (
+        "remote_slurm",
+        {
+            "test_cmd": "pytest accuracy/test_tiny.py::TestBig::test_class_marked -v",
+            "partition": "gb",
+        },
+    ),
     "cat5_eval_local_slurm": ("local_slurm", {"eval_cmd": EVAL}),
     "cat5_eval_remote_slurm": (
         "remote_slurm",

@@ -54,26 +54,28 @@ def test_missing_remote_paths(env: Env, cli) -> None:
     )
 
 
-def test_too_many_gpus_for_pytest(env: Env, cli) -> None:
-    line = refused(
-        cli,
-        env,
-        env.request(test_cmd="pytest accuracy/test_tiny.py::TestBig::test_too_big"),
-        "required_devices",
-    )
-    assert "skip_less_mpi_world_size(16)" in line and "maximum of 8" in line
-
-
-def test_pytest_more_than_partition_gpus(env: Env, cli) -> None:
+def test_pytest_that_does_not_spread_evenly_over_nodes(env: Env, cli) -> None:
     line = refused(
         cli,
         env,
         env.request(
-            test_cmd="pytest accuracy/test_tiny.py::TestBig::test_class_marked", partition="gb"
+            test_cmd="pytest accuracy/test_tiny.py::TestBig::test_too_big",
+            partition="cpu",
+            gpus_per_node=6,
         ),
         "required_devices",
     )
-    assert "4 GPUs per node" in line
+    assert "skip_less_mpi_world_size(16)" in line and "do not spread evenly over 3 nodes" in line
+
+
+def test_pytest_wider_than_the_machine_needs_slurm(env: Env, cli) -> None:
+    line = refused(
+        cli,
+        env,
+        env.request("local_docker", test_cmd="pytest accuracy/test_tiny.py::TestBig::test_too_big"),
+        "required_devices",
+    )
+    assert "across nodes it needs Slurm" in line
 
 
 def test_pytest_node_count_over_one(env: Env, cli) -> None:

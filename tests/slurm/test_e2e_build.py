@@ -71,7 +71,9 @@ markers =
 # skip_by_device_count skips a test whose skip_less_device(n) asks for more GPUs than the node
 # shows (get_device_count: `nvidia-smi -L`), with the same message. Here the count is what
 # Slurm exposed to the step (CUDA_VISIBLE_DEVICES, from the job's --gres=gpu:N), which is
-# also what the nvidia-smi stand-in lists. skip_less_mpi_world_size likewise. --output-dir and
+# also what the nvidia-smi stand-in lists. skip_less_mpi_world_size as the real one (at
+# 81e729a4e64d8c7659bf8fb9f54016db6dc05c2e): the world trtllm-llmapi-launch set up
+# (tllm_mpi_size), or the GPUs of the node in a world of one. --output-dir and
 # the session fixture output_dir as the real tests/integration/defs/conftest.py defines them.
 DEFS_CONFTEST = """\
 import os
@@ -105,14 +107,22 @@ def skip_by_device_count(request):
             pytest.skip(f"Device count {device_count} is less than {expected_count}")
 
 
+def get_mpi_world_size():
+    "tensorrt_llm.llmapi.mpi_session.get_mpi_world_size: the launcher's world, else MPI's"
+    if os.environ.get("TLLM_SPAWN_PROXY_PROCESS"):
+        return int(os.environ.get("tllm_mpi_size") or 1)
+    return int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+
+
 @pytest.fixture(autouse=True)
 def skip_by_mpi_world_size(request):
     "fixture for skip less mpi world size"
     if request.node.get_closest_marker("skip_less_mpi_world_size"):
-        world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
+        world = get_mpi_world_size()
+        total = get_device_count() if world == 1 else world
         expected = request.node.get_closest_marker("skip_less_mpi_world_size").args[0]
-        if expected > world:
-            pytest.skip(f"MPI world size {world} is less than {expected}")
+        if expected > total:
+            pytest.skip(f"Total world size {total} is less than {expected}")
 """
 
 TEST_TINY = """\

@@ -4,13 +4,15 @@ nodes of the test cluster, with real Slurm, PMIx and OpenMPI.
 
 The launchers, their MPI leader and workers, trtllm-eval and trtllm-bench are the stand-ins in
 tests/slurm/standins (their docstrings name the upstream files). The stand-in leader holds the
-job until something stops it, as the real one does: a failing command ends its job promptly
-only because the script stops the leader and ends the step.
+job until something stops it, as the real one does, and neither the installed launcher nor the
+programs' LLM shutdown do: a command, passing or failing, ends its job promptly only because the
+script's wrapper (or CI's copy of the launcher) stops the leader (decision launcher-stop).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -167,4 +169,99 @@ def test_a_failing_eval_ends_with_its_status_while_workers_are_still_ending(
     took = time.monotonic() - started
     assert (job.state, job.exit_code) == ("FAILED", "1:0"), job.log + job.err
     assert f"Job {job.job_id} finished with exit code 1" in job.log
+    assert took < 60, f"the failing job took {took:.0f}s"
+
+
+# A test TensorRT-LLM's multi-node stages could run: it needs a world of 16 ranks, more than
+# one node of the test cluster has GPUs
+# (skip_less_mpi_world_size counts the launcher's tllm_mpi_size, decision multi-node-pytest) and
+# checks the world its LLM would use, through the launcher's MPI leader as the LLM's proxy
+# reaches it; it records what it saw in --output-dir.
+MULTI_NODE_TESTS = """\
+import json
+import os
+
+import pytest
+
+from tensorrt_llm.llmapi._mgmn import ask
+
+
+@pytest.mark.skip_less_mpi_world_size(16)
+def test_world(output_dir):
+    world = json.loads(ask("world") or "[]")
+    seen = {
+        "world": world,
+        "tllm_mpi_size": os.environ.get("tllm_mpi_size"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "mpi_env": sorted(v for v in os.environ if v.startswith(("OMPI_", "PMIX_", "PMI_", "SLURM_"))),
+        "cwd": os.getcwd(),
+    }
+    with open(os.path.join(output_dir, f"world.{os.getpid()}.json"), "w") as f:
+        json.dump(seen, f)
+    assert len(world) == 16, world
+    assert len({r["host"] for r in world}) == 2, world
+    assert all(r["local_rank"] < len(r["gpus"]) for r in world), world
+
+
+@pytest.mark.skip_less_mpi_world_size(16)
+def test_fails():
+    assert False, "this multi-node test fails on purpose"
+"""
+
+
+@pytest.fixture
+def multi_node_tests(wide: Site) -> Path:
+    folder = wide.repo / "tests" / "integration" / "defs" / "multinode"
+    folder.mkdir(exist_ok=True)
+    (folder / "test_world.py").write_text(MULTI_NODE_TESTS)
+    return folder
+
+
+def test_two_node_pytest_runs_on_rank_0_of_the_world(
+    wide: Site, launcher: str, multi_node_tests: Path
+) -> None:
+    """pytest is real; it runs once, on rank 0 under the launcher, and its test sees a world of
+    16 ranks over both nodes, each with a GPU of its node (decision multi-node-pytest)."""
+    spec = build(
+        wide, f"pytest_2n_{launcher}", test_cmd="pytest multinode/test_world.py::test_world -v"
+    )
+    params = spec["slurm_params"]
+    assert (spec["category"], spec["node_count"], spec["required_devices"]) == (2, 2, 16)
+    assert (params["ntasks"], params["ntasks_per_node"], params["gres"]) == (16, 8, "gpu:8")
+    job = submit(wide, spec)
+    assert_passed(job, spec)
+    assert job.log.count("1 passed") == 1, job.log  # one pytest session, not one per rank
+    work = Path(spec["work_dir"])
+    (seen_file,) = work.glob("world.*.json")  # --output-dir is the job's folder
+    seen = json.loads(seen_file.read_text())
+    assert [r["rank"] for r in seen["world"]] == list(range(16))
+    assert sorted({r["host"] for r in seen["world"]}) == ["gpunode1", "gpunode2"]
+    assert seen["tllm_mpi_size"] == "16" and seen["mpi_env"] == []
+    assert len(seen["cuda_visible_devices"].split(",")) == 8  # its node's GPUs
+    assert seen["cwd"].endswith("tests/integration/defs")
+    junit = work / spec["junit_file_pattern"].replace("%j", job.job_id)
+    assert 'tests="1"' in junit.read_text() and 'failures="0"' in junit.read_text()
+    name = {"installed": "installed", "ci": "CI's copy"}[launcher]
+    runs = [ln for ln in job.err.splitlines() if f"(stand-in, {name}): rank " in ln]
+    assert len(runs) == 16 and all(
+        "pytest multinode/test_world.py::test_world" in ln for ln in runs
+    )
+
+
+def test_a_failing_two_node_pytest_ends_its_job_within_a_minute(
+    wide: Site, launcher: str, multi_node_tests: Path
+) -> None:
+    """The failing test ends pytest with status 1; the leader is stopped, rank 0 exits 1 and
+    --kill-on-bad-exit ends the workers: the job ends with 1 instead of at its time limit."""
+    spec = build(
+        wide, f"pytest_2n_fail_{launcher}", test_cmd="pytest multinode/test_world.py::test_fails -v"
+    )
+    started = time.monotonic()
+    job = submit(wide, spec)
+    took = time.monotonic() - started
+    assert (job.state, job.exit_code) == ("FAILED", "1:0"), job.log + job.err
+    assert "this multi-node test fails on purpose" in job.log
+    assert f"Job {job.job_id} finished with exit code 1" in job.log
+    junit = Path(spec["work_dir"]) / spec["junit_file_pattern"].replace("%j", job.job_id)
+    assert 'failures="1"' in junit.read_text()
     assert took < 60, f"the failing job took {took:.0f}s"

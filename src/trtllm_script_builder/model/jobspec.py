@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from trtllm_script_builder.model import values
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # The script header's and the report's name for each value of job_spec's category.
 CATEGORY_TITLES = {
     1: "local Docker command",

@@ -354,12 +354,14 @@ def without_launcher(cmd: str) -> str:
     return rest.strip() if head == _LAUNCHER and rest.strip() else cmd
 
 
-def launch_words(cmd: str, field: str, warnings: list[str]) -> str:
+def launch_words(cmd: str, field: str, warnings: list[str], ids: bool = False) -> str:
     """The command as the plain words a launcher is called with (decision launcher-words):
     one program and its arguments, no shell syntax; a launcher the user wrote is dropped, as
-    the script calls its own."""
+    the script calls its own. With `ids`, a pytest test id's `[...]` is no warning: the
+    re-split leaves a pattern that matches no file as it is (decision multi-node-pytest)."""
     lex = shlex.shlex(cmd, posix=True, punctuation_chars=True)
     lex.whitespace_split = True
+    lex.commenters = ""  # a `#` is a character of a word, as in shlex.split, never a comment
     try:
         ws = list(lex)
     except ValueError as exc:
@@ -375,7 +377,11 @@ def launch_words(cmd: str, field: str, warnings: list[str]) -> str:
             "give one call of the program, without &&, pipes, redirections, variables or "
             "VAR=value prefixes",
         )
-    split = [w for w in ws if any(c.isspace() or c in "*?[" for c in w)]
+    split = [
+        w
+        for w in ws
+        if any(c.isspace() for c in w) or any(c in w for c in "*?[") and not (ids and "::" in w)
+    ]
     if split:
         warnings.append(
             f"{field}: {split[0]!r} does not survive the installed trtllm-llmapi-launch, which "

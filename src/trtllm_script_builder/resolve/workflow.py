@@ -170,12 +170,6 @@ def by_world_size(req: Request, ws: int, gpn: int, what: str, model: str) -> Siz
     return Sizing(ws, nodes, ws, model, mpi=True, launcher=True)
 
 
-def wider_node(req: Request) -> str:
-    if queued(req):
-        return "choose a partition with more GPUs per node"
-    return "run it on a machine with more GPUs, or on Slurm"
-
-
 def devices_note(req: Request, devices: int, source: str) -> list[str]:
     """The command decides the GPU count; a different one in the request is named, not used."""
     if req.required_devices is None or req.required_devices == devices:

@@ -8,21 +8,20 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.request import Request
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.resolve import mounts as mnt
 from trtllm_script_builder.resolve.backend import queued
-from trtllm_script_builder.resolve.commands import normalise_name
+from trtllm_script_builder.resolve.commands import launch_words, normalise_name, without_launcher
 from trtllm_script_builder.resolve.job import work_dir_field
 from trtllm_script_builder.resolve.perf.testid import is_perf_sanity_cmd, strip_timeout
 from trtllm_script_builder.resolve.workflow import (
     Draft,
     Sizing,
     Workflow,
+    by_world_size,
     devices_note,
     one_node,
-    wider_node,
 )
 from trtllm_script_builder.slurm_time import parse_time_minutes, seconds_to_time, time_to_seconds
 from trtllm_script_builder.workflows.pytest_sizing import (
@@ -34,7 +33,6 @@ from trtllm_script_builder.workflows.pytest_sizing import (
 )
 
 NAME = "pytest"
-MAX_DEVICES = 8
 # A hung test otherwise holds its GPUs until Slurm's limit ends the whole job
 # (decision pytest-sizing).
 DEFAULT_TEST_TIMEOUT = 3600
@@ -59,19 +57,20 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
             if req.required_devices
             else "the default of 1 (no GPU marker found)"
         )
-    if devices > MAX_DEVICES:
-        raise BuildError(
-            "required_devices",
-            f"{devices} (from {source}) exceeds the maximum of {MAX_DEVICES} GPUs for pytest",
-            "select a test that fits one node",
-        )
+    model = req.model_name or found.model_name
     if devices > gpn:
-        raise BuildError(
-            "required_devices",
-            f"{devices} (from {source}) is more than the {gpn} GPUs per node of {gpn_source}; pytest runs on one node",
-            wider_node(req),
-        )
-    one_node(req, NAME)
+        # Wider than a node: one job over the nodes, one MPI rank per GPU under the launcher,
+        # as TensorRT-LLM's CI runs its multi-node stages (decision multi-node-pytest).
+        sz = by_world_size(req, devices, gpn, source, model)
+        if source.startswith("skip_less_device("):
+            sz.warnings.append(
+                f"{source.split(' on ')[0]} counts the GPUs of one node, so on nodes of {gpn} "
+                "GPUs the test skips itself; TensorRT-LLM's multi-node tests use "
+                "skip_less_mpi_world_size, which counts the ranks of all nodes"
+            )
+    else:
+        one_node(req, NAME)
+        sz = Sizing(devices, 1, 1, model)
     warnings += _timeout_warning(req)
     mark = _mark(req) if queued(req) else None
     if mark is not None and req.time_limit == _time_for(mark):
@@ -79,14 +78,9 @@ def size(req: Request, gpn: int, gpn_source: str) -> Sizing:
             f"the selected test has @pytest.mark.timeout({mark}): time_limit raised to "
             f"{req.time_limit} to fit it and the install step"
         )
-    return Sizing(
-        devices,
-        1,
-        1,
-        req.model_name or found.model_name,
-        workdir_rel=found.workdir_rel,
-        warnings=warnings,
-    )
+    sz.workdir_rel = found.workdir_rel
+    sz.warnings = warnings + sz.warnings
+    return sz
 
 
 def _timeout_warning(req: Request) -> list[str]:
@@ -197,6 +191,10 @@ def _command(d: Draft, mounts: list[mnt.Mount]) -> None:
         d.exports.append(("PYTEST_ADDOPTS", " ".join(opts)))
     rel = d.sizing.workdir_rel
     workdir = posixpath.join(d.paths.project, rel) if rel else d.paths.project
+    if d.sizing.launcher:
+        # Across nodes pytest runs on rank 0 under the launcher, which takes it as words
+        # (decisions launcher-words, multi-node-pytest).
+        d.run_cmd = launch_words(without_launcher(d.run_cmd), "test_cmd", d.warnings, ids=True)
     d.exports += [("TEST_WORKDIR", workdir), ("TEST_CMD", d.run_cmd)]
 
 

@@ -18,3 +18,11 @@ class TestLlama3_1_8BInstruct:
     )
     def test_fp8(self, tp_size):
         assert tp_size in (1, 2)
+
+
+class TestDeepSeekR1:
+    # As TensorRT-LLM's multi-node tests: the world size counts the ranks of every node.
+    @pytest.mark.skip_less_mpi_world_size(16)
+    @pytest.mark.parametrize("tp_size,ep_size", [(16, 16)], ids=["tep16"])
+    def test_fp8_blockscale(self, tp_size, ep_size):
+        assert tp_size == 16
