@@ -252,9 +252,10 @@ def _array_refused(err: ToolFailed, size: int, limit: int, source: str, runner: 
     live = _live_max_array_size(runner)
     now = "" if live is None else f"; the cluster's MaxArraySize is {live} now"
     said, cut, undone = err.problem.partition("; cancelled the ")
+    undone = cut + undone
     what = (
         f"{said} (an array of {size} jobs, indexes 0-{size - 1}, cut by MaxArraySize {limit} "
-        f"from {source}{now}){cut}{undone}"
+        f"from {source}{now}){undone}"
     )
     if live is not None and live < size:
         fix = (
