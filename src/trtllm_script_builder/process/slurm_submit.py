@@ -253,10 +253,6 @@ def _array_refused(err: ToolFailed, size: int, limit: int, source: str, runner: 
     now = "" if live is None else f"; the cluster's MaxArraySize is {live} now"
     said, cut, undone = err.problem.partition("; cancelled the ")
     undone = cut + undone
-    what = (
-        f"{said} (an array of {size} jobs, indexes 0-{size - 1}, cut by MaxArraySize {limit} "
-        f"from {source}{now}){undone}"
-    )
     if live is not None and live < size:
         fix = (
             f"probe the cluster again (trtllm-script-builder probe -o SLURM_ENV_FILE), build "
@@ -267,7 +263,12 @@ def _array_refused(err: ToolFailed, size: int, limit: int, source: str, runner: 
             "check the array against the cluster (scontrol show config: MaxArraySize, "
             "MaxJobCount; sbatch --test-only on the driver script), then submit again"
         )
-    return ToolFailed("sbatch", what, fix)
+    return ToolFailed(
+        "sbatch",
+        f"{said} (an array of {size} jobs, indexes 0-{size - 1}, cut by MaxArraySize {limit} "
+        f"from {source}{now}){undone}",
+        fix,
+    )
 
 
 def _also_after(args: list[str], job: str) -> list[str]:
