@@ -17,6 +17,7 @@ the local checkout is that repository), or as a `git bundle` streamed into one s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -25,7 +26,7 @@ import secrets
 import shlex
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.host import Host, OverSsh
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
+from trtllm_script_builder.process.proc import CmdResult, Session, run, tool_timeout
 from trtllm_script_builder.process.ssh import SSH_FAILED, SshTarget
 
 Say = Callable[[str], None]
@@ -324,6 +325,86 @@ git for-each-ref --sort=-committerdate --count=100 --format='tip=%(objectname)' 
 """
 )
 
+# $1 path, $2 seconds to wait, $3 this sync's machine and pid: one sync of remote_repo_path at a
+# time, whoever runs it and from wherever (decision sync-lock). The lock is a folder beside the
+# path (mkdir is atomic on shared file systems too), `owner` inside it; this shell holds it while
+# its input is open (the sync's own ssh session) and refreshes its time every 10 s. A lock whose
+# holder is gone from this host, or that went 2 minutes without a refresh, is removed (one
+# remover at a time, under `<lock>.break`). Lines in: `work=DIR` (a folder this sync made, removed
+# when the input ends without `done`), `done`. Lines out: `lock=`, `held=` (owner, while it
+# waits), then `locked`, or `busy=`, `stuck=` (a lock of an ended sync it cannot remove), `error=`.
+_LOCK = r"""
+set -f
+p=$1 wait=$2 from=$3
+parent=$(dirname -- "$p") && name=$(basename -- "$p") || exit 50
+if [ -d "$parent" ] && [ ! -w "$parent" ] && [ -d "$p/.git" ]; then
+  L=$p/.git/tsb-sync.lock  # no new clone can be made there: the clone's own lock
+else
+  mkdir -p -- "$parent" 2>/dev/null || { printf 'error=cannot make the folder %s\n' "$parent"; exit 54; }
+  L=$parent/.$name.tsb-sync.lock
+fi
+printf 'lock=%s\n' "$L"
+host=$(uname -n)
+uid=$(id -u)
+me="$host $$ $uid $(id -un) $from"
+ended() {  # $1 a lock's owner line: its holder is gone from this host, or went quiet
+  set -- $1
+  if [ "$1" = "$host" ] && [ "$3" = "$uid" ] && [ -n "$2" ] && ! kill -0 "$2" 2>/dev/null; then
+    return 0
+  fi
+  [ -n "$(find "$L" -prune -mmin +2 2>/dev/null)" ]
+}
+start=$(date +%s) told=
+while :; do
+  why=$(mkdir -- "$L" 2>&1) && break
+  if [ -h "$L" ] || { [ -e "$L" ] && [ ! -d "$L" ]; }; then
+    printf 'error=%s is there and is not a lock folder\n' "$L"; exit 54
+  fi
+  if [ ! -d "$L" ]; then  # removed meanwhile, or it cannot be made
+    mkdir -- "$L" 2>/dev/null && break
+    [ -d "$L" ] || { printf 'error=%s\n' "$why"; exit 54; }
+    continue
+  fi
+  owner=$(head -n 1 -- "$L/owner" 2>/dev/null)
+  if ended "$owner"; then
+    if mkdir -- "$L.break" 2>/dev/null; then
+      if [ "$(head -n 1 -- "$L/owner" 2>/dev/null)" = "$owner" ] && ended "$owner"; then
+        rm -rf -- "$L" 2>/dev/null
+        if [ -d "$L" ] && [ "$(head -n 1 -- "$L/owner" 2>/dev/null)" = "$owner" ]; then
+          rmdir -- "$L.break"; printf 'stuck=%s\n' "$owner"; exit 56
+        fi
+      fi
+      rmdir -- "$L.break"
+      continue
+    elif [ -n "$(find "$L.break" -prune -mmin +1 2>/dev/null)" ]; then
+      rmdir -- "$L.break" 2>/dev/null  # a sync that died while it removed a lock
+    fi
+  fi
+  [ -n "$told" ] || { printf 'held=%s\n' "$owner"; told=1; }
+  [ $(($(date +%s) - start)) -lt "$wait" ] || { printf 'busy=%s\n' "$owner"; exit 55; }
+  sleep 1
+done
+printf '%s\n' "$me" >"$L/owner" || { rm -rf -- "$L"; printf 'error=cannot write %s\n' "$L/owner"; exit 54; }
+work= beat=
+finish() {
+  [ -z "$work" ] || rm -rf -- "$work"
+  [ -z "$beat" ] || kill "$beat" 2>/dev/null
+  [ "$(head -n 1 -- "$L/owner" 2>/dev/null)" != "$me" ] || rm -rf -- "$L"
+}
+trap 'finish; exit 57' HUP INT TERM
+( while kill -0 $$ 2>/dev/null; do sleep 10; touch -c -- "$L" 2>/dev/null; done ) \
+  </dev/null >/dev/null 2>&1 &
+beat=$!
+echo locked
+while IFS= read -r line; do
+  case $line in
+    work=/*) work=${line#work=} ;;
+    done) work= ;;
+  esac
+done
+finish
+"""
+
 # $1 path, $2 url (empty: a new empty repository): a new clone for a missing or empty path,
 # made in a private folder beside it (printed as `work=`) and renamed into place once whole
 # (_PUBLISH): a sync that fails removes only that folder, and of two syncs to one path the
@@ -331,9 +412,9 @@ git for-each-ref --sort=-committerdate --count=100 --format='tip=%(objectname)' 
 _CREATE = r"""
 parent=$(dirname -- "$1") && name=$(basename -- "$1") || exit 50
 mkdir -p -- "$parent" || exit 50
-# what a killed sync of this user left here (a sync lasts less than the transfer's time limit)
+# what a killed sync of this user left here (under the lock no other sync of the path runs)
 find "$parent" -mindepth 1 -maxdepth 1 -type d -name ".$name.tsb-sync-??????" -user "$(id -u)" \
-  -mmin +120 -exec rm -rf -- {} + 2>/dev/null
+  -exec rm -rf -- {} + 2>/dev/null
 t=$(mktemp -d "$parent/.$name.tsb-sync-XXXXXX") || exit 50
 chmod "$(umask -S)" "$t" || exit 50
 printf 'work=%s\n' "$t"
@@ -533,49 +614,123 @@ def sync_checkout(
             notes = list(snap.notes)
             sha = snap.commit
 
-            remote = _probe(there, path, sha, where)
-            if _same_folder(local, remote):
-                notes.append(
-                    f"{where} is this checkout itself (a shared filesystem): nothing sent, "
-                    "nothing changed"
-                )
-                say(f"{where} is this checkout itself: the cluster sees its files as they are")
-                return SyncResult(sha, "shared", snap.snapshot, tuple(notes))
-            fresh = remote.state in ("missing", "empty")  # nothing of anyone's to keep there
-            work = path  # where the steps run: a new clone's own folder until it is whole
-            try:
-                if fresh:
-                    work, remote = _create(there, local, path, sha, where, notes, say)
-                elif remote.changes and not force:
-                    raise _dirty(where, remote, force_hint)
-                method = "present"
-                if remote.has:
-                    notes.append(f"the cluster had {sha[:12]} already")
-                else:
-                    method = _transfer(there, local, snap, remote, work, where, notes, say)
-                _checkout(there, work, sha, where, force or fresh, submodules, force_hint)
-                if fresh and there(_line(_PUBLISH, work, path)).rc != 0:
-                    raise ToolFailed(
-                        "remote_repo_path",
-                        f"{where} was made by another sync meanwhile; it was left as it is",
-                        "run sync again",
+            with _cluster_lock(there, path, where, say) as lock:
+                remote = _probe(there, path, sha, where)
+                if _same_folder(local, remote):
+                    notes.append(
+                        f"{where} is this checkout itself (a shared filesystem): nothing sent, "
+                        "nothing changed"
                     )
-            except BaseException:
-                if work != path:  # the folder this sync made, and only that
-                    host.shell(shlex.join(["rm", "-rf", "--", work]), timeout=there.timeout)
-                raise
-            if remote.changes and force and not fresh:
-                notes.append(
-                    f"discarded {remote.changes} change(s) of the cluster checkout (--force)"
-                )
-            say(f"{where} is at {sha[:12]} ({method})")
-            stale = _build_outputs(there, path, where)
-            if stale is not None:
-                notes.append(stale)
-                say(f"warning: {stale}")
-            return SyncResult(sha, method, snap.snapshot, tuple(notes))
+                    say(f"{where} is this checkout itself: the cluster sees its files as they are")
+                    return SyncResult(sha, "shared", snap.snapshot, tuple(notes))
+                fresh = remote.state in ("missing", "empty")  # nothing of anyone's to keep there
+                work = path  # where the steps run: a new clone's own folder until it is whole
+                try:
+                    if fresh:
+                        work, remote = _create(there, local, path, sha, where, notes, say, lock)
+                    elif remote.changes and not force:
+                        raise _dirty(where, remote, force_hint)
+                    method = "present"
+                    if remote.has:
+                        notes.append(f"the cluster had {sha[:12]} already")
+                    else:
+                        method = _transfer(there, local, snap, remote, work, where, notes, say)
+                    _checkout(there, work, sha, where, force or fresh, submodules, force_hint)
+                    if fresh and there(_line(_PUBLISH, work, path)).rc != 0:
+                        raise ToolFailed(
+                            "remote_repo_path",
+                            f"{where} was made by another sync meanwhile; it was left as it is",
+                            "run sync again",
+                        )
+                    lock.send("done\n")
+                except BaseException:
+                    if work != path:  # the folder this sync made, and only that
+                        host.shell(shlex.join(["rm", "-rf", "--", work]), timeout=there.timeout)
+                    raise
+                if remote.changes and force and not fresh:
+                    notes.append(
+                        f"discarded {remote.changes} change(s) of the cluster checkout (--force)"
+                    )
+                say(f"{where} is at {sha[:12]} ({method})")
+                stale = _build_outputs(there, path, where)
+                if stale is not None:
+                    notes.append(stale)
+                    say(f"warning: {stale}")
+                return SyncResult(sha, method, snap.snapshot, tuple(notes))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _cluster_lock(there: _There, path: str, where: str, say: Say) -> Iterator[Session]:
+    """The lock on remote_repo_path on its host, held while the block runs (decision
+    sync-lock): it waits for another sync of that path, whoever runs it, at most the sync's
+    time limit; a lock whose sync has ended is removed. The session takes `work=DIR` lines:
+    a folder of this sync's that the host removes if this process dies."""
+    wait = int(there.timeout)
+    who = f"{_plain(os.uname().nodename)}:{os.getpid()}"
+    session = there.host.start(_line(_LOCK, path, str(wait), who))
+    try:
+        lock, said = "", list[str]()
+        while True:
+            line = session.line(there.timeout + 60)
+            if line is None:
+                rc = session.end(_CLEANUP_TIMEOUT)
+                res = CmdResult(rc, "", "\n".join(said) or f"exit status {rc}")
+                if rc == SSH_FAILED:
+                    raise ssh_failed(res, there.name)
+                raise ToolFailed(
+                    "remote_repo_path",
+                    f"taking the sync lock of {where} failed: {first_line(res)}",
+                    "check that its folder can be written there",
+                )
+            key, _, value = line.partition("=")
+            if line == "locked":
+                break
+            if key == "lock":
+                lock = value
+            elif key == "held":
+                say(f"waiting for {_holder(value)} to end: it syncs {where} ({lock})")
+            elif key == "busy":
+                raise ToolFailed(
+                    "remote_repo_path",
+                    f"{where} is being synced by {_holder(value)}, which did not end within "
+                    f"{wait}s",
+                    f"run sync again once it has ended (its lock there is {lock})",
+                )
+            elif key == "stuck":
+                raise ToolFailed(
+                    "remote_repo_path",
+                    f"{where} is locked by {_holder(value)}, which has ended, and this account "
+                    f"cannot remove the lock {lock}",
+                    "remove that folder there (its owner, or an administrator), then sync again",
+                )
+            elif key == "error":
+                raise ToolFailed(
+                    "remote_repo_path",
+                    f"taking the sync lock of {where} failed: {_plain(value)}",
+                    "check that its folder can be written there",
+                )
+            else:
+                said.append(line)
+        yield session
+    finally:
+        session.end(_CLEANUP_TIMEOUT)
+
+
+def _plain(text: str) -> str:
+    """A value read from the cluster (a file others may write), fit to show: no control
+    characters, at most 200 characters."""
+    return text[:200].encode("unicode_escape").decode()
+
+
+def _holder(owner: str) -> str:
+    """Who holds a lock, from its owner line (host, pid, uid, user, machine:pid)."""
+    words = owner.split()
+    if len(words) < 5:
+        return "another sync"
+    host, pid, _uid, user, origin = (_plain(w) for w in words[:5])
+    return f"the sync of {user} from {origin} (pid {pid} on {host})"
 
 
 def _same_folder(local: _Local, remote: _Remote) -> bool:
@@ -640,7 +795,14 @@ def _dirty(where: str, remote: _Remote, force_hint: str) -> BuildError:
 
 
 def _create(
-    there: _There, local: _Local, path: str, sha: str, where: str, notes: list[str], say: Say
+    there: _There,
+    local: _Local,
+    path: str,
+    sha: str,
+    where: str,
+    notes: list[str],
+    say: Say,
+    lock: Session,
 ) -> tuple[str, _Remote]:
     """A new clone of the local origin for a missing or empty path, else an empty repository
     (the bundle then carries the whole history), in a folder of its own beside the path: that
@@ -650,6 +812,8 @@ def _create(
         say(f"cloning {url} into {where}")
     res = there(_line(_CREATE, path, url))
     work = next((ln[5:] for ln in res.out.splitlines() if ln.startswith("work=")), "")
+    if work.startswith("/"):
+        lock.send(f"work={work}\n")  # removed there if this process dies before it is whole
     if res.rc != 0 or not work.startswith("/"):
         if work.startswith("/"):
             there(shlex.join(["rm", "-rf", "--", work]))
