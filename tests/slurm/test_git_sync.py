@@ -588,6 +588,69 @@ def test_a_push_url_elsewhere_gets_nothing(world: World) -> None:
     assert files(fork) == before
 
 
+@pytest.mark.parametrize("rule", ["pushInsteadOf", "insteadOf"])
+def test_a_push_rewritten_to_a_fork_gets_nothing(world: World, rule: str) -> None:
+    """The user's git config rewrites the origin's URL for pushes (or for everything) to a
+    fork; the cluster's clone reads the origin: nothing goes to the fork, a bundle goes to the
+    cluster and a note says why."""
+    fork = world.root / "fork.git"
+    git(world.root, "clone", "-q", "--bare", str(world.origin), str(fork))
+    git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    git(world.work, "config", f"url.{fork}.{rule}", str(world.origin))
+    pushed = subprocess.run(
+        ["git", "-C", str(world.work), "push", "--dry-run", "--porcelain", str(world.origin), "HEAD:x"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    assert f"To {fork}" in pushed  # git itself sends a push of the origin's URL to the fork
+
+    def files(repo: Path) -> dict[str, bytes]:
+        return {str(p): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+
+    before = files(fork)
+    res = sync(world)
+    assert res.method == "bundle"
+    assert (
+        f"a push to origin ({world.origin}) goes to {fork} (url.<base>.pushInsteadOf or "
+        "insteadOf in your git config), which the cluster does not read: not pushed"
+    ) in res.notes
+    check_synced(world, res.commit)
+    assert files(fork) == before
+
+
+@pytest.mark.parametrize(
+    ("url", "rules", "push_rules", "target"),
+    [
+        ("git@h:o/r", [], [], "git@h:o/r"),
+        ("git@h:o/r", [("ssh://x/", "git@h:")], [], "ssh://x/o/r"),
+        ("git@h:o/r", [("ssh://x/", "git@h:")], [("me@f:", "git@h:o")], "me@f:/r"),
+        # the longest prefix wins; of equal ones the first
+        (
+            "https://h/o/r",
+            [("A", "https://h/"), ("B", "https://h/o/"), ("C", "https://h/o/")],
+            [],
+            "Br",
+        ),
+    ],
+)
+def test_push_target_rewrites_as_git_does(
+    url: str,
+    rules: list[tuple[str, str]],
+    push_rules: list[tuple[str, str]],
+    target: str,
+    tmp_path: Path,
+) -> None:
+    from trtllm_script_builder.process.gitsync import push_target
+
+    assert push_target(url, rules, push_rules) == target
+    # git's own answer for the fetch side (ls-remote --get-url applies insteadOf)
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+    for base, prefix in rules:
+        git(repo, "config", "--add", f"url.{base}.insteadOf", prefix)
+    fetched = git(repo, "ls-remote", "--get-url", url).strip()
+    assert fetched == (push_target(url, rules, []))
+
+
 def test_git_lfs_files_travel_as_their_content(world: World) -> None:
     if shutil.which("git-lfs") is None:
         pytest.skip("git-lfs is not installed")

@@ -314,7 +314,10 @@ top=$(git rev-parse --show-toplevel 2>/dev/null) || { echo state=notgit; exit 0;
 echo state=repo
 printf 'top=%s\n' "$top"
 printf 'inode=%s\n' "$(ls -di . | awk '{ print $1 }')"
-printf 'origin=%s\n' "$(git config --get remote.origin.url)"
+# where origin fetches from (the clone's own insteadOf rewrites applied)
+if [ -n "$(git config --get remote.origin.url)" ]; then
+  printf 'origin=%s\n' "$(git ls-remote --get-url origin)"
+fi
 printf 'head=%s\n' "$(git rev-parse -q --verify 'HEAD^{commit}')"
 if git cat-file -e "$2^{commit}" 2>/dev/null; then echo has=yes; else echo has=no; fi
 git status --porcelain --ignore-submodules=all -- . "$keep" 2>/dev/null |
@@ -526,32 +529,83 @@ def repo_key(url: str) -> tuple[str, str]:
     return "", path
 
 
-def _push_urls(local: _Local, remote_origin: str) -> list[tuple[str, str]]:
+def _push_urls(local: _Local, remote_origin: str, notes: list[str]) -> list[tuple[str, str]]:
     """(remote name, URL) of each local remote that is the same repository as the cluster
-    clone's origin: the URL that names it, never a `pushurl` elsewhere (a fork), which the
-    cluster does not read (decision sync-leaves-nothing)."""
+    clone's origin, as the URL a push really goes to after the user's `url.<base>.insteadOf`
+    and `pushInsteadOf` rewrites: never a `pushurl` or a rewrite elsewhere (a fork), which the
+    cluster does not read. A remote whose push is rewritten elsewhere gets a note and no push
+    (decision sync-push-target)."""
     if not remote_origin:
         return []
-    res = local.git(["config", "--get-regexp", r"^remote\..*\.(url|pushurl)$"])
+    res = local.git(["config", "-z", "--get-regexp", r"^remote\..*\.(url|pushurl)$"])
     urls: dict[str, list[str]] = {}
     push: dict[str, list[str]] = {}
-    for line in res.out.splitlines():
-        key, _, value = line.partition(" ")
-        m = re.fullmatch(r"remote\.(.+)\.(url|pushurl)", key)
-        if m and value and not value.startswith("-"):
+    for entry in res.out.split("\0"):
+        key, _, value = entry.partition("\n")
+        m = re.fullmatch(r"remote\.(.+)\.(url|pushurl)", key, re.DOTALL)
+        if m and value:
             (push if m.group(2) == "pushurl" else urls).setdefault(m.group(1), []).append(value)
+    fetch_rules, push_rules = _rewrites(local)
     want = repo_key(remote_origin)
     found = []
     for name, fetch_urls in urls.items():
-        same = [u for u in push.get(name, []) + fetch_urls if repo_key(u) == want]
-        if same:
-            found.append((name, same[0]))
+        for url in push.get(name, []) + fetch_urls:
+            target = push_target(url, fetch_rules, push_rules)
+            ok = (
+                repo_key(target) == want
+                and not target.startswith("-")
+                and push_target(target, fetch_rules, push_rules) == target  # pushed as is
+                and repo_key(_alias(target, fetch_rules) or target) == want  # ls-remote too
+            )
+            if ok:
+                found.append((name, target))
+                break
+            if repo_key(url) == want:
+                notes.append(
+                    f"a push to {name} ({url}) goes to {target} (url.<base>.pushInsteadOf or "
+                    "insteadOf in your git config), which the cluster does not read: not pushed"
+                )
     return found
 
 
+def _rewrites(local: _Local) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The user's URL rewrites, (base, prefix) in config order: `url.<base>.insteadOf` and
+    `url.<base>.pushInsteadOf`."""
+    res = local.git(["config", "-z", "--get-regexp", r"^url\..*\.(insteadof|pushinsteadof)$"])
+    fetch: list[tuple[str, str]] = []
+    push: list[tuple[str, str]] = []
+    for entry in res.out.split("\0"):
+        key, _, value = entry.partition("\n")
+        m = re.fullmatch(r"url\.(.*)\.(insteadof|pushinsteadof)", key, re.DOTALL)
+        if m:
+            (push if m.group(2) == "pushinsteadof" else fetch).append((m.group(1), value))
+    return fetch, push
+
+
+def _alias(url: str, rules: list[tuple[str, str]]) -> str | None:
+    """git's rewrite of `url` by the longest matching prefix (the first of equal ones), None
+    when none matches (git's remote.c, alias_url)."""
+    best: tuple[str, str] | None = None
+    for base, prefix in rules:
+        if url.startswith(prefix) and (best is None or len(prefix) > len(best[1])):
+            best = (base, prefix)
+    return None if best is None else best[0] + url[len(best[1]) :]
+
+
+def push_target(
+    url: str, fetch_rules: list[tuple[str, str]], push_rules: list[tuple[str, str]]
+) -> str:
+    """Where `git push URL` goes: a pushInsteadOf rewrite, else an insteadOf one, else URL
+    itself (git's remote.c: add_url_alias, add_pushurl_alias)."""
+    return _alias(url, push_rules) or _alias(url, fetch_rules) or url
+
+
 def _clone_url(local: _Local) -> str | None:
-    """The URL a new cluster clone is made from: the local checkout's `origin`."""
-    url = local.git(["config", "--get", "remote.origin.url"]).out.strip()
+    """The URL a new cluster clone is made from: where the local checkout's `origin` fetches
+    from (its insteadOf rewrites applied: the cluster does not know them)."""
+    if not local.git(["config", "--get", "remote.origin.url"]).out.strip():
+        return None
+    url = local.git(["ls-remote", "--get-url", "origin"]).out.strip()
     return url if url and not url.startswith("-") else None
 
 
@@ -846,7 +900,7 @@ def _transfer(
     sha = snap.commit
     mine = f"{TEMP_BRANCH_PREFIX}{_checkout_tag(local)}-"
     ref = f"{mine}{sha[:12]}-{secrets.token_hex(4)}"
-    for name, url in _push_urls(local, remote.origin):
+    for name, url in _push_urls(local, remote.origin, notes):
         # this checkout's syncs run one at a time (the lock in sync_checkout): a branch of
         # its name there is what an interrupted or killed one left
         left = local.git(["ls-remote", "--refs", "--", url, f"{mine}*"], timeout=there.timeout)
