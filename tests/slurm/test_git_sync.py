@@ -570,6 +570,13 @@ def test_an_interrupted_push_leaves_no_branch_and_a_killed_ones_goes_next_time(
     assert git(world.origin, "for-each-ref", "--format=%(refname)", "refs/heads/tsb-sync") == (
         f"refs/heads/{other}\n"
     )
+    # killed once the cluster had fetched: the next sync sends nothing, and still removes it
+    git(world.work, "push", "-q", str(world.origin), f"{head}:refs/heads/{mine}")
+    again = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert (again.commit, again.method) == (res.commit, "present")
+    assert git(world.origin, "for-each-ref", "--format=%(refname)", "refs/heads/tsb-sync") == (
+        f"refs/heads/{other}\n"
+    )
 
 
 def test_a_push_url_elsewhere_gets_nothing(world: World) -> None:

@@ -687,6 +687,7 @@ def sync_checkout(
                     method = "present"
                     if remote.has:
                         notes.append(f"the cluster had {sha[:12]} already")
+                        _sweep_branches(local, remote, notes, there.timeout)
                     else:
                         method = _transfer(there, local, snap, remote, work, where, notes, say)
                     _checkout(there, work, sha, where, force or fresh, submodules, force_hint)
@@ -928,6 +929,17 @@ def _transfer(
         break
     _send_bundle(there, local, snap, remote, path, where, ref, say)
     return "bundle"
+
+
+def _sweep_branches(local: _Local, remote: _Remote, notes: list[str], timeout: float) -> None:
+    """The temporary branches a killed sync of this checkout left on the shared origin go
+    with the next sync, also one that sends nothing (decision sync-leaves-nothing)."""
+    mine = f"{TEMP_BRANCH_PREFIX}{_checkout_tag(local)}-"
+    for name, url in _push_urls(local, remote.origin, []):
+        left = local.git(["ls-remote", "--refs", "--", url, f"{mine}*"], timeout=timeout)
+        stale = [r for r in (ln.partition("\t")[2] for ln in left.out.splitlines()) if r]
+        if stale:
+            cleanly(functools.partial(_delete_branches, local, url, name, stale, notes))
 
 
 def _delete_branches(local: _Local, url: str, name: str, refs: list[str], notes: list[str]) -> None:
