@@ -675,6 +675,54 @@ def test_git_lfs_files_travel_as_their_content(world: World) -> None:
     assert git(world.remote, "rev-parse", "HEAD").strip() == res.commit
 
 
+def _committed_lfs_file(world: World) -> str:
+    """A Git LFS file committed and pushed without its object (the pre-push hook skipped):
+    HEAD."""
+    if shutil.which("git-lfs") is None:
+        pytest.skip("git-lfs is not installed")
+    git(world.work, "lfs", "install", "--local")
+    (world.work / ".gitattributes").write_text("*.a filter=lfs diff=lfs merge=lfs -text\n")
+    (world.work / "libkernels.a").write_bytes(b"!<arch>\nthe static library\n")
+    git(world.work, "add", ".gitattributes", "libkernels.a")
+    git(world.work, "commit", "-qm", "lfs")
+    git(world.work, "push", "-q", "--no-verify", "origin", "HEAD:main")  # the object stays here
+    git(world.work, "stash", "-q", "-u")
+    return git(world.work, "rev-parse", "HEAD").strip()
+
+
+def test_git_lfs_pointers_on_the_cluster_are_refused(world: World) -> None:
+    """A cluster without git-lfs (its clone's filter is a plain copy) would hold the pointer
+    text of a committed LFS file: the sync says so and fails instead of passing it on."""
+    git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    head = _committed_lfs_file(world)
+    for key, value in [("process", ""), ("smudge", "cat"), ("required", "false")]:
+        git(world.remote, "config", f"filter.lfs.{key}", value)
+    err = refused(world, ToolFailed)
+    assert err.line() == (
+        f"error: remote_repo_path: {HOST}:{world.remote} is at {head[:12]} but its Git LFS "
+        "files hold pointer text, not their content (libkernels.a); install git-lfs there, run "
+        "`git lfs install` and `git lfs pull` in the clone (the objects must be on origin's LFS "
+        "server: `git lfs push origin HEAD` here), then sync again"
+    )
+    assert (world.remote / "libkernels.a").read_bytes().startswith(b"version https://git-lfs")
+
+
+def test_git_lfs_objects_the_cluster_cannot_get_are_named(world: World) -> None:
+    """git-lfs set up on the cluster, the object not on origin's LFS server: the checkout's
+    smudge fails, and the refusal names the file and the fix, not git-lfs's progress line."""
+    if not git(world.root, "config", "--get", "filter.lfs.process", check=False).strip():
+        pytest.skip("git-lfs is not set up for every repository here (git lfs install --system)")
+    head = _committed_lfs_file(world)
+    err = refused(world, ToolFailed)
+    assert err.line() == (
+        f"error: remote_repo_path: checking out {head[:12]} at {HOST}:{world.remote} failed: "
+        "Git LFS could not get the content of libkernels.a there; push the LFS objects to "
+        "origin's LFS server (`git lfs push origin HEAD` here), or let the cluster reach it, then "
+        "sync again"
+    )
+    assert not world.remote.exists()  # the new clone went
+
+
 def test_a_killed_syncs_snapshot_goes_with_the_next_sync(world: World) -> None:
     code = (
         "import os, signal, sys; from pathlib import Path\n"

@@ -83,6 +83,7 @@ _SNAPSHOT_EMAIL = "tsb-sync@localhost"
 # exit statuses of the remote scripts below (50: no folder, 52: git failed)
 _RC_DIRTY = 51
 _RC_SUBMODULES = 53
+_RC_LFS_POINTERS = 58
 
 
 @dataclass(frozen=True)
@@ -470,6 +471,14 @@ if [ -n "$4" ] && [ -f .gitmodules ]; then
   { git submodule sync -q --recursive && git submodule update -q --init --recursive; } \
     </dev/null || exit 53
 fi
+# Git LFS files checked out as pointer text: no git-lfs here, or not set up (decision sync-content)
+[ -n "$GIT_LFS_SKIP_SMUDGE" ] && exit 0
+git -c core.quotePath=false ls-files -- ':(attr:filter=lfs)' 2>/dev/null | while IFS= read -r f; do
+  if [ -f "$f" ] && [ ! -h "$f" ] && head -c 100 -- "$f" | grep -q '^version https://git-lfs'; then
+    printf 'pointer=%s\n' "$f"
+  fi
+done | head -n 3 | grep . && exit 58
+exit 0
 """
 )
 
@@ -1021,6 +1030,25 @@ def _checkout(
     if res.rc == _RC_DIRTY:
         probe = _probe(there, path, sha, where)
         raise _dirty(where, probe, force_hint)
+    if res.rc == _RC_LFS_POINTERS:
+        shown = ", ".join(_plain(ln[8:]) for ln in res.out.splitlines() if ln[:8] == "pointer=")
+        raise ToolFailed(
+            "remote_repo_path",
+            f"{where} is at {sha[:12]} but its Git LFS files hold pointer text, not their "
+            f"content ({shown})",
+            "install git-lfs there, run `git lfs install` and `git lfs pull` in the clone (the "
+            "objects must be on origin's LFS server: `git lfs push origin HEAD` here), then "
+            "sync again",
+        )
+    lfs = re.search(r"fatal: (.+): smudge filter lfs failed", res.err)
+    if lfs:
+        raise ToolFailed(
+            "remote_repo_path",
+            f"checking out {sha[:12]} at {where} failed: Git LFS could not get the content of "
+            f"{_plain(lfs.group(1))} there",
+            "push the LFS objects to origin's LFS server (`git lfs push origin HEAD` here), or "
+            "let the cluster reach it, then sync again",
+        )
     if res.rc == _RC_SUBMODULES:
         raise ToolFailed(
             "remote_repo_path",
