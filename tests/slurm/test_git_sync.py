@@ -1039,6 +1039,30 @@ def test_a_sparse_checkout_with_a_nested_repository_syncs(world: World) -> None:
     assert any(n.startswith("scratch is a git repository of its own") for n in res.notes)
 
 
+def test_a_submodule_added_but_not_committed_travels(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`git submodule add` stages the link and .gitmodules: that is a submodule, not an
+    untracked repository; the cluster checks it out at the staged commit, with no note."""
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.file.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+    lib_origin = world.root / "lib.git"
+    git(world.root, "init", "-q", "--bare", "-b", "main", str(lib_origin))
+    lib = world.root / "lib"
+    git(world.root, "clone", "-q", str(lib_origin), str(lib))
+    (lib / "lib.h").write_text("// lib\n")
+    git(lib, "add", "-A")
+    git(lib, "commit", "-qm", "lib")
+    git(lib, "push", "-q", "origin", "HEAD:main")
+    git(world.work, "submodule", "-q", "add", str(lib_origin), "3rdparty/lib")
+    res = sync(world)
+    assert not [n for n in res.notes if "repository of its own" in n], res.notes
+    there = world.remote / "3rdparty" / "lib"
+    assert (there / "lib.h").read_text() == "// lib\n"
+    assert git(there, "rev-parse", "HEAD") == git(lib, "rev-parse", "HEAD")
+
+
 def test_an_account_whose_login_shell_is_tcsh_syncs(world: World) -> None:
     """sshd hands every command to the account's login shell; under tcsh the sync's scripts
     (quotes, `!`, newlines) run as written, under `sh`."""

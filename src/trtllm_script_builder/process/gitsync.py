@@ -247,13 +247,15 @@ def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
 def _drop_nested(local: _Local, env: Mapping[str, str]) -> list[str]:
     """Untracked repositories inside the checkout (`git add` makes them links to a commit
     that exists only here, which the cluster's submodule update fails on) stay out of the
-    snapshot, each with a note."""
+    snapshot, each with a note. A submodule the user added (`git submodule add`: its link is
+    in the user's own index) is none of them: it travels."""
 
-    def links(args: list[str]) -> set[str]:
+    def links(args: list[str], env: Mapping[str, str] | None = env) -> set[str]:
         out = local.must(args[0], [*_INDEX_CONFIG, *args], env).split("\0")
         return {e.partition("\t")[2] for e in out if e.startswith("160000 ")}
 
-    new = sorted(links(["ls-files", "-s", "-z"]) - links(["ls-tree", "-r", "-z", "HEAD"]))
+    known = links(["ls-tree", "-r", "-z", "HEAD"]) | links(["ls-files", "-s", "-z"], None)
+    new = sorted(links(["ls-files", "-s", "-z"]) - known)
     if new:
         drop = local.git(
             [*_INDEX_CONFIG, "update-index", "--force-remove", "-z", "--stdin"],
