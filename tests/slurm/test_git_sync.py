@@ -1013,6 +1013,19 @@ def test_a_new_clone_removes_what_a_killed_sync_left_beside_it(world: World) -> 
     assert sorted(p.name for p in world.remote.parent.iterdir()) == [theirs.name, "TensorRT-LLM"]
 
 
+def test_a_clone_named_like_a_pattern_sweeps_only_its_own_leftovers(world: World) -> None:
+    """remote_repo_path `.../T*`: the sweep of killed syncs' clones beside it reads the name
+    as it is, not as a pattern that takes another clone's in-flight folder."""
+    parent = world.remote.parent
+    other = parent / ".TensorRT-LLM.tsb-sync-abc123"
+    (other / ".git").mkdir(parents=True)
+    starry = parent / "T*"
+    with untouched(world):
+        res = sync_checkout(SshTarget(HOST), world.work, str(starry))
+    assert git(starry, "rev-parse", "HEAD").strip() == res.commit
+    assert sorted(p.name for p in parent.iterdir()) == [other.name, "T*"]
+
+
 def test_a_sparse_checkout_with_a_nested_repository_syncs(world: World) -> None:
     """A sparse checkout (cone `cpp`) with an untracked file outside the cone, an untracked
     repository inside the checkout and a `.gitmodules` (as TensorRT-LLM has): the file

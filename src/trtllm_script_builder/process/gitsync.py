@@ -418,8 +418,10 @@ finish
 _CREATE = r"""
 parent=$(dirname -- "$1") && name=$(basename -- "$1") || exit 50
 mkdir -p -- "$parent" || exit 50
-# what a killed sync of this user left here (under the lock no other sync of the path runs)
-find "$parent" -mindepth 1 -maxdepth 1 -type d -name ".$name.tsb-sync-??????" -user "$(id -u)" \
+# what a killed sync of this user left here (under the lock no other sync of the path runs);
+# the name's own `*`, `?` and `[` match only themselves
+glob=$(printf '%s\n' "$name" | sed 's/[][*?\\]/\\&/g')
+find "$parent" -mindepth 1 -maxdepth 1 -type d -name ".$glob.tsb-sync-??????" -user "$(id -u)" \
   -exec rm -rf -- {} + 2>/dev/null
 t=$(mktemp -d "$parent/.$name.tsb-sync-XXXXXX") || exit 50
 chmod "$(umask -S)" "$t" || exit 50
