@@ -397,7 +397,7 @@ finish() {
   [ -z "$beat" ] || kill "$beat" 2>/dev/null
   [ "$(head -n 1 -- "$L/owner" 2>/dev/null)" != "$me" ] || rm -rf -- "$L"
 }
-trap 'finish; exit 57' HUP INT TERM
+trap 'finish; exit 57' HUP INT TERM PIPE  # PIPE: the sync is gone
 ( while kill -0 $$ 2>/dev/null; do sleep 10; touch -c -- "$L" 2>/dev/null; done ) \
   </dev/null >/dev/null 2>&1 &
 beat=$!
