@@ -683,6 +683,8 @@ def _committed_lfs_file(world: World) -> str:
     git(world.work, "lfs", "install", "--local")
     (world.work / ".gitattributes").write_text("*.a filter=lfs diff=lfs merge=lfs -text\n")
     (world.work / "libkernels.a").write_bytes(b"!<arch>\nthe static library\n")
+    # written long before the index: not racily clean, so the snapshot keeps the pointer
+    os.utime(world.work / "libkernels.a", (time.time() - 100,) * 2)
     git(world.work, "add", ".gitattributes", "libkernels.a")
     git(world.work, "commit", "-qm", "lfs")
     git(world.work, "push", "-q", "--no-verify", "origin", "HEAD:main")  # the object stays here
