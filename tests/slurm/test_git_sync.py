@@ -955,6 +955,7 @@ def test_the_lock_between_two_accounts(tmp_path: Path) -> None:
     on or taken."""
     from trtllm_script_builder.process import gitsync
     from trtllm_script_builder.process.host import Here
+    from trtllm_script_builder.process.sync_lock import LOCK
 
     if os.getuid() != 0 or shutil.which("su") is None:
         pytest.skip("needs root and su (to run as a second account)")
@@ -965,7 +966,7 @@ def test_the_lock_between_two_accounts(tmp_path: Path) -> None:
     try:
         shared.chmod(0o777)  # a project folder both accounts write
         clone = shared / "TensorRT-LLM"
-        line = gitsync._line(gitsync._LOCK, str(clone), "2", "theirs:1")
+        line = gitsync._line(LOCK, str(clone), "2", "theirs:1")
 
         def as_other() -> list[str]:
             res = subprocess.run(
@@ -974,7 +975,7 @@ def test_the_lock_between_two_accounts(tmp_path: Path) -> None:
             )  # fmt: skip
             return res.stdout.splitlines()
 
-        held = Here().start(gitsync._line(gitsync._LOCK, str(clone), "5", "mine:1"))
+        held = Here().start(gitsync._line(LOCK, str(clone), "5", "mine:1"))
         try:
             assert [held.line(10), held.line(10)][-1] == "locked"
             out = as_other()
