@@ -131,3 +131,52 @@ def test_split_arrays_and_the_limit_in_scontrols_config() -> None:
     assert parse.max_array_size(parse.parse_config(CONFIG.format(101))) == 101
     for bad in ("", "-1", "1e3", "٣", "9" * 10):
         assert parse.max_array_size({"MaxArraySize": bad}) is None
+
+
+def test_an_array_slurm_still_refuses_names_the_limit_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """probe recorded MaxArraySize 1001, the cluster's is 3 now: sbatch refuses the array of 5
+    with "Invalid job array specification". The refusal names the array, the limit it was cut
+    by and where that came from, the cluster's limit now, and the fix; not a job folder."""
+    folder = chain_folder(tmp_path, [COMPILE_KEY] * 5)
+    _ask(folder, 1001)
+    fake = LimitedSbatch(3)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
+    with pytest.raises(slurm_submit.ToolFailed) as err:
+        slurm_submit.submit_batch(folder)
+    line = err.value.line()
+    assert line == (
+        "error: sbatch: sbatch: error: Batch job submission failed: Invalid job array "
+        "specification (an array of 5 jobs, indexes 0-4, cut by MaxArraySize 1001 from the "
+        "jobs' slurm_env (probe); the cluster's MaxArraySize is 3 now); cancelled the 2 already "
+        "submitted; probe the cluster again (trtllm-script-builder probe -o SLURM_ENV_FILE), "
+        "build the batch again and submit it: it goes in as arrays of at most 3 jobs"
+    )
+    assert str(folder) not in line
+    assert err.value.exit_code == 3
+    assert [c[0] for c in fake.calls[-2:]] == ["scancel", "scontrol"]  # then the limit asked
+
+
+def test_an_array_refused_for_another_reason_says_what_to_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = chain_folder(tmp_path, [COMPILE_KEY] * 3)
+    _ask(folder, None)
+    fake = LimitedSbatch(1001, config_rc=1)
+    real = fake.__call__
+
+    def refusing(argv: Any, cwd: Any = None, **k: Any) -> CmdResult:
+        if list(argv)[0] == "sbatch" and "batch_array" in list(argv)[-1]:
+            return CmdResult(1, "", "sbatch: error: Invalid job array specification")
+        return real(argv, cwd, **k)
+
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", refusing)
+    with pytest.raises(slurm_submit.ToolFailed) as err:
+        slurm_submit.submit_batch(folder)
+    assert err.value.line().endswith(
+        "(an array of 3 jobs, indexes 0-2, cut by MaxArraySize 1001 from Slurm's default "
+        "(`scontrol show config` did not say)); cancelled the 2 already submitted; check the "
+        "array against the cluster (scontrol show config: MaxArraySize, MaxJobCount; sbatch "
+        "--test-only on the driver script), then submit again"
+    )

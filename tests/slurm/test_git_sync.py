@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -569,6 +570,13 @@ def test_an_interrupted_push_leaves_no_branch_and_a_killed_ones_goes_next_time(
     assert git(world.origin, "for-each-ref", "--format=%(refname)", "refs/heads/tsb-sync") == (
         f"refs/heads/{other}\n"
     )
+    # killed once the cluster had fetched: the next sync sends nothing, and still removes it
+    git(world.work, "push", "-q", str(world.origin), f"{head}:refs/heads/{mine}")
+    again = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    assert (again.commit, again.method) == (res.commit, "present")
+    assert git(world.origin, "for-each-ref", "--format=%(refname)", "refs/heads/tsb-sync") == (
+        f"refs/heads/{other}\n"
+    )
 
 
 def test_a_push_url_elsewhere_gets_nothing(world: World) -> None:
@@ -587,6 +595,69 @@ def test_a_push_url_elsewhere_gets_nothing(world: World) -> None:
     assert files(fork) == before
 
 
+@pytest.mark.parametrize("rule", ["pushInsteadOf", "insteadOf"])
+def test_a_push_rewritten_to_a_fork_gets_nothing(world: World, rule: str) -> None:
+    """The user's git config rewrites the origin's URL for pushes (or for everything) to a
+    fork; the cluster's clone reads the origin: nothing goes to the fork, a bundle goes to the
+    cluster and a note says why."""
+    fork = world.root / "fork.git"
+    git(world.root, "clone", "-q", "--bare", str(world.origin), str(fork))
+    git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    git(world.work, "config", f"url.{fork}.{rule}", str(world.origin))
+    pushed = subprocess.run(
+        ["git", "-C", str(world.work), "push", "--dry-run", "--porcelain", str(world.origin), "HEAD:x"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    assert f"To {fork}" in pushed  # git itself sends a push of the origin's URL to the fork
+
+    def files(repo: Path) -> dict[str, bytes]:
+        return {str(p): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+
+    before = files(fork)
+    res = sync(world)
+    assert res.method == "bundle"
+    assert (
+        f"a push to origin ({world.origin}) goes to {fork} (url.<base>.pushInsteadOf or "
+        "insteadOf in your git config), which the cluster does not read: not pushed"
+    ) in res.notes
+    check_synced(world, res.commit)
+    assert files(fork) == before
+
+
+@pytest.mark.parametrize(
+    ("url", "rules", "push_rules", "target"),
+    [
+        ("git@h:o/r", [], [], "git@h:o/r"),
+        ("git@h:o/r", [("ssh://x/", "git@h:")], [], "ssh://x/o/r"),
+        ("git@h:o/r", [("ssh://x/", "git@h:")], [("me@f:", "git@h:o")], "me@f:/r"),
+        # the longest prefix wins; of equal ones the first
+        (
+            "https://h/o/r",
+            [("A", "https://h/"), ("B", "https://h/o/"), ("C", "https://h/o/")],
+            [],
+            "Br",
+        ),
+    ],
+)
+def test_push_target_rewrites_as_git_does(
+    url: str,
+    rules: list[tuple[str, str]],
+    push_rules: list[tuple[str, str]],
+    target: str,
+    tmp_path: Path,
+) -> None:
+    from trtllm_script_builder.process.gitsync import push_target
+
+    assert push_target(url, rules, push_rules) == target
+    # git's own answer for the fetch side (ls-remote --get-url applies insteadOf)
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+    for base, prefix in rules:
+        git(repo, "config", "--add", f"url.{base}.insteadOf", prefix)
+    fetched = git(repo, "ls-remote", "--get-url", url).strip()
+    assert fetched == (push_target(url, rules, []))
+
+
 def test_git_lfs_files_travel_as_their_content(world: World) -> None:
     if shutil.which("git-lfs") is None:
         pytest.skip("git-lfs is not installed")
@@ -602,6 +673,56 @@ def test_git_lfs_files_travel_as_their_content(world: World) -> None:
     assert (world.remote / "weights.bin").read_bytes() == b"changed weights\n"
     assert (world.remote / "new.bin").read_bytes() == b"new weights\n"
     assert git(world.remote, "rev-parse", "HEAD").strip() == res.commit
+
+
+def _committed_lfs_file(world: World) -> str:
+    """A Git LFS file committed and pushed without its object (the pre-push hook skipped):
+    HEAD."""
+    if shutil.which("git-lfs") is None:
+        pytest.skip("git-lfs is not installed")
+    git(world.work, "lfs", "install", "--local")
+    (world.work / ".gitattributes").write_text("*.a filter=lfs diff=lfs merge=lfs -text\n")
+    (world.work / "libkernels.a").write_bytes(b"!<arch>\nthe static library\n")
+    # written long before the index: not racily clean, so the snapshot keeps the pointer
+    os.utime(world.work / "libkernels.a", (time.time() - 100,) * 2)
+    git(world.work, "add", ".gitattributes", "libkernels.a")
+    git(world.work, "commit", "-qm", "lfs")
+    git(world.work, "push", "-q", "--no-verify", "origin", "HEAD:main")  # the object stays here
+    git(world.work, "stash", "-q", "-u")
+    return git(world.work, "rev-parse", "HEAD").strip()
+
+
+def test_git_lfs_pointers_on_the_cluster_are_refused(world: World) -> None:
+    """A cluster without git-lfs (its clone's filter is a plain copy) would hold the pointer
+    text of a committed LFS file: the sync says so and fails instead of passing it on."""
+    git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    head = _committed_lfs_file(world)
+    for key, value in [("process", ""), ("smudge", "cat"), ("required", "false")]:
+        git(world.remote, "config", f"filter.lfs.{key}", value)
+    err = refused(world, ToolFailed)
+    assert err.line() == (
+        f"error: remote_repo_path: {HOST}:{world.remote} is at {head[:12]} but its Git LFS "
+        "files hold pointer text, not their content (libkernels.a); install git-lfs there, run "
+        "`git lfs install` and `git lfs pull` in the clone (the objects must be on origin's LFS "
+        "server: `git lfs push origin HEAD` here), then sync again"
+    )
+    assert (world.remote / "libkernels.a").read_bytes().startswith(b"version https://git-lfs")
+
+
+def test_git_lfs_objects_the_cluster_cannot_get_are_named(world: World) -> None:
+    """git-lfs set up on the cluster, the object not on origin's LFS server: the checkout's
+    smudge fails, and the refusal names the file and the fix, not git-lfs's progress line."""
+    if not git(world.root, "config", "--get", "filter.lfs.process", check=False).strip():
+        pytest.skip("git-lfs is not set up for every repository here (git lfs install --system)")
+    head = _committed_lfs_file(world)
+    err = refused(world, ToolFailed)
+    assert err.line() == (
+        f"error: remote_repo_path: checking out {head[:12]} at {HOST}:{world.remote} failed: "
+        "Git LFS could not get the content of libkernels.a there; push the LFS objects to "
+        "origin's LFS server (`git lfs push origin HEAD` here), or let the cluster reach it, then "
+        "sync again"
+    )
+    assert not world.remote.exists()  # the new clone went
 
 
 def test_a_killed_syncs_snapshot_goes_with_the_next_sync(world: World) -> None:
@@ -626,14 +747,106 @@ def test_a_killed_syncs_snapshot_goes_with_the_next_sync(world: World) -> None:
     sync(world)  # leaves world.tmp empty
 
 
-def test_of_two_syncs_to_one_missing_path_the_failing_one_removes_nothing_of_the_other(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """B finds the path missing; A makes its clone there and a job writes a log into it; then
-    B's fetch fails (a full disk). A's clone and the log stay."""
-    from trtllm_script_builder.process import gitsync
+# ---------------------------------------------------------------- two syncs of one path
 
+# A sync in a process of its own, said lines on stderr, the commit on stdout. With a name, that
+# step of gitsync waits (after printing `tsb-pause NAME`) until the file `go` exists.
+_SYNC_PROCESS = """
+import os, sys, time; from pathlib import Path
+from trtllm_script_builder.process import gitsync
+from trtllm_script_builder.process.ssh import SshTarget
+host, work, remote, name, go = sys.argv[1:6]
+if name:
+    real = getattr(gitsync, name)
+    def paused(*a, **k):
+        print("tsb-pause", name, file=sys.stderr, flush=True)
+        while not os.path.exists(go):
+            time.sleep(0.05)
+        return real(*a, **k)
+    setattr(gitsync, name, paused)
+say = lambda line: print(line, file=sys.stderr, flush=True)
+print(gitsync.sync_checkout(SshTarget(host), Path(work), remote, say=say).commit)
+"""
+
+
+def start_sync(
+    w: World, work: Path, pause: str = "", go: Path | None = None, code: str = _SYNC_PROCESS
+) -> subprocess.Popen[str]:
+    """A sync of `work` to w.remote in a process of its own (`_SYNC_PROCESS`)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", code, HOST, str(work), str(w.remote), pause, str(go or "")],
+        env={**os.environ, "TMPDIR": str(w.tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def said_until(p: subprocess.Popen[str], start: str, timeout: float = 60) -> list[str]:
+    """The lines `p` prints on stderr up to the first that starts with `start`."""
+    assert p.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not select.select([p.stderr], [], [], 0.2)[0]:
+            continue
+        line = p.stderr.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if line.startswith(start):
+            return lines
+    pytest.fail(f"no line starting with {start!r} within {timeout}s: {lines}")
+
+
+def second_checkout(w: World) -> Path:
+    """Another clone of the same origin, with work of its own."""
+    other = w.root / "other"
+    git(w.root, "clone", "-q", str(w.origin), str(other))
+    (other / "cpp" / "theirs.cpp").write_text("// the other checkout's work\n")
+    return other
+
+
+def lock_of(w: World) -> Path:
+    return w.remote.parent / f".{w.remote.name}.tsb-sync.lock"
+
+
+def test_two_syncs_to_one_missing_path_take_turns(world: World) -> None:
+    """A holds the cluster lock (paused before it sends anything, its new clone made); B,
+    from another checkout, waits for it, naming it, then syncs the clone A made."""
+    other = second_checkout(world)
+    go = world.root / "go"
+    a = start_sync(world, world.work, "_transfer", go)
+    assert said_until(a, "tsb-pause")[0].startswith("cloning ")
+    node = os.uname().nodename
+    owner = (lock_of(world) / "owner").read_text().split()
+    assert owner[0] == node and owner[4] == f"{node}:{a.pid}"
+    b = start_sync(world, other)
+    assert said_until(b, "waiting for ")[-1] == (
+        f"waiting for the sync of root from {node}:{a.pid} (pid {owner[1]} on {node}) to end: "
+        f"it syncs {HOST}:{world.remote} ({lock_of(world)})"
+    )
+    assert not world.remote.exists()
+    go.touch()
+    a_out, a_err = a.communicate(timeout=120)
+    b_out, b_err = b.communicate(timeout=120)
+    assert (a.returncode, b.returncode) == (0, 0), a_err + b_err
+    assert "cloning" not in b_err
+    assert git(world.remote, "rev-parse", "HEAD").strip() == b_out.strip() != a_out.strip()
+    assert (world.remote / "cpp" / "theirs.cpp").exists()
+    assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]
+    no_leftovers(world)
+
+
+def test_a_failing_sync_leaves_the_clone_another_sync_made(world: World) -> None:
+    """B waits while A makes the clone; then B's transfer fails (a full disk there): A's clone,
+    its commit and a job's log in it stay, and B removes nothing."""
     git(world.work, "remote", "remove", "origin")  # bundles into new repositories
+    other = second_checkout(world)
+    git(other, "remote", "remove", "origin")
+    go = world.root / "go"
+    a = start_sync(world, world.work, "_checkout", go)
+    said_until(a, "tsb-pause")
     fake = world.root / "fakebin"
     fake.mkdir()
     (fake / "git").write_text(
@@ -641,42 +854,179 @@ def test_of_two_syncs_to_one_missing_path_the_failing_one_removes_nothing_of_the
         f'exec {shutil.which("git")} "$@"\n'
     )
     (fake / "git").chmod(0o755)
-    real_create = gitsync._create
+    full = f"gitsync._FETCH_BUNDLE = {f'PATH={fake}:$PATH'!r} + chr(10) + gitsync._FETCH_BUNDLE\n"
+    b = start_sync(world, other, code=_SYNC_PROCESS.replace("say = ", full + "say = "))
+    said_until(b, "waiting for ")
+    go.touch()
+    a_out, a_err = a.communicate(timeout=120)
+    assert a.returncode == 0, a_err
     log = world.remote / "work_dirs" / "job" / "job.log"
-
-    def a_first(*args: object) -> object:
-        monkeypatch.setattr(gitsync, "_create", real_create)
-        a = sync_checkout(SshTarget(HOST), world.work, str(world.remote))
-        first.append(a.commit)
-        log.parent.mkdir(parents=True)
-        log.write_text("the job's log\n")
-        monkeypatch.setattr(gitsync, "_FETCH_BUNDLE", f"PATH={fake}:$PATH\n{fetch}")
-        args_list = list(args)
-        done = real_create(*args_list)  # type: ignore[arg-type]
-        assert a.method == "bundle"
-        return done
-
-    fetch = gitsync._FETCH_BUNDLE
-    first: list[str] = []
-    monkeypatch.setattr(gitsync, "_create", a_first)
-    with pytest.raises(ToolFailed, match="disk full"):
-        sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+    log.parent.mkdir(parents=True)
+    log.write_text("the job's log\n")
+    _, b_err = b.communicate(timeout=120)
+    assert b.returncode == 1 and "fatal: disk full" in b_err, b_err
     assert log.read_text() == "the job's log\n"
-    assert git(world.remote, "rev-parse", "HEAD").strip() == first[0]
+    assert git(world.remote, "rev-parse", "HEAD").strip() == a_out.strip()
     assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]
 
 
-def test_a_new_clone_removes_what_a_killed_sync_left_beside_it_hours_ago(world: World) -> None:
-    world.remote.parent.mkdir(parents=True)
-    old, recent = (
-        world.remote.parent / f".TensorRT-LLM.tsb-sync-{s}" for s in ("0ld000", "n3w000")
+def test_a_sigkilled_sync_frees_the_lock_and_its_unfinished_clone_goes(world: World) -> None:
+    """SIGKILL while the lock is held and the new clone half made: the cluster side ends with the
+    ssh session (its input closes), removes that clone and the lock; the next sync does not
+    wait."""
+    a = start_sync(world, world.work, "_transfer", world.root / "never")
+    said_until(a, "tsb-pause")
+    parent = world.remote.parent
+    assert sorted(p.name for p in parent.iterdir())[0].startswith(".TensorRT-LLM.tsb-sync-")
+    a.kill()
+    a.communicate(timeout=30)
+    deadline = time.monotonic() + 20
+    while list(parent.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(parent.iterdir()) == []
+    shutil.rmtree(world.tmp)  # the killed sync's snapshot (the next sync's sweep removes it)
+    world.tmp.mkdir()
+    said: list[str] = []
+    with untouched(world):
+        res = sync_checkout(SshTarget(HOST), world.work, str(world.remote), say=said.append)
+    assert not [s for s in said if s.startswith("waiting")]
+    check_synced(world, res.commit)
+
+
+def _plant_lock(w: World, owner: str, age: float = 0) -> Path:
+    lock = lock_of(w)
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text(owner + "\n")
+    if age:
+        os.utime(lock, (time.time() - age,) * 2)
+    return lock
+
+
+def test_a_lock_whose_sync_has_ended_is_removed(world: World) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    node = os.uname().nodename
+    # a sync of this account on this host whose shell is gone; one elsewhere silent for 10 min
+    for owner, age in [(f"{node} {dead.pid} 0 root gone:1", 0), ("login2 4242 0 root gone:2", 600)]:
+        _plant_lock(world, owner, age)
+        said: list[str] = []
+        res = sync_checkout(SshTarget(HOST), world.work, str(world.remote), say=said.append)
+        assert not [s for s in said if s.startswith("waiting")], said
+        check_synced(world, res.commit)
+        assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]
+
+
+def test_a_live_lock_is_waited_for_then_refused_and_kept(world: World) -> None:
+    lock = _plant_lock(world, "login2 4242 1001 alice laptop:77")
+    said: list[str] = []
+    with untouched(world), pytest.raises(ToolFailed) as err:
+        sync_checkout(SshTarget(HOST), world.work, str(world.remote), timeout=3, say=said.append)
+    assert err.value.line() == (
+        f"error: remote_repo_path: {HOST}:{world.remote} is being synced by the sync of alice "
+        "from laptop:77 (pid 4242 on login2), which did not end within 3s; run sync again once "
+        f"it has ended (its lock there is {lock})"
     )
-    for folder in (old, recent):
+    assert err.value.exit_code == 3
+    assert said == [
+        "waiting for the sync of alice from laptop:77 (pid 4242 on login2) to end: it syncs "
+        f"{HOST}:{world.remote} ({lock})"
+    ]
+    assert (lock / "owner").read_text() == "login2 4242 1001 alice laptop:77\n"
+    assert [p.name for p in world.remote.parent.iterdir()] == [lock.name]
+
+
+def test_a_link_at_the_lock_path_is_refused_and_not_followed(world: World) -> None:
+    target = world.root / "elsewhere"
+    target.mkdir()
+    world.remote.parent.mkdir(parents=True)
+    lock_of(world).symlink_to(target)
+    err = refused(world, ToolFailed)
+    assert err.line() == (
+        f"error: remote_repo_path: taking the sync lock of {HOST}:{world.remote} failed: "
+        f"{lock_of(world)} is there and is not a lock folder; check that its folder can be "
+        "written there"
+    )
+    assert list(target.iterdir()) == [] and lock_of(world).is_symlink()
+
+
+def test_the_lock_between_two_accounts(tmp_path: Path) -> None:
+    """The lock script as a second account runs it (`su`): it waits for root's live lock and
+    gives up; a lock of root's that has ended but that it cannot remove is named, not looped
+    on or taken."""
+    from trtllm_script_builder.process import gitsync
+    from trtllm_script_builder.process.host import Here
+    from trtllm_script_builder.process.sync_lock import LOCK
+
+    if os.getuid() != 0 or shutil.which("su") is None:
+        pytest.skip("needs root and su (to run as a second account)")
+    user = "tsbother"
+    if subprocess.run(["id", user], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "-m", user], check=True)
+    shared = Path(tempfile.mkdtemp(prefix="tsb-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o777)  # a project folder both accounts write
+        clone = shared / "TensorRT-LLM"
+        line = gitsync._line(LOCK, str(clone), "2", "theirs:1")
+
+        def as_other() -> list[str]:
+            res = subprocess.run(
+                ["su", user, "-s", "/bin/sh", "-c", line],
+                capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
+            )  # fmt: skip
+            return res.stdout.splitlines()
+
+        held = Here().start(gitsync._line(LOCK, str(clone), "5", "mine:1"))
+        try:
+            assert [held.line(10), held.line(10)][-1] == "locked"
+            out = as_other()
+            assert out[0] == f"lock={shared}/.TensorRT-LLM.tsb-sync.lock"
+            assert out[1].startswith("held=") and out[2].startswith("busy=")
+            assert out[1].split()[-1] == "mine:1"
+        finally:
+            assert held.end(10) == 0
+        assert list(shared.iterdir()) == []  # root's lock gone with its session
+
+        lock = shared / ".TensorRT-LLM.tsb-sync.lock"
+        lock.mkdir()
+        (lock / "owner").write_text("login2 99 0 root gone:1\n")
+        os.utime(lock, (time.time() - 600,) * 2)
+        assert as_other()[-1] == "stuck=login2 99 0 root gone:1"
+        assert (lock / "owner").exists()
+        shutil.rmtree(lock)
+        # with nothing in the way the second account takes it, and leaves nothing
+        assert as_other()[-1] == "locked"
+        assert list(shared.iterdir()) == []
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_new_clone_removes_what_a_killed_sync_left_beside_it(world: World) -> None:
+    """Under the lock no other sync of the path runs: the temporary clones of this account's
+    killed syncs go, another account's stay."""
+    world.remote.parent.mkdir(parents=True)
+    old, recent, theirs = (
+        world.remote.parent / f".TensorRT-LLM.tsb-sync-{s}" for s in ("0ld000", "n3w000", "th3ir5")
+    )
+    for folder in (old, recent, theirs):
         (folder / ".git").mkdir(parents=True)
     os.utime(old, (time.time() - 3 * 3600,) * 2)
+    os.chown(theirs, 4321, 4321)
     res = sync(world)
     check_synced(world, res.commit)
-    assert sorted(p.name for p in world.remote.parent.iterdir()) == [recent.name, "TensorRT-LLM"]
+    assert sorted(p.name for p in world.remote.parent.iterdir()) == [theirs.name, "TensorRT-LLM"]
+
+
+def test_a_clone_named_like_a_pattern_sweeps_only_its_own_leftovers(world: World) -> None:
+    """remote_repo_path `.../T*`: the sweep of killed syncs' clones beside it reads the name
+    as it is, not as a pattern that takes another clone's in-flight folder."""
+    parent = world.remote.parent
+    other = parent / ".TensorRT-LLM.tsb-sync-abc123"
+    (other / ".git").mkdir(parents=True)
+    starry = parent / "T*"
+    with untouched(world):
+        res = sync_checkout(SshTarget(HOST), world.work, str(starry))
+    assert git(starry, "rev-parse", "HEAD").strip() == res.commit
+    assert sorted(p.name for p in parent.iterdir()) == [other.name, "T*"]
 
 
 def test_a_sparse_checkout_with_a_nested_repository_syncs(world: World) -> None:
@@ -703,6 +1053,30 @@ def test_a_sparse_checkout_with_a_nested_repository_syncs(world: World) -> None:
     assert (world.remote / "docs" / "guide.md").read_text() == "guide\n"  # the commit's
     assert "scratch" not in git(world.remote, "ls-files")
     assert any(n.startswith("scratch is a git repository of its own") for n in res.notes)
+
+
+def test_a_submodule_added_but_not_committed_travels(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`git submodule add` stages the link and .gitmodules: that is a submodule, not an
+    untracked repository; the cluster checks it out at the staged commit, with no note."""
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "protocol.file.allow")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "always")
+    lib_origin = world.root / "lib.git"
+    git(world.root, "init", "-q", "--bare", "-b", "main", str(lib_origin))
+    lib = world.root / "lib"
+    git(world.root, "clone", "-q", str(lib_origin), str(lib))
+    (lib / "lib.h").write_text("// lib\n")
+    git(lib, "add", "-A")
+    git(lib, "commit", "-qm", "lib")
+    git(lib, "push", "-q", "origin", "HEAD:main")
+    git(world.work, "submodule", "-q", "add", str(lib_origin), "3rdparty/lib")
+    res = sync(world)
+    assert not [n for n in res.notes if "repository of its own" in n], res.notes
+    there = world.remote / "3rdparty" / "lib"
+    assert (there / "lib.h").read_text() == "// lib\n"
+    assert git(there, "rev-parse", "HEAD") == git(lib, "rev-parse", "HEAD")
 
 
 def test_an_account_whose_login_shell_is_tcsh_syncs(world: World) -> None:

@@ -57,3 +57,33 @@ def test_a_batch_over_max_array_size_runs_every_job(
     assert watcher.returncode == 0, err
     results = json.loads(out.strip().splitlines()[-1])
     assert results["summary"]["verdicts"] == {"PASSED": 7}, results
+
+
+def test_a_limit_probed_before_the_cluster_lowered_it_is_named_with_the_fix(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """The jobs' slurm_env says MaxArraySize 1001 (probed before the cluster's became 5):
+    Slurm refuses the array of 7; the refusal names the limit, where it came from, the
+    cluster's limit now and what to do."""
+    site = make_site(slurm_cluster, tmp_path, "test_seven.py", SEVEN)
+    probed = tmp_path / "slurm_env.json"
+    env = json.loads(probed.read_text())
+    env["max_array_size"] = 1001
+    probed.write_text(json.dumps(env))
+    folder, rows = build_many(
+        site, "seven", "".join(f"accuracy/test_seven.py::test_{n}\n" for n in "abcdefg")
+    )
+    assert len(rows) == 7
+    res = tsb(site.env, "submit", str(folder))
+    assert res.returncode == 3, res.stderr
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith(
+        "error: sbatch: sbatch: error: Batch job submission failed: Invalid job array specification"
+    )
+    assert line.endswith(
+        "(an array of 7 jobs, indexes 0-6, cut by MaxArraySize 1001 from the jobs' slurm_env "
+        "(probe); the cluster's MaxArraySize is 5 now); probe the cluster again "
+        "(trtllm-script-builder probe -o SLURM_ENV_FILE), build the batch again and submit it: "
+        "it goes in as arrays of at most 5 jobs"
+    ), line
+    assert str(folder) not in line

@@ -13,6 +13,7 @@ objects as an alternate), both in a temporary folder, so index, working tree, HE
 stash and even .git/objects stay as they were, whatever fails. The commit travels either as a
 temporary branch pushed to the repository the remote clone's `origin` names (when a remote of
 the local checkout is that repository), or as a `git bundle` streamed into one shell line.
+Everything on the remote side runs under the clone's lock there (`sync_lock`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model.values import whole_number
 from trtllm_script_builder.process.host import Host, OverSsh
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
+from trtllm_script_builder.process.proc import CmdResult, Session, run, tool_timeout
 from trtllm_script_builder.process.ssh import SSH_FAILED, SshTarget
+from trtllm_script_builder.process.sync_lock import cluster_lock, plain
 
 Say = Callable[[str], None]
 
@@ -82,6 +84,7 @@ _SNAPSHOT_EMAIL = "tsb-sync@localhost"
 # exit statuses of the remote scripts below (50: no folder, 52: git failed)
 _RC_DIRTY = 51
 _RC_SUBMODULES = 53
+_RC_LFS_POINTERS = 58
 
 
 @dataclass(frozen=True)
@@ -245,13 +248,15 @@ def _snapshot(local: _Local, tmp: Path) -> _Snapshot:
 def _drop_nested(local: _Local, env: Mapping[str, str]) -> list[str]:
     """Untracked repositories inside the checkout (`git add` makes them links to a commit
     that exists only here, which the cluster's submodule update fails on) stay out of the
-    snapshot, each with a note."""
+    snapshot, each with a note. A submodule the user added (`git submodule add`: its link is
+    in the user's own index) is none of them: it travels."""
 
-    def links(args: list[str]) -> set[str]:
+    def links(args: list[str], env: Mapping[str, str] | None = env) -> set[str]:
         out = local.must(args[0], [*_INDEX_CONFIG, *args], env).split("\0")
         return {e.partition("\t")[2] for e in out if e.startswith("160000 ")}
 
-    new = sorted(links(["ls-files", "-s", "-z"]) - links(["ls-tree", "-r", "-z", "HEAD"]))
+    known = links(["ls-tree", "-r", "-z", "HEAD"]) | links(["ls-files", "-s", "-z"], None)
+    new = sorted(links(["ls-files", "-s", "-z"]) - known)
     if new:
         drop = local.git(
             [*_INDEX_CONFIG, "update-index", "--force-remove", "-z", "--stdin"],
@@ -313,7 +318,10 @@ top=$(git rev-parse --show-toplevel 2>/dev/null) || { echo state=notgit; exit 0;
 echo state=repo
 printf 'top=%s\n' "$top"
 printf 'inode=%s\n' "$(ls -di . | awk '{ print $1 }')"
-printf 'origin=%s\n' "$(git config --get remote.origin.url)"
+# where origin fetches from (the clone's own insteadOf rewrites applied)
+if [ -n "$(git config --get remote.origin.url)" ]; then
+  printf 'origin=%s\n' "$(git ls-remote --get-url origin)"
+fi
 printf 'head=%s\n' "$(git rev-parse -q --verify 'HEAD^{commit}')"
 if git cat-file -e "$2^{commit}" 2>/dev/null; then echo has=yes; else echo has=no; fi
 git status --porcelain --ignore-submodules=all -- . "$keep" 2>/dev/null |
@@ -331,9 +339,11 @@ git for-each-ref --sort=-committerdate --count=100 --format='tip=%(objectname)' 
 _CREATE = r"""
 parent=$(dirname -- "$1") && name=$(basename -- "$1") || exit 50
 mkdir -p -- "$parent" || exit 50
-# what a killed sync of this user left here (a sync lasts less than the transfer's time limit)
-find "$parent" -mindepth 1 -maxdepth 1 -type d -name ".$name.tsb-sync-??????" -user "$(id -u)" \
-  -mmin +120 -exec rm -rf -- {} + 2>/dev/null
+# what a killed sync of this user left here (under the lock no other sync of the path runs);
+# the name's own `*`, `?` and `[` match only themselves
+glob=$(printf '%s\n' "$name" | sed 's/[][*?\\]/\\&/g')
+find "$parent" -mindepth 1 -maxdepth 1 -type d -name ".$glob.tsb-sync-??????" -user "$(id -u)" \
+  -exec rm -rf -- {} + 2>/dev/null
 t=$(mktemp -d "$parent/.$name.tsb-sync-XXXXXX") || exit 50
 chmod "$(umask -S)" "$t" || exit 50
 printf 'work=%s\n' "$t"
@@ -386,6 +396,14 @@ if [ -n "$4" ] && [ -f .gitmodules ]; then
   { git submodule sync -q --recursive && git submodule update -q --init --recursive; } \
     </dev/null || exit 53
 fi
+# Git LFS files checked out as pointer text: no git-lfs here, or not set up (decision sync-content)
+[ -n "$GIT_LFS_SKIP_SMUDGE" ] && exit 0
+git -c core.quotePath=false ls-files -- ':(attr:filter=lfs)' 2>/dev/null | while IFS= read -r f; do
+  if [ -f "$f" ] && [ ! -h "$f" ] && head -c 100 -- "$f" | grep -q '^version https://git-lfs'; then
+    printf 'pointer=%s\n' "$f"
+  fi
+done | head -n 3 | grep . && exit 58
+exit 0
 """
 )
 
@@ -445,32 +463,83 @@ def repo_key(url: str) -> tuple[str, str]:
     return "", path
 
 
-def _push_urls(local: _Local, remote_origin: str) -> list[tuple[str, str]]:
+def _push_urls(local: _Local, remote_origin: str, notes: list[str]) -> list[tuple[str, str]]:
     """(remote name, URL) of each local remote that is the same repository as the cluster
-    clone's origin: the URL that names it, never a `pushurl` elsewhere (a fork), which the
-    cluster does not read (decision sync-leaves-nothing)."""
+    clone's origin, as the URL a push really goes to after the user's `url.<base>.insteadOf`
+    and `pushInsteadOf` rewrites: never a `pushurl` or a rewrite elsewhere (a fork), which the
+    cluster does not read. A remote whose push is rewritten elsewhere gets a note and no push
+    (decision sync-push-target)."""
     if not remote_origin:
         return []
-    res = local.git(["config", "--get-regexp", r"^remote\..*\.(url|pushurl)$"])
+    res = local.git(["config", "-z", "--get-regexp", r"^remote\..*\.(url|pushurl)$"])
     urls: dict[str, list[str]] = {}
     push: dict[str, list[str]] = {}
-    for line in res.out.splitlines():
-        key, _, value = line.partition(" ")
-        m = re.fullmatch(r"remote\.(.+)\.(url|pushurl)", key)
-        if m and value and not value.startswith("-"):
+    for entry in res.out.split("\0"):
+        key, _, value = entry.partition("\n")
+        m = re.fullmatch(r"remote\.(.+)\.(url|pushurl)", key, re.DOTALL)
+        if m and value:
             (push if m.group(2) == "pushurl" else urls).setdefault(m.group(1), []).append(value)
+    fetch_rules, push_rules = _rewrites(local)
     want = repo_key(remote_origin)
     found = []
     for name, fetch_urls in urls.items():
-        same = [u for u in push.get(name, []) + fetch_urls if repo_key(u) == want]
-        if same:
-            found.append((name, same[0]))
+        for url in push.get(name, []) + fetch_urls:
+            target = push_target(url, fetch_rules, push_rules)
+            ok = (
+                repo_key(target) == want
+                and not target.startswith("-")
+                and push_target(target, fetch_rules, push_rules) == target  # pushed as is
+                and repo_key(_alias(target, fetch_rules) or target) == want  # ls-remote too
+            )
+            if ok:
+                found.append((name, target))
+                break
+            if repo_key(url) == want:
+                notes.append(
+                    f"a push to {name} ({url}) goes to {target} (url.<base>.pushInsteadOf or "
+                    "insteadOf in your git config), which the cluster does not read: not pushed"
+                )
     return found
 
 
+def _rewrites(local: _Local) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The user's URL rewrites, (base, prefix) in config order: `url.<base>.insteadOf` and
+    `url.<base>.pushInsteadOf`."""
+    res = local.git(["config", "-z", "--get-regexp", r"^url\..*\.(insteadof|pushinsteadof)$"])
+    fetch: list[tuple[str, str]] = []
+    push: list[tuple[str, str]] = []
+    for entry in res.out.split("\0"):
+        key, _, value = entry.partition("\n")
+        m = re.fullmatch(r"url\.(.*)\.(insteadof|pushinsteadof)", key, re.DOTALL)
+        if m:
+            (push if m.group(2) == "pushinsteadof" else fetch).append((m.group(1), value))
+    return fetch, push
+
+
+def _alias(url: str, rules: list[tuple[str, str]]) -> str | None:
+    """git's rewrite of `url` by the longest matching prefix (the first of equal ones), None
+    when none matches (git's remote.c, alias_url)."""
+    best: tuple[str, str] | None = None
+    for base, prefix in rules:
+        if url.startswith(prefix) and (best is None or len(prefix) > len(best[1])):
+            best = (base, prefix)
+    return None if best is None else best[0] + url[len(best[1]) :]
+
+
+def push_target(
+    url: str, fetch_rules: list[tuple[str, str]], push_rules: list[tuple[str, str]]
+) -> str:
+    """Where `git push URL` goes: a pushInsteadOf rewrite, else an insteadOf one, else URL
+    itself (git's remote.c: add_url_alias, add_pushurl_alias)."""
+    return _alias(url, push_rules) or _alias(url, fetch_rules) or url
+
+
 def _clone_url(local: _Local) -> str | None:
-    """The URL a new cluster clone is made from: the local checkout's `origin`."""
-    url = local.git(["config", "--get", "remote.origin.url"]).out.strip()
+    """The URL a new cluster clone is made from: where the local checkout's `origin` fetches
+    from (its insteadOf rewrites applied: the cluster does not know them)."""
+    if not local.git(["config", "--get", "remote.origin.url"]).out.strip():
+        return None
+    url = local.git(["ls-remote", "--get-url", "origin"]).out.strip()
     return url if url and not url.startswith("-") else None
 
 
@@ -533,47 +602,50 @@ def sync_checkout(
             notes = list(snap.notes)
             sha = snap.commit
 
-            remote = _probe(there, path, sha, where)
-            if _same_folder(local, remote):
-                notes.append(
-                    f"{where} is this checkout itself (a shared filesystem): nothing sent, "
-                    "nothing changed"
-                )
-                say(f"{where} is this checkout itself: the cluster sees its files as they are")
-                return SyncResult(sha, "shared", snap.snapshot, tuple(notes))
-            fresh = remote.state in ("missing", "empty")  # nothing of anyone's to keep there
-            work = path  # where the steps run: a new clone's own folder until it is whole
-            try:
-                if fresh:
-                    work, remote = _create(there, local, path, sha, where, notes, say)
-                elif remote.changes and not force:
-                    raise _dirty(where, remote, force_hint)
-                method = "present"
-                if remote.has:
-                    notes.append(f"the cluster had {sha[:12]} already")
-                else:
-                    method = _transfer(there, local, snap, remote, work, where, notes, say)
-                _checkout(there, work, sha, where, force or fresh, submodules, force_hint)
-                if fresh and there(_line(_PUBLISH, work, path)).rc != 0:
-                    raise ToolFailed(
-                        "remote_repo_path",
-                        f"{where} was made by another sync meanwhile; it was left as it is",
-                        "run sync again",
+            with cluster_lock(there.host, path, where, there.timeout, say) as lock:
+                remote = _probe(there, path, sha, where)
+                if _same_folder(local, remote):
+                    notes.append(
+                        f"{where} is this checkout itself (a shared filesystem): nothing sent, "
+                        "nothing changed"
                     )
-            except BaseException:
-                if work != path:  # the folder this sync made, and only that
-                    host.shell(shlex.join(["rm", "-rf", "--", work]), timeout=there.timeout)
-                raise
-            if remote.changes and force and not fresh:
-                notes.append(
-                    f"discarded {remote.changes} change(s) of the cluster checkout (--force)"
-                )
-            say(f"{where} is at {sha[:12]} ({method})")
-            stale = _build_outputs(there, path, where)
-            if stale is not None:
-                notes.append(stale)
-                say(f"warning: {stale}")
-            return SyncResult(sha, method, snap.snapshot, tuple(notes))
+                    say(f"{where} is this checkout itself: the cluster sees its files as they are")
+                    return SyncResult(sha, "shared", snap.snapshot, tuple(notes))
+                fresh = remote.state in ("missing", "empty")  # nothing of anyone's to keep there
+                work = path  # where the steps run: a new clone's own folder until it is whole
+                try:
+                    if fresh:
+                        work, remote = _create(there, local, path, sha, where, notes, say, lock)
+                    elif remote.changes and not force:
+                        raise _dirty(where, remote, force_hint)
+                    method = "present"
+                    if remote.has:
+                        notes.append(f"the cluster had {sha[:12]} already")
+                        _sweep_branches(local, remote, notes, there.timeout)
+                    else:
+                        method = _transfer(there, local, snap, remote, work, where, notes, say)
+                    _checkout(there, work, sha, where, force or fresh, submodules, force_hint)
+                    if fresh and there(_line(_PUBLISH, work, path)).rc != 0:
+                        raise ToolFailed(
+                            "remote_repo_path",
+                            f"{where} was made by another sync meanwhile; it was left as it is",
+                            "run sync again",
+                        )
+                    lock.send("done\n")
+                except BaseException:
+                    if work != path:  # the folder this sync made, and only that
+                        host.shell(shlex.join(["rm", "-rf", "--", work]), timeout=there.timeout)
+                    raise
+                if remote.changes and force and not fresh:
+                    notes.append(
+                        f"discarded {remote.changes} change(s) of the cluster checkout (--force)"
+                    )
+                say(f"{where} is at {sha[:12]} ({method})")
+                stale = _build_outputs(there, path, where)
+                if stale is not None:
+                    notes.append(stale)
+                    say(f"warning: {stale}")
+                return SyncResult(sha, method, snap.snapshot, tuple(notes))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -640,7 +712,14 @@ def _dirty(where: str, remote: _Remote, force_hint: str) -> BuildError:
 
 
 def _create(
-    there: _There, local: _Local, path: str, sha: str, where: str, notes: list[str], say: Say
+    there: _There,
+    local: _Local,
+    path: str,
+    sha: str,
+    where: str,
+    notes: list[str],
+    say: Say,
+    lock: Session,
 ) -> tuple[str, _Remote]:
     """A new clone of the local origin for a missing or empty path, else an empty repository
     (the bundle then carries the whole history), in a folder of its own beside the path: that
@@ -650,6 +729,8 @@ def _create(
         say(f"cloning {url} into {where}")
     res = there(_line(_CREATE, path, url))
     work = next((ln[5:] for ln in res.out.splitlines() if ln.startswith("work=")), "")
+    if work.startswith("/"):
+        lock.send(f"work={work}\n")  # removed there if this process dies before it is whole
     if res.rc != 0 or not work.startswith("/"):
         if work.startswith("/"):
             there(shlex.join(["rm", "-rf", "--", work]))
@@ -682,7 +763,7 @@ def _transfer(
     sha = snap.commit
     mine = f"{TEMP_BRANCH_PREFIX}{_checkout_tag(local)}-"
     ref = f"{mine}{sha[:12]}-{secrets.token_hex(4)}"
-    for name, url in _push_urls(local, remote.origin):
+    for name, url in _push_urls(local, remote.origin, notes):
         # this checkout's syncs run one at a time (the lock in sync_checkout): a branch of
         # its name there is what an interrupted or killed one left
         left = local.git(["ls-remote", "--refs", "--", url, f"{mine}*"], timeout=there.timeout)
@@ -710,6 +791,17 @@ def _transfer(
         break
     _send_bundle(there, local, snap, remote, path, where, ref, say)
     return "bundle"
+
+
+def _sweep_branches(local: _Local, remote: _Remote, notes: list[str], timeout: float) -> None:
+    """The temporary branches a killed sync of this checkout left on the shared origin go
+    with the next sync, also one that sends nothing (decision sync-leaves-nothing)."""
+    mine = f"{TEMP_BRANCH_PREFIX}{_checkout_tag(local)}-"
+    for name, url in _push_urls(local, remote.origin, []):
+        left = local.git(["ls-remote", "--refs", "--", url, f"{mine}*"], timeout=timeout)
+        stale = [r for r in (ln.partition("\t")[2] for ln in left.out.splitlines()) if r]
+        if stale:
+            cleanly(functools.partial(_delete_branches, local, url, name, stale, notes))
 
 
 def _delete_branches(local: _Local, url: str, name: str, refs: list[str], notes: list[str]) -> None:
@@ -791,6 +883,25 @@ def _checkout(
     if res.rc == _RC_DIRTY:
         probe = _probe(there, path, sha, where)
         raise _dirty(where, probe, force_hint)
+    if res.rc == _RC_LFS_POINTERS:
+        shown = ", ".join(plain(ln[8:]) for ln in res.out.splitlines() if ln[:8] == "pointer=")
+        raise ToolFailed(
+            "remote_repo_path",
+            f"{where} is at {sha[:12]} but its Git LFS files hold pointer text, not their "
+            f"content ({shown})",
+            "install git-lfs there, run `git lfs install` and `git lfs pull` in the clone (the "
+            "objects must be on origin's LFS server: `git lfs push origin HEAD` here), then "
+            "sync again",
+        )
+    lfs = re.search(r"fatal: (.+): smudge filter lfs failed", res.err)
+    if lfs:
+        raise ToolFailed(
+            "remote_repo_path",
+            f"checking out {sha[:12]} at {where} failed: Git LFS could not get the content of "
+            f"{plain(lfs.group(1))} there",
+            "push the LFS objects to origin's LFS server (`git lfs push origin HEAD` here), or "
+            "let the cluster reach it, then sync again",
+        )
     if res.rc == _RC_SUBMODULES:
         raise ToolFailed(
             "remote_repo_path",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from trtllm_script_builder.process.proc import CmdResult, run
+from trtllm_script_builder.process.proc import CmdResult, Session, run
 from trtllm_script_builder.process.ssh import MAX_READ, Cwd, Input, Secs, SshRunner
 
 
@@ -28,8 +28,8 @@ def current_user() -> str:
 
 
 class Host(Protocol):
-    """Run a program, run a shell line, copy files into a folder, read a file from an offset;
-    `check` reaches it and answers its login folder, $HOME and user, one a line.
+    """Run a program, run a shell line (or `start` one kept running beside the caller), copy
+    files into a folder, read a file from an offset; `check` reaches it and answers its login folder, $HOME and user, one a line.
 
     `timeout` (seconds) overrides the host's own limit for one call (a git transfer, salloc).
     """
@@ -43,6 +43,8 @@ class Host(Protocol):
     ) -> CmdResult: ...
 
     def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult: ...
+
+    def start(self, line: str) -> Session: ...
 
     def check(self) -> CmdResult: ...
 
@@ -82,6 +84,10 @@ class Here:
     def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult:
         # `sh`, as over ssh: the line is written once for both.
         return run(["sh", "-c", line], input=input, timeout=timeout)
+
+    def start(self, line: str) -> Session:
+        """The shell line kept running beside the caller (`proc.Session`), under `sh`."""
+        return Session(["sh", "-c", line])
 
     def check(self) -> CmdResult:
         """As over ssh: the folder a command starts in, $HOME and the user, one a line."""

@@ -1,14 +1,17 @@
 """The one runner: every process the package starts goes through here (a tool run to its end
-with `run`, or a job script left running with `spawn_detached`)."""
+with `run`, a program kept running beside the caller with `Session`, or a job script left
+running with `spawn_detached`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +147,72 @@ def _end(proc: subprocess.Popen[bytes], own_group: bool) -> None:
     if own_group:
         kill_group(proc.pid, signal.SIGKILL)
     proc.kill()
+
+
+class Session:
+    """A program kept running while the caller works (a lock held on a cluster): it reads its
+    standard input until `end` closes it, and its output (stderr with stdout) is read a line
+    at a time. When this process dies, even by SIGKILL, the input closes and the program is
+    told to end the same way."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        self._buf = b""
+        self._proc: subprocess.Popen[bytes] | None = None
+        if shutil.which(argv[0]) is None:
+            self._buf = f"{argv[0]}: command not found\n".encode()
+            return
+        try:
+            self._proc = subprocess.Popen(
+                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+        except OSError as exc:
+            self._buf = f"{argv[0]}: {exc.strerror}\n".encode()
+
+    def line(self, timeout: float) -> str | None:
+        """The next line it prints; None when it has ended or printed none for `timeout` s."""
+        deadline = time.monotonic() + timeout
+        out = self._proc.stdout if self._proc is not None else None
+        while b"\n" not in self._buf and out is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([out], [], [], left)[0]:
+                return None
+            chunk = os.read(out.fileno(), 65536)
+            if not chunk:
+                break
+            self._buf += chunk
+        if not self._buf:
+            return None
+        head, _, self._buf = self._buf.partition(b"\n")
+        return head.decode(errors="replace")
+
+    def send(self, text: str) -> bool:
+        """Write a line to its input; False when it has ended."""
+        if self._proc is None or self._proc.stdin is None:
+            return False
+        try:
+            self._proc.stdin.write(text.encode())
+            self._proc.stdin.flush()
+        except OSError:  # a broken pipe: it has ended
+            return False
+        return True
+
+    def end(self, timeout: float) -> int:
+        """Close its input and wait for it (killed after `timeout` s); its exit status."""
+        proc = self._proc
+        if proc is None:
+            return NOT_FOUND
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
+        return proc.returncode
 
 
 # ---------------------------------------------------------------- background processes

@@ -225,15 +225,50 @@ def split_arrays(groups: list[list[int]], limit: int) -> list[tuple[list[int], b
     return [(g[i : i + size], i > 0) for g in groups for i in range(0, len(g), size)]
 
 
-def max_array_size(jobs: list[_Job], runner: Host) -> int:
-    """The cluster's MaxArraySize: probe's record, else the cluster's answer now, else Slurm's
-    default."""
+def max_array_size(jobs: list[_Job], runner: Host) -> tuple[int, str]:
+    """The cluster's MaxArraySize and where it was read: probe's record, else the cluster's
+    answer now, else Slurm's default."""
     probed = (jobs[0].spec.slurm_env or {}).get("max_array_size")
     if type(probed) is int and probed >= 0:
-        return probed
+        return probed, "the jobs' slurm_env (probe)"
+    found = _live_max_array_size(runner)
+    if found is None:
+        return SLURM_MAX_ARRAY_SIZE, "Slurm's default (`scontrol show config` did not say)"
+    return found, "`scontrol show config`"
+
+
+def _live_max_array_size(runner: Host) -> int | None:
     config = runner(["scontrol", "show", "config"])
-    found = parse.max_array_size(parse.parse_config(config.out)) if config.rc == 0 else None
-    return SLURM_MAX_ARRAY_SIZE if found is None else found
+    return parse.max_array_size(parse.parse_config(config.out)) if config.rc == 0 else None
+
+
+_INVALID_ARRAY = "invalid job array specification"
+
+
+def _array_refused(err: ToolFailed, size: int, limit: int, source: str, runner: Host) -> ToolFailed:
+    """sbatch's "Invalid job array specification" for an array the batch cut by `limit`: the
+    refusal names the limit, where it came from, what the cluster says now, and the fix
+    (decision max-array-size)."""
+    live = _live_max_array_size(runner)
+    now = "" if live is None else f"; the cluster's MaxArraySize is {live} now"
+    said, cut, undone = err.problem.partition("; cancelled the ")
+    undone = cut + undone
+    if live is not None and live < size:
+        fix = (
+            f"probe the cluster again (trtllm-script-builder probe -o SLURM_ENV_FILE), build "
+            f"the batch again and submit it: it goes in as arrays of at most {max(live, 1)} jobs"
+        )
+    else:
+        fix = (
+            "check the array against the cluster (scontrol show config: MaxArraySize, "
+            "MaxJobCount; sbatch --test-only on the driver script), then submit again"
+        )
+    return ToolFailed(
+        "sbatch",
+        f"{said} (an array of {size} jobs, indexes 0-{size - 1}, cut by MaxArraySize {limit} "
+        f"from {source}{now}){undone}",
+        fix,
+    )
 
 
 def _also_after(args: list[str], job: str) -> list[str]:
@@ -694,9 +729,9 @@ def _submit_all(
             source_commit=target.commit(j.spec),
         )
 
-    limit = max(map(len, groups))
+    limit, source = max(map(len, groups)), ""
     if limit > 1:
-        limit = max_array_size(jobs, target.runner)
+        limit, source = max_array_size(jobs, target.runner)
     parts = split_arrays(groups, limit)
     last = ""
     for g, continues in parts:
@@ -753,7 +788,12 @@ def _submit_all(
                     "check that the folder can be written",
                 )
         script = posixpath.join(driver_dir, driver.name) if remote else str(driver)
-        last = array = target.sbatch(script, driver_dir, started, first.member.work_dir, after)
+        try:
+            last = array = target.sbatch(script, driver_dir, started, first.member.work_dir, after)
+        except ToolFailed as err:
+            if _INVALID_ARRAY not in err.problem.lower():
+                raise
+            raise _array_refused(err, len(g), limit, source, target.runner) from None
         arrays.append(BatchArray(job_id=array, driver=script, size=len(g), max_running=max_running))
         for t, i in enumerate(g):
             record(i, f"{array}_{t}", array, t)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import check_host
-from trtllm_script_builder.process.proc import CmdResult, run, tool_timeout
+from trtllm_script_builder.process.proc import CmdResult, Session, run, tool_timeout
 
 SSH_FAILED = 255  # ssh's own exit status when the connection fails
 CONTROL_PERSIST = "15m"
@@ -180,6 +180,11 @@ class SshRunner:
     def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult:
         """Run one shell line remotely (the caller quotes every value)."""
         return run(self.target.line_argv(line), input=input, timeout=timeout or self.timeout)
+
+    def start(self, line: str) -> Session:
+        """Run one shell line remotely, kept running beside the caller (`proc.Session`): its
+        input is the ssh connection's, so it ends when this process does."""
+        return Session(self.target.line_argv(line))
 
     def check(self) -> CmdResult:
         """Connect (opening the master) and return `pwd`, `$HOME` and the user of the login
