@@ -334,3 +334,24 @@ def test_a_config_needing_more_nodes_than_the_partition_has_is_said(env: Env, cl
     # a job that fits says nothing of the kind
     r = cli(["--force"], env.request(test_cmd=PERF, partition="gb"))
     assert r.code == 0 and "nodes" not in r.stderr
+
+
+def test_the_stand_in_writes_the_exports_the_real_drafts_read(
+    env: Env, cli, tmp_path: Path
+) -> None:
+    # the real disaggregated draft loops over numGenServers/numCtxServers and calls the
+    # precheck gate; submit.py points the config-folder variable at a --config-file's folder
+    with_real_disagg(env)
+    tid = f"pytest perf/test_perf_sanity.py::test_e2e[disagg_upload-e2e-{LITE}]"
+    assert cli([], env.request(test_cmd=tid, partition="gb")).code == 0
+    text = (env.work / "slurm_launch.sh").read_text()
+    for line in ("export numCtxServers=1", "export numGenServers=1", "export ctPrecheckEnabled=1",
+                 "export gpusPerNodePerGenServer=2", "export LLM_MODELS_ROOT=/models"):  # fmt: skip
+        assert line in text.splitlines(), line
+    assert 'export pytestCommandGENWorker="unset UCX_CUDA_IPC_ENABLE_MNNVL' in text
+    cfg = tmp_path / "configs" / "my_bench.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text((env.repo / "tests/scripts/perf-sanity/aggregated/tiny_cfg.yaml").read_text())
+    req = env.request(perf_config_yaml=str(cfg), perf_test_name="tiny_tp1", partition="gb")
+    assert cli(["--force"], req).code == 0
+    assert f"AGG_CONFIG_FOLDER='{cfg.parent}'" in (env.work / "slurm_launch.sh").read_text()
