@@ -108,10 +108,41 @@ def test_launch_of_a_variable(n):
 """
 
 
+# tests/integration/defs/accuracy/test_llm_api_pytorch.py, a stored version (43959 characters)
+# from before `skip_less_device(4)` was put on TestLlama3_1_8BInstruct::test_bfloat16_4gpus:
+# only its parametrize values say that tp4, tp2pp2 and pp4 start four ranks
+LLAMA_8B = """\
+import pytest
+from defs.conftest import parametrize_with_ids
+
+
+class TestLlama3_1_8BInstruct:
+    @parametrize_with_ids("torch_compile", [False, True])
+    @parametrize_with_ids("attn_backend", ["TRTLLM", "FLASHINFER"])
+    @pytest.mark.parametrize("tp_size,pp_size", [(4, 1), (2, 2), (1, 4)],
+                             ids=["tp4", "tp2pp2", "pp4"])
+    def test_bfloat16_4gpus(self, tp_size, pp_size, attn_backend,
+                            torch_compile):
+        if torch_compile and pp_size > 1:
+            pytest.skip("Pipeline parallel with torch.compile is not supported yet.")
+        llm = LLM(self.MODEL_PATH, tensor_parallel_size=tp_size, pipeline_parallel_size=pp_size)
+
+    @pytest.mark.parametrize(
+        "tp_size,pp_size,ep_size,attention_dp,cuda_graph,overlap_scheduler",
+        [(1, 1, 1, False, False, True)],
+        ids=["latency"])
+    def test_fp8_block_scales(self, tp_size, pp_size, ep_size, attention_dp,
+                              cuda_graph, overlap_scheduler):
+        run(tp_size, pp_size, ep_size)
+"""
+
+
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
     for rel, text in {
-        DEFS / "accuracy" / "test_llm_api_pytorch.py": MAVERICK,
+        DEFS / "accuracy" / "test_llm_api_pytorch.py": MAVERICK
+        + "\n\n"
+        + LLAMA_8B.split("\n", 2)[2],
         DEFS / "accuracy" / "test_disaggregated_serving.py": DISAGG,
         DEFS / "test_e2e.py": E2E,
         Path("tests/unittest/llmapi/test_llm_multi_gpu_pytorch.py"): MULTI_GPU,
@@ -157,6 +188,20 @@ def repo(tmp_path: Path) -> Path:
             2,
         ),
         ("unittest/llmapi/test_llm_multi_gpu_pytorch.py::test_one_gpu", None),
+        # no mark, no skip: the parametrize values the id names start tp_size * pp_size ranks
+        (
+            "accuracy/test_llm_api_pytorch.py::TestLlama3_1_8BInstruct::test_bfloat16_4gpus[tp4-attn_backend=TRTLLM-torch_compile=False]",
+            4,
+        ),
+        (
+            "accuracy/test_llm_api_pytorch.py::TestLlama3_1_8BInstruct::test_bfloat16_4gpus[tp2pp2-attn_backend=FLASHINFER-torch_compile=True]",
+            4,
+        ),
+        ("accuracy/test_llm_api_pytorch.py::TestLlama3_1_8BInstruct::test_bfloat16_4gpus", 4),
+        (
+            "accuracy/test_llm_api_pytorch.py::TestLlama3_1_8BInstruct::test_fp8_block_scales[latency]",
+            None,
+        ),
         # the body runs `mpirun -n 2`
         ("test_e2e.py::test_trtllm_bench_mgmn", 2),
         ("test_e2e.py::test_listed_launch", 4),

@@ -289,3 +289,69 @@ def test_build_many_folder_names_keep_what_tells_two_configs_apart() -> None:
     assert names[0] != names[1]
     assert names[0].endswith("_eplb0_mtp3_ccb_ucx") and names[1].endswith("_eplb288_mtp3_ccb_ucx")
     assert all(len(n) <= NAME_MAX and n.startswith("perf_sanity_e2e_disagg") for n in names)
+
+
+def _dry_run_spec(stdout: str) -> dict:
+    text = stdout.split("job_spec.json (not written)\n", 1)[1]
+    return json.loads(text[: text.index("\n}\n") + 2])
+
+
+@pytest.mark.parametrize(
+    "test_cmd",
+    [PERF, f"pytest perf/test_perf_sanity.py::test_e2e[disagg_upload-e2e-{LITE}]"],
+)
+def test_dry_run_job_spec_agrees_with_the_build(env: Env, cli, test_cmd: str) -> None:
+    with_real_disagg(env)
+    env.write_env(slurm_version="22.05.8")
+    req = env.request(test_cmd=test_cmd, partition="gb")
+    dry = cli(["--dry-run"], req)
+    assert dry.code == 0, dry.stderr
+    assert not env.work.exists()
+    built = cli([], req)
+    assert built.code == 0, built.stderr
+    want, got = spec_of(env), _dry_run_spec(dry.stdout)
+    # what submit.py prints is only known once it ran; everything else is known before
+    ran = [w for w in want["warnings"] if w.startswith("submit.py: ")]
+    assert got["warnings"] == [w for w in want["warnings"] if w not in ran]
+    assert any("--segment left out" in w for w in got["warnings"])
+    assert got["extra_files"] == want["extra_files"] == [str(env.work / "test_list.txt")]
+    for key in ("required_devices", "node_count", "success_patterns"):
+        assert got[key] == want[key], key
+    # the GRES line is the one submit.py's own sinfo call chose, known once it ran
+    assert {**got["slurm_params"], "gres": None} == {**want["slurm_params"], "gres": None}
+
+
+def test_a_config_needing_more_nodes_than_the_partition_has_is_said(env: Env, cli) -> None:
+    ucx = "gb200_deepseek-r1-fp4_1k1k_con2048_ctx2_dep4_gen1_dep16_eplb0_mtp3_ccb-UCX"
+    src = shared_file(f"tests/scripts/perf-sanity/disaggregated/{ucx}.yaml")
+    shutil.copy(src, with_real_disagg(env).parent / src.name)
+    tid = f"pytest perf/test_perf_sanity.py::test_e2e[disagg_upload-e2e-{ucx}]"
+    r = cli([], env.request(test_cmd=tid, partition="gb"))
+    assert r.code == 0, r.stderr
+    assert spec_of(env)["slurm_params"]["nodes"] == 6
+    line = next(ln for ln in r.stderr.splitlines() if "6 nodes" in ln)
+    assert line.startswith("warning: ") and "partition gb has 2" in line
+    # a job that fits says nothing of the kind
+    r = cli(["--force"], env.request(test_cmd=PERF, partition="gb"))
+    assert r.code == 0 and "nodes" not in r.stderr
+
+
+def test_the_stand_in_writes_the_exports_the_real_drafts_read(
+    env: Env, cli, tmp_path: Path
+) -> None:
+    # the real disaggregated draft loops over numGenServers/numCtxServers and calls the
+    # precheck gate; submit.py points the config-folder variable at a --config-file's folder
+    with_real_disagg(env)
+    tid = f"pytest perf/test_perf_sanity.py::test_e2e[disagg_upload-e2e-{LITE}]"
+    assert cli([], env.request(test_cmd=tid, partition="gb")).code == 0
+    text = (env.work / "slurm_launch.sh").read_text()
+    for line in ("export numCtxServers=1", "export numGenServers=1", "export ctPrecheckEnabled=1",
+                 "export gpusPerNodePerGenServer=2", "export LLM_MODELS_ROOT=/models"):  # fmt: skip
+        assert line in text.splitlines(), line
+    assert 'export pytestCommandGENWorker="unset UCX_CUDA_IPC_ENABLE_MNNVL' in text
+    cfg = tmp_path / "configs" / "my_bench.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text((env.repo / "tests/scripts/perf-sanity/aggregated/tiny_cfg.yaml").read_text())
+    req = env.request(perf_config_yaml=str(cfg), perf_test_name="tiny_tp1", partition="gb")
+    assert cli(["--force"], req).code == 0
+    assert f"AGG_CONFIG_FOLDER='{cfg.parent}'" in (env.work / "slurm_launch.sh").read_text()

@@ -263,7 +263,8 @@ def _run_submit_step(
             version = (result.spec.slurm_env or {}).get("slurm_version")
             text, notes = fit_launch(text, version if isinstance(version, str) else None)
             write_file(launch, text, 0o755)
-            result.spec.warnings = [*result.spec.warnings, *said, *notes]
+            # a note the resolve step already gave (the same text) is said once
+            result.spec.warnings = list(dict.fromkeys([*result.spec.warnings, *said, *notes]))
             # job_spec's GRES is the one the script asks for (submit.py's, or ours for remote)
             if result.spec.slurm_params is not None:
                 result.spec.slurm_params = result.spec.slurm_params.model_copy(
@@ -276,8 +277,9 @@ def _run_submit_step(
                 for p in stage.rglob("*")
                 if p.is_file() and p.name != "job_spec.json" and p != stage / launch_name
             )
+            # a file the resolve step expected (test_list.txt) is listed only when it was made
             result.spec.extra_files = sorted(
-                {*result.spec.extra_files, *(str(work_dir / n) for n in made)}
+                {*(str(work_dir / f.name) for f in step.before), *(str(work_dir / n) for n in made)}
             )
             result.files = [OutFile("job_spec.json", result.spec.to_json())]
             write_file(stage / "job_spec.json", result.files[0].text)

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
-from trtllm_script_builder.model.slurm_env import version_before
 from trtllm_script_builder.model.values import printable
 from trtllm_script_builder.process.proc import run
+from trtllm_script_builder.resolve.perf.plan import segment_note
 
 SUBMIT_PY = Path("jenkins") / "scripts" / "perf" / "local" / "submit.py"
 DEFAULT_TIMEOUT_SECONDS = 300.0
@@ -94,9 +94,6 @@ def run_submit_py(
 # submit.py's lines that tell which settings it chose (the network pins of a disaggregated
 # job) or what it could not do; "Launch script generated at" names the private folder.
 _SAID = ("UCX env:", "[WARNING]")
-# topology/block's `--segment` came with Slurm 23.11; 22.05 refuses the whole script
-# (decision slurm-version-cluster-name)
-SEGMENT_SINCE = (23, 11)
 _SEGMENT = re.compile(r"#SBATCH\s+--segment(?:=|\s).*")
 # submit.py names the container after the second it ran: the same request would give other
 # bytes each time, so the job id (one per job, known when the script runs) takes its place
@@ -109,16 +106,13 @@ def fit_launch(text: str, slurm_version: str | None) -> tuple[str, list[str]]:
     container name replaced by one per job."""
     notes: list[str] = []
     text = _CONTAINER.sub(lambda m: f'"--container-name={m.group(1)}_test-${{SLURM_JOB_ID}}"', text)
-    if version_before(slurm_version, *SEGMENT_SINCE):
+    note = segment_note(slurm_version)
+    if note:
         lines = text.split("\n")
         kept = [ln for ln in lines if not _SEGMENT.fullmatch(ln.strip())]
         if len(kept) != len(lines):
             text = "\n".join(kept)
-            notes.append(
-                f"#SBATCH --segment left out of the launch script: the cluster runs Slurm "
-                f"{slurm_version}, and sbatch before {SEGMENT_SINCE[0]}.{SEGMENT_SINCE[1]} "
-                "refuses it (the nodes are not kept in one topology block)"
-            )
+            notes.append(note)
     return text, notes
 
 

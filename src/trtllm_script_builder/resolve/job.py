@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from trtllm_script_builder.resolve.perf.plan import PerfPlan
 
 LAUNCH_SH = "slurm_launch.sh"
+TEST_LIST = "test_list.txt"  # submit.py writes the id it runs there, beside the launch script
 # What the launch script of the repo's submit.py prints when it passed or failed, whichever
 # workflow it runs for (decision log-patterns).
 SUBMIT_PY_PATTERNS = (
@@ -793,11 +794,13 @@ def local_copy(
 # ---------------------------------------------------------------- Category 4
 
 
-def _submit_py_knows(option: str, req: Request) -> bool:
-    """Older submit.py versions refuse options they lack, so one is passed only when known."""
+def _submit_py_knows(option: str, req: Request, *, quoted: bool = True) -> bool:
+    """Older submit.py versions refuse options they lack, so one is passed only when known;
+    `quoted` False: whether it writes `#SBATCH <option>` into the launch script."""
     path = Path(req.repo_root) / "jenkins" / "scripts" / "perf" / "local" / "submit.py"
     try:
-        return f'"{option}"' in path.read_text(errors="replace")
+        text = path.read_text(errors="replace")
+        return f'"{option}"' in text if quoted else f"#SBATCH {option}" in text
     except OSError:
         return False
 
@@ -809,7 +812,12 @@ def _category4(
     parts: tuple[mnt.Mount, mnt.Mount, list[mnt.Mount]],
     warnings: list[str],
 ) -> ResolvedJob:
-    from trtllm_script_builder.resolve.perf.plan import check_node_fits, check_unquoted
+    from trtllm_script_builder.resolve.perf.plan import (
+        check_node_fits,
+        check_unquoted,
+        nodes_note,
+        segment_note,
+    )
 
     req, paths, facts = base.req, base.paths, base.facts
     assert facts is not None and req.partition and req.account
@@ -822,6 +830,9 @@ def _category4(
     )  # fmt: skip
     field = "perf_config_yaml" if plan.config_file else "test_cmd"
     check_node_fits(plan.sizing, facts.gpus_per_node, facts.gpus_source, field)
+    part = facts.partition
+    if part is not None and (note := nodes_note(plan.sizing, part.name, part.nodes)):
+        warnings.append(note)
     # submit.py makes work_dir the container's working folder and writes its output there.
     job_dir = mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
     extras = [job_dir]
@@ -885,6 +896,12 @@ def _category4(
         if paths.remote
         else None
     )
+    # Known before submit.py runs, so a dry run's job_spec says them too: its `--segment` line
+    # left out on an older Slurm, and the test_list.txt it always writes beside the script.
+    version = env.slurm_version if env is not None else None
+    if (note := segment_note(version)) and _submit_py_knows("--segment", req, quoted=False):
+        warnings.append(note)
+    listed = sorted({*(str(work_dir / f.name) for f in before), str(work_dir / TEST_LIST)})
     sz = plan.sizing
     return ResolvedJob(
         workflow=wf,
@@ -896,7 +913,7 @@ def _category4(
         nodes=sz.nodes,
         success_patterns=SUBMIT_PY_PATTERNS[0],
         failure_patterns=SUBMIT_PY_PATTERNS[1],
-        extra_files=tuple(str(work_dir / f.name) for f in before),
+        extra_files=tuple(listed),
         warnings=tuple(warnings),
         submit=SubmitPlan(tuple(before), tuple(args), LAUNCH_SH, rewrite, gpu_lines),
         **base.common(mounts),

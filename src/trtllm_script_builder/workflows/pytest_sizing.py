@@ -810,6 +810,36 @@ def _envs(t: TestFunc, pid: str | None) -> list[dict[str, object]]:
     return envs
 
 
+# A test's own parallel sizes as it names its arguments (LLM(tensor_parallel_size=tp_size, ...)):
+# their product is the world the test starts (decision gpu-need).
+_PARALLEL_ARGS = (
+    ("tp_size", "tensor_parallel_size"),
+    ("pp_size", "pipeline_parallel_size"),
+    ("cp_size", "context_parallel_size"),
+)
+
+
+def _parallel_needs(t: TestFunc, pid: str | None, name: str, f: Path) -> list[tuple[int, str]]:
+    """tp_size x pp_size (x cp_size) of the parametrisations the id selects, where the
+    parametrize decorators give them as literal whole numbers."""
+    found: list[tuple[int, str]] = []
+    for env in _envs(t, pid):
+        sizes: list[tuple[str, int]] = []
+        for names in _PARALLEL_ARGS:
+            arg = next((n for n in names if n in env), None)
+            value = env.get(arg) if arg else None
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 4096:
+                sizes.append((str(arg), value))
+        world = 1
+        for _, v in sizes:
+            world *= v
+        if world < 2:  # one rank says no more than no parameters do
+            continue
+        shown = " ".join(f"{a}={v}" for a, v in sizes)
+        found.append((world, f"parameters {shown} of {name}[{pid or ''}] in {f}"))
+    return found
+
+
 def _needed(
     best: tuple[int, str] | None, t: TestFunc, pid: str | None, f: Path, notes: list[str]
 ) -> tuple[int, str] | None:
@@ -837,6 +867,7 @@ def _needed(
             )
             continue
         found.append((max(counts), f"{shown} in the body of {name} in {f}"))
+    found += _parallel_needs(t, pid, name, f)
     for text in t.launches:
         last = text.rsplit(None, 1)[-1]
         if last.isdigit():

@@ -16,10 +16,15 @@ export installScript='/ROOT/repo/jenkins/scripts/perf/local/slurm_install.sh'
 export configYamlPath='/ROOT/repo/tests/scripts/perf-sanity/aggregated/tiny_cfg.yaml'
 export BUILD_WHEEL=false
 export INSTALL_MODE='source'
+export WHEEL_PATH=''
+export CAPTURE_NSYS=false
+export NSYS_PREFIX=""
 export LLM_API_LAUNCH="/ROOT/repo/tensorrt_llm/llmapi/trtllm-llmapi-launch"
-export PYTEST_COMMON_VARS="LLM_ROOT='/ROOT/repo' LLM_MODELS_ROOT='/models' AGG_CONFIG_FOLDER='tests/scripts/perf-sanity/aggregated' DISAGG_CONFIG_FOLDER='tests/scripts/perf-sanity/disaggregated' "
+export PYTEST_COMMON_VARS="LLM_ROOT='/ROOT/repo' LLM_BACKEND_ROOT='/ROOT/repo/triton_backend' LLM_MODELS_ROOT='/models' AGG_CONFIG_FOLDER='tests/scripts/perf-sanity/aggregated' DISAGG_CONFIG_FOLDER='tests/scripts/perf-sanity/disaggregated' "
 export PYTEST_COMMAND="pytest -v perf/test_perf_sanity.py --test-prefix=/ROOT/repo/tests/integration/defs --test-list=/ROOT/work/test_list.txt --output-dir=/ROOT/work -o junit_logging=out-err"
-export pytestCommand="$PYTEST_COMMON_VARS $LLM_API_LAUNCH $PYTEST_COMMAND --junitxml=/ROOT/work/report.xml"
+export WORKER_ENV_VARS="TLLM_PROFILE_START_STOP='' FLASHINFER_JIT_DIR=/tmp/flashinfer_jit_cache_\${SLURM_LOCALID} HF_HOME=/tmp/hf_home "
+export SERVER_ENV_VARS=""
+export pytestCommand="$SERVER_ENV_VARS $WORKER_ENV_VARS $PYTEST_COMMON_VARS $LLM_API_LAUNCH $PYTEST_COMMAND --junitxml=/ROOT/work/report.xml"
 export gpusPerNode=4
 export gpusPerNodePerServer=4
 export totalNodes=2

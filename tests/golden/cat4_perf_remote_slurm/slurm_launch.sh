@@ -17,10 +17,15 @@ export installScript='/lustre/rtester/TensorRT-LLM/jenkins/scripts/perf/local/sl
 export configYamlPath='/lustre/rtester/TensorRT-LLM/tests/scripts/perf-sanity/aggregated/tiny_cfg.yaml'
 export BUILD_WHEEL=false
 export INSTALL_MODE='source'
+export WHEEL_PATH=''
+export CAPTURE_NSYS=false
+export NSYS_PREFIX=""
 export LLM_API_LAUNCH="/lustre/rtester/TensorRT-LLM/tensorrt_llm/llmapi/trtllm-llmapi-launch"
-export PYTEST_COMMON_VARS="LLM_ROOT='/lustre/rtester/TensorRT-LLM' LLM_MODELS_ROOT='/models' AGG_CONFIG_FOLDER='tests/scripts/perf-sanity/aggregated' DISAGG_CONFIG_FOLDER='tests/scripts/perf-sanity/disaggregated' "
+export PYTEST_COMMON_VARS="LLM_ROOT='/lustre/rtester/TensorRT-LLM' LLM_BACKEND_ROOT='/lustre/rtester/TensorRT-LLM/triton_backend' LLM_MODELS_ROOT='/models' AGG_CONFIG_FOLDER='tests/scripts/perf-sanity/aggregated' DISAGG_CONFIG_FOLDER='tests/scripts/perf-sanity/disaggregated' "
 export PYTEST_COMMAND="pytest -v perf/test_perf_sanity.py --test-prefix=/lustre/rtester/TensorRT-LLM/tests/integration/defs --test-list=/lustre/rtester/TensorRT-LLM/work_dirs/work/test_list.txt --output-dir=/lustre/rtester/TensorRT-LLM/work_dirs/work -o junit_logging=out-err"
-export pytestCommand="$PYTEST_COMMON_VARS $LLM_API_LAUNCH $PYTEST_COMMAND --junitxml=/lustre/rtester/TensorRT-LLM/work_dirs/work/report.xml"
+export WORKER_ENV_VARS="TLLM_PROFILE_START_STOP='' FLASHINFER_JIT_DIR=/tmp/flashinfer_jit_cache_\${SLURM_LOCALID} HF_HOME=/tmp/hf_home "
+export SERVER_ENV_VARS=""
+export pytestCommand="$SERVER_ENV_VARS $WORKER_ENV_VARS $PYTEST_COMMON_VARS $LLM_API_LAUNCH $PYTEST_COMMAND --junitxml=/lustre/rtester/TensorRT-LLM/work_dirs/work/report.xml"
 export gpusPerNode=4
 export gpusPerNodePerServer=4
 export totalNodes=2

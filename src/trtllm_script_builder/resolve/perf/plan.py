@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.model.slurm_env import version_before
 from trtllm_script_builder.resolve.commands import normalise_name
 from trtllm_script_builder.resolve.perf.sizing import (
     PerfSizing,
@@ -162,6 +163,39 @@ def check_node_fits(sizing: PerfSizing, partition_gpus: int, where: str, field: 
             f"gpus_per_node) but {where} has {partition_gpus}",
             "pick a partition with that many GPUs per node, or a config written for this one",
         )
+
+
+# topology/block's `--segment` came with Slurm 23.11; 22.05 refuses the whole script
+# (decision slurm-version-cluster-name)
+SEGMENT_SINCE = (23, 11)
+
+
+def segment_note(slurm_version: str | None) -> str | None:
+    """What the build says when it leaves submit.py's `#SBATCH --segment` out: known before
+    submit.py runs, so a dry run says it too."""
+    if not version_before(slurm_version, *SEGMENT_SINCE):
+        return None
+    return (
+        f"#SBATCH --segment left out of the launch script: the cluster runs Slurm "
+        f"{slurm_version}, and sbatch before {SEGMENT_SINCE[0]}.{SEGMENT_SINCE[1]} "
+        "refuses it (the nodes are not kept in one topology block)"
+    )
+
+
+def nodes_note(sizing: PerfSizing, partition: str, partition_nodes: str | None) -> str | None:
+    """The config decides the node count (submit.py holds whole nodes): one the partition
+    cannot give is said at build time, as `check` and sbatch would refuse it."""
+    try:
+        total = int(partition_nodes or "")
+    except ValueError:
+        return None
+    if sizing.nodes <= total:
+        return None
+    return (
+        f"the perf config needs {sizing.nodes} nodes of {sizing.gpus_per_node} GPUs but "
+        f"partition {partition} has {total}: sbatch refuses the job there; pick a partition "
+        "with that many nodes"
+    )
 
 
 def submit_args(

@@ -63,6 +63,10 @@ def main() -> None:
         "exit 1\n"
     )
     Path(args.launch_sh).chmod(0o755)
+    # as the real one: the id it runs, without `_upload`, beside the launch script
+    work = Path(args.work_dir) if args.work_dir else Path(args.launch_sh).parent
+    case = f"aggr-{Path(config).stem}-{s['name']}"
+    (work / "test_list.txt").write_text(f"perf/test_perf_sanity.py::test_e2e[{case}]\n")
     print(f"example launch script written to {args.launch_sh}")
 
 
