@@ -26,9 +26,11 @@ from typing import IO, Any
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename) or "host"
-# `.<name>.tsb-<host>-<pid>-<token>.tmp`
+# `.<name>.tsb-<host>-<pid>-<token>.tmp`; a pid has at most 9 digits (Linux's pid_max is at
+# most 2**22), so a name anyone may plant in /tmp never reaches kill(2) as a number it cannot
+# take (an OverflowError ended every build there).
 _TEMP = re.compile(
-    r"\.(?P<name>.*)\.tsb-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[0-9]+)-[0-9a-f]{12}\.tmp"
+    r"\.(?P<name>.*)\.tsb-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[1-9][0-9]{0,8})-[0-9a-f]{12}\.tmp"
 )
 
 
