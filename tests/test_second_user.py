@@ -77,3 +77,51 @@ def test_a_planted_temporary_with_a_pid_too_big_for_kill_does_not_end_a_build(
     assert r.code == 0, r.stderr
     assert (parent / name).exists()  # another user's: left alone
     assert atomic.sweep(parent) == []
+
+
+# ---------------------------------------------------------------- a team's work_dir
+
+
+def _rewritten_by_other(env: Env, sub: dict[str, Any]) -> None:
+    """The teammate's rewrite: a new file of theirs put over the record (the folder is
+    theirs to write, the record is not)."""
+    record = env.work / "submission.json"
+    tmp = env.work / "record.new"
+    tmp.write_text(json.dumps(sub))
+    planted(tmp)
+    os.replace(tmp, record)
+
+
+def test_a_pid_rewritten_with_its_start_time_is_not_signalled(
+    env: Env, docker: Path, run_cli: Callable[..., Any], bystander: subprocess.Popen[bytes]
+) -> None:
+    """/proc/<pid>/stat is readable by everyone: a teammate copies the start time of a later
+    process of the victim's with its pid, and `watch --timeout` and `cancel` killed it."""
+    sub = _submitted(run_cli, env, "sleep 30")
+    ours, ours_start = sub["pid"], sub["pid_start"]
+    sub["pid"], sub["pid_start"] = bystander.pid, start_time(bystander.pid)
+    _rewritten_by_other(env, sub)
+    run_cli("watch", None, str(env.work), "--poll", "0.1", "--timeout", "0.5")
+    assert alive(bystander.pid, sub["pid_start"])
+    code, out, err = run_cli("cancel", None, str(env.work))
+    assert code == 2, out + err
+    assert "submission.json" in err and f"uid {OTHER}" in err, err
+    assert alive(bystander.pid, sub["pid_start"])
+    os.killpg(ours, 9)
+    assert ours_start
+
+
+def test_a_record_others_may_write_is_not_acted_on(
+    env: Env, docker: Path, run_cli: Callable[..., Any], bystander: subprocess.Popen[bytes]
+) -> None:
+    """The victim's own file, made writable by everyone: its pid is not taken either."""
+    sub = _submitted(run_cli, env, "sleep 30")
+    ours = sub["pid"]
+    sub["pid"], sub["pid_start"] = bystander.pid, start_time(bystander.pid)
+    record = env.work / "submission.json"
+    record.write_text(json.dumps(sub))
+    record.chmod(0o666)
+    code, out, err = run_cli("cancel", None, str(env.work))
+    assert code == 2 and "others may write" in err, out + err
+    assert alive(bystander.pid, sub["pid_start"])
+    os.killpg(ours, 9)

@@ -58,15 +58,24 @@ def read_regular(path: str, offset: int = 0, limit: int = MAX_READ) -> bytes | N
     link (a work_dir may be shared: a log linked to someone's ~/.netrc must not be read into a
     verdict) or not a regular file (a named pipe would block the reader for ever); decision
     shared-work-dir."""
+    got = read_regular_stat(path, offset, limit)
+    return got[0] if got else None
+
+
+def read_regular_stat(
+    path: str, offset: int = 0, limit: int = MAX_READ
+) -> tuple[bytes, os.stat_result] | None:
+    """`read_regular`, with the status of the file read (its owner and mode)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
         fh.seek(offset)
-        return fh.read(limit)
+        return fh.read(limit), st
 
 
 class Here:
