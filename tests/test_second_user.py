@@ -8,6 +8,7 @@ root on the test machine, and skip otherwise); the account is `tsbother` when it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -125,3 +126,27 @@ def test_a_record_others_may_write_is_not_acted_on(
     assert code == 2 and "others may write" in err, out + err
     assert alive(bystander.pid, sub["pid_start"])
     os.killpg(ours, 9)
+
+
+@pytest.mark.parametrize("name", [".submit.lock", "job_spec.json"])
+@pytest.mark.parametrize("command", ["submit", "watch", "cancel"])
+def test_a_named_pipe_in_the_work_dir_blocks_no_command(
+    env: Env, docker: Path, run_cli: Callable[..., Any], name: str, command: str
+) -> None:
+    """A teammate's named pipe where a command opens a file of the folder: an open without
+    O_NONBLOCK waits for a writer for ever."""
+    _submitted(run_cli, env, "true")
+    path = env.work / name
+    path.unlink()
+    os.mkfifo(path)
+    planted(path)
+    args = ["--poll", "0.1", "--timeout", "2"] if command == "watch" else []
+    got: list[Any] = []
+    try:
+        assert _in_time(lambda: got.append(run_cli(command, None, str(env.work), *args)), 20)
+    finally:  # a blocked open in the thread goes on once a writer comes
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    code, out, err = got[0]
+    if name == "job_spec.json" or command == "submit":
+        assert code == 2 and f"{path} cannot be" in err, out + err

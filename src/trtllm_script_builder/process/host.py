@@ -126,4 +126,14 @@ def host_for(ssh_host: str | None) -> Host:
     return OverSsh(ssh_host) if ssh_host else Here()
 
 
-__all__ = ["MAX_READ", "CmdResult", "Here", "Host", "OverSsh", "current_user", "host_for"]
+__all__ = [
+    "MAX_READ",
+    "CmdResult",
+    "Here",
+    "Host",
+    "OverSsh",
+    "current_user",
+    "host_for",
+    "read_regular",
+    "read_regular_stat",
+]

@@ -5,8 +5,10 @@ The backend is the registry's (resolve/backend.py), which `backends/` fills."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +29,12 @@ def one_submit(folder: Path) -> Iterator[None]:
     submit that dies leaves none behind."""
     try:
         # not through a link: the folder may be shared (decision shared-work-dir)
-        fd = os.open(folder / LOCK, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        # nor from a pipe, which would hold the open for ever
+        flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(folder / LOCK, flags, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file")
     except FileNotFoundError:
         yield  # no folder: the submit refuses it with its own words
         return
