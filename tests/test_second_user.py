@@ -150,3 +150,73 @@ def test_a_named_pipe_in_the_work_dir_blocks_no_command(
     code, out, err = got[0]
     if name == "job_spec.json" or command == "submit":
         assert code == 2 and f"{path} cannot be" in err, out + err
+
+
+# ---------------------------------------------------------------- files that hold log text
+
+
+def test_a_report_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """report.html quotes each verdict's evidence (log lines), as verdict.json does."""
+    from trtllm_script_builder.output.report_html import write_report
+
+    from .test_report_html import make_batch
+
+    path = write_report(make_batch(tmp_path / "batch"))
+    assert "Device count 2 is less than 8" in path.read_text()
+    assert path.stat().st_mode & 0o077 == 0, oct(path.stat().st_mode)
+
+
+def test_a_batchs_merged_junit_is_readable_by_its_owner_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merged junit.xml holds every failure's message and output."""
+    from .test_batch_submit_watch import FakeSlurm, make_batch, run_watch, write_logs
+
+    folder = make_batch(tmp_path, [("test_bad", "7")])
+    write_logs(folder, "test_bad", "9", ok=False)
+    run_watch(folder, FakeSlurm({"7_0": ["RUNNING", "FAILED"]}, {"7_0": "9"}), monkeypatch)
+    for name in ("junit.xml", "results.json", "test_bad/verdict.json"):
+        mode = (folder / name).stat().st_mode
+        assert mode & 0o077 == 0, (name, oct(mode))
+
+
+def test_a_verdict_linked_to_a_private_file_is_not_read_into_a_report(tmp_path: Path) -> None:
+    """A teammate links a job's verdict.json to another of the victim's verdicts (0600)."""
+    from trtllm_script_builder.output.report_html import write_report
+
+    from .test_report_html import make_batch
+
+    root = make_batch(tmp_path / "batch")
+    secret = tmp_path / "mine" / "verdict.json"
+    secret.parent.mkdir()
+    secret.write_text(json.dumps({"verdict": "FAILED", "reason": "password hunter2"}))
+    secret.chmod(0o600)
+    rows = json.loads((root / "jobs.json").read_text())
+    victim = Path(rows[0]["work_dir"])
+    (victim / "verdict.json").unlink()
+    (victim / "verdict.json").symlink_to(secret)
+    single = tmp_path / "single"
+    single.mkdir()
+    (single / "verdict.json").symlink_to(secret)
+    for folder in (root, single):
+        try:
+            page = write_report(folder).read_text()
+        except Exception as exc:  # refused in one line is fine too
+            page = str(exc)
+        assert "hunter2" not in page
+
+
+def test_a_named_pipe_for_a_verdict_does_not_block_report(tmp_path: Path) -> None:
+    from trtllm_script_builder.output.report_html import write_report
+
+    from .test_report_html import make_batch
+
+    root = make_batch(tmp_path / "batch")
+    victim = Path(json.loads((root / "jobs.json").read_text())[0]["work_dir"])
+    (victim / "verdict.json").unlink()
+    os.mkfifo(victim / "verdict.json")
+    try:
+        assert _in_time(lambda: write_report(root), 20)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(os.open(victim / "verdict.json", os.O_WRONLY | os.O_NONBLOCK))

@@ -19,6 +19,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -208,6 +209,32 @@ def cleanly(cleanup: Callable[[], None]) -> None:
 
 
 # ---------------------------------------------------------------- single files
+
+
+def read_regular(path: str, offset: int = 0, limit: int = 8 * 1024 * 1024) -> bytes | None:
+    """Up to `limit` bytes of the regular file `path` from `offset`; None when it is missing, a
+    link (a work_dir may be shared: a log linked to someone's ~/.netrc must not be read into a
+    verdict or a report) or not a regular file (a named pipe would block the reader for ever);
+    decision shared-work-dir."""
+    got = read_regular_stat(path, offset, limit)
+    return got[0] if got else None
+
+
+def read_regular_stat(
+    path: str, offset: int = 0, limit: int = 8 * 1024 * 1024
+) -> tuple[bytes, os.stat_result] | None:
+    """`read_regular`, with the status of the file read (its owner and mode)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fh.seek(offset)
+        return fh.read(limit), st
+
 
 
 def write_file(path: Path, data: str | bytes, mode: int = 0o644) -> None:

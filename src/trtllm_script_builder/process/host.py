@@ -10,11 +10,11 @@ from __future__ import annotations
 import getpass
 import os
 import shutil
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from trtllm_script_builder.atomic import read_regular, read_regular_stat
 from trtllm_script_builder.process.proc import CmdResult, run
 from trtllm_script_builder.process.ssh import MAX_READ, Cwd, Input, Secs, SshRunner
 
@@ -51,31 +51,6 @@ class Host(Protocol):
     def read_from(self, path: str, offset: int) -> bytes | None: ...
 
     def close(self) -> None: ...
-
-
-def read_regular(path: str, offset: int = 0, limit: int = MAX_READ) -> bytes | None:
-    """Up to `limit` bytes of the regular file `path` from `offset`; None when it is missing, a
-    link (a work_dir may be shared: a log linked to someone's ~/.netrc must not be read into a
-    verdict) or not a regular file (a named pipe would block the reader for ever); decision
-    shared-work-dir."""
-    got = read_regular_stat(path, offset, limit)
-    return got[0] if got else None
-
-
-def read_regular_stat(
-    path: str, offset: int = 0, limit: int = MAX_READ
-) -> tuple[bytes, os.stat_result] | None:
-    """`read_regular`, with the status of the file read (its owner and mode)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        fh.seek(offset)
-        return fh.read(limit), st
 
 
 class Here:

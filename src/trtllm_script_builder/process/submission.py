@@ -191,7 +191,7 @@ _Record = TypeVar("_Record", bound=Record)
 def read_record(path: Path, model: type[_Record]) -> _Record | None:
     """A record `submit` wrote (submission.json, a batch's record), None when there is none;
     one error line when it cannot be read as `model`."""
-    from trtllm_script_builder.process.host import read_regular_stat
+    from trtllm_script_builder.atomic import read_regular_stat
 
     if not path.exists() and not path.is_symlink():
         return None
