@@ -220,3 +220,59 @@ def test_a_named_pipe_for_a_verdict_does_not_block_report(tmp_path: Path) -> Non
     finally:
         with contextlib.suppress(OSError):
             os.close(os.open(victim / "verdict.json", os.O_WRONLY | os.O_NONBLOCK))
+
+
+# ---------------------------------------------------------------- the ssh socket folder
+
+
+@pytest.fixture()
+def short_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """A sticky world-writable folder short enough for socket paths (as /tmp), and a HOME
+    whose ~/.ssh/tsb-control is too long for one."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="tsb-u", dir="/tmp"))
+    base.chmod(0o1777)
+    monkeypatch.setenv("TMPDIR", str(base))
+    monkeypatch.setenv("HOME", str(tmp_path / ("long-home-" * 8)))
+    monkeypatch.delenv("TSB_SSH_CONTROL_DIR", raising=False)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _ssh_refusal() -> str:
+    from trtllm_script_builder.errors import BuildError
+    from trtllm_script_builder.process.ssh import SshTarget
+
+    with pytest.raises(BuildError) as err:
+        SshTarget("login.example.com").line_argv("true")
+    return err.value.line()
+
+
+@pytest.mark.parametrize("how", ["tmpdir", "control_dir", "linked_tmpdir", "ssh_folder"])
+def test_a_socket_folder_inside_another_users_folder_is_refused(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, how: str
+) -> None:
+    """Whoever owns a folder above the socket folder can rename ours away and put theirs in its
+    place between the check and ssh's connect: every folder above must be root's or ours, and
+    one others may write must be sticky (as /tmp)."""
+    theirs = short_tmp / "theirs"
+    theirs.mkdir()
+    theirs.chmod(0o777)  # a scratch folder of theirs, open to all, not sticky
+    planted(theirs)
+    if how == "tmpdir":
+        monkeypatch.setenv("TMPDIR", str(theirs))
+    elif how == "control_dir":
+        monkeypatch.setenv("TSB_SSH_CONTROL_DIR", str(theirs / "ctl"))
+    elif how == "linked_tmpdir":
+        (short_tmp / "t").symlink_to(theirs)
+        monkeypatch.setenv("TMPDIR", str(short_tmp / "t"))
+    else:
+        home = short_tmp / "h"
+        home.mkdir()
+        (home / ".ssh").symlink_to(theirs)
+        monkeypatch.setenv("HOME", str(home))
+    line = _ssh_refusal()
+    assert "another user could take over the ssh connection" in line, line
+    assert str(theirs) in line, line
