@@ -276,3 +276,24 @@ def test_a_socket_folder_inside_another_users_folder_is_refused(
     line = _ssh_refusal()
     assert "another user could take over the ssh connection" in line, line
     assert str(theirs) in line, line
+
+
+# ---------------------------------------------------------------- numbers no int() can take
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def test_a():\n    os.system('mpirun -n {n} python x.py')\n",
+        "def test_a():\n    cmd = 'mpirun -np {n} x'\n",
+    ],
+)
+def test_an_mpirun_count_of_5000_digits_is_no_traceback(
+    cli: Callable[..., Any], env: Env, body: str
+) -> None:
+    f = env.repo / "tests" / "integration" / "defs" / "accuracy" / "test_huge.py"
+    f.write_text("import os\n\n\n" + body.format(n="9" * 5000))
+    r = cli([], env.request(test_cmd="pytest accuracy/test_huge.py::test_a"))
+    assert r.code == 2 and "required_devices: 1000000000000000000" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2, r.stderr[:2000]
+    assert len(r.stderr) < 2000, r.stderr[:3000]
