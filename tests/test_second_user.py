@@ -297,3 +297,62 @@ def test_an_mpirun_count_of_5000_digits_is_no_traceback(
     assert r.code == 2 and "required_devices: 1000000000000000000" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) <= 2, r.stderr[:2000]
     assert len(r.stderr) < 2000, r.stderr[:3000]
+
+
+# ---------------------------------------------------------------- a team's wheel folder
+
+
+def _wheel_job(cli: Callable[..., Any], env: Env, tmp_path: Path) -> Path:
+    from .test_source_commit import _build
+
+    assert _build(cli, env, "local_slurm", wheel_dir=str(tmp_path / "wheel")).code == 0
+    return tmp_path / "wheel"
+
+
+def test_a_compile_does_not_build_into_a_folder_another_user_made_for_its_job_id(
+    cli: Callable[..., Any], env: Env, tmp_path: Path
+) -> None:
+    """Job ids come in order: a teammate makes `job-<next id>` (open to all) in the shared
+    wheel folder first, and can swap the wheel the compile leaves there before the tests
+    install it."""
+    from .test_source_commit import _run
+
+    wheel = _wheel_job(cli, env, tmp_path)
+    theirs = wheel / "job-5"  # _run runs the script as job 5
+    theirs.mkdir(parents=True)
+    theirs.chmod(0o777)
+    planted(theirs)
+    got = _run(env.work / "compile.slurm", None, tmp_path)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "srun reached" not in got.stderr
+    (error,) = [ln for ln in got.stdout.splitlines() if ln.startswith("error:")]
+    assert str(theirs) in error and "not this user's" in error, error
+    # its own folder from an earlier run of the job (a requeue) is built into
+    theirs.rmdir()
+    theirs.mkdir(mode=0o755)
+    assert "srun reached" in _run(env.work / "compile.slurm", None, tmp_path).stderr
+
+
+@pytest.mark.parametrize("what", ["folder", "wheel", "open_folder"])
+def test_a_test_job_installs_no_wheel_another_user_could_have_put_there(
+    cli: Callable[..., Any], env: Env, tmp_path: Path, what: str
+) -> None:
+    """The folder of the compile it waited for (job 4), replaced by a teammate's, or the wheel
+    in it: the job stops before installing anything."""
+    from .test_source_commit import _run
+
+    wheel = _wheel_job(cli, env, tmp_path)
+    folder = wheel / "job-4"
+    folder.mkdir(parents=True, mode=0o755)
+    whl = folder / "tensorrt_llm-1.2.0-py3-none-any.whl"
+    whl.write_text("")
+    if what == "folder":
+        planted(folder)
+    elif what == "wheel":
+        planted(whl)
+    else:
+        folder.chmod(0o777)
+    got = _run(env.work / "tiny_auto_test.slurm", None, tmp_path)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "srun reached" not in got.stderr
+    assert "error: no tensorrt_llm-*.whl" in got.stdout
