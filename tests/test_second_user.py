@@ -356,3 +356,39 @@ def test_a_test_job_installs_no_wheel_another_user_could_have_put_there(
     assert got.returncode == 1, got.stdout + got.stderr
     assert "srun reached" not in got.stderr
     assert "error: no tensorrt_llm-*.whl" in got.stdout
+
+
+# ---------------------------------------------------------------- a team's image cache
+
+
+def test_a_cut_image_or_a_named_pipe_in_the_cache_is_imported_again(
+    cli: Callable[..., Any], env: Env, tmp_path: Path
+) -> None:
+    """A copy cut short keeps the squashfs magic; a teammate's named pipe held `head` for
+    ever. Neither stands for the image."""
+    from .test_chain_scripts import _import
+
+    done, sqsh, _ = _import(cli, env, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    whole = sqsh.read_bytes()
+    sqsh.write_bytes(whole[:100])  # the superblock and a little more
+    done, _, _ = _import(cli, env, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Image already imported" not in done.stdout
+    assert sqsh.read_bytes() == whole
+    sqsh.unlink()
+    os.mkfifo(sqsh)
+    planted(sqsh)
+    try:
+        got: list[Any] = []
+        assert _in_time(lambda: got.append(_import(cli, env, tmp_path)), 30)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(os.open(sqsh, os.O_WRONLY | os.O_NONBLOCK))
+    done = got[0][0]
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"warning: {sqsh} is not a whole squashfs image" in done.stdout
+    assert sqsh.is_file() and sqsh.read_bytes() == whole
+    # the next job finds the whole image
+    done, _, _ = _import(cli, env, tmp_path)
+    assert f"Image already imported: {sqsh}" in done.stdout
