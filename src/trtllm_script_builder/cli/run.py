@@ -399,7 +399,8 @@ def release(work_dir: Path | None, repo_root: Path | None) -> None:
     Example:
       trtllm-script-builder release work_dirs/llama_20260101
 
-    Exit status: 0 released (or nothing held), 2 no repo given.
+    Exit status: 0 released (or nothing held), 2 no repo given, or the state file names an
+    allocation of another checkout (left running).
     """
     from trtllm_script_builder.process.persistent import STATE_FILE, state_dir
     from trtllm_script_builder.process.persistent import release as do_release
@@ -413,7 +414,11 @@ def release(work_dir: Path | None, repo_root: Path | None) -> None:
     except BuildError as err:
         fail(err)
         return
-    job = do_release(repo_root)
+    try:
+        job = do_release(repo_root)
+    except BuildError as err:
+        fail(err)
+        return
     if job:
         click.echo(f"released allocation {job}; removed {state_dir(repo_root) / STATE_FILE}")
     else:

@@ -187,6 +187,15 @@ def checkout_mark(repo_root: str | Path) -> str:
     return "tsb-persistent-" + hashlib.sha256(real.encode()).hexdigest()[:16]
 
 
+def made_here(job_id: str, repo_root: str | Path, host: Runner) -> bool:
+    """Whether the allocation carries this checkout's mark: a state file names an allocation,
+    but it may have come with a copied checkout (`cp -a`) or from another process, and its
+    allocation is another checkout's (decision persistent-own-allocation). An allocation that
+    is gone carries no mark."""
+    res = host(["squeue", "-h", "-j", job_id, "-o", "%k"])
+    return res.rc == 0 and res.out.split() == [checkout_mark(repo_root)]
+
+
 def cancel_orphans(account: str, repo_root: str | Path, host: Host, say: Say) -> None:
     """This checkout's allocations under the persistent job name that its state file lost,
     when no step runs in them; any other is named and left alone."""
@@ -280,6 +289,13 @@ def ensure_allocation(
     p = spec.slurm_params
     assert p is not None
     state = load_state(spec.repo_root)
+    if state is not None and not made_here(state.job_id, spec.repo_root, host):
+        say(
+            f"leaving allocation {state.job_id}: the state file names an allocation without this "
+            "checkout's mark (a copied checkout, or another checkout's); not using it"
+        )
+        remove_state(spec.repo_root)
+        state = None
     if state is not None:
         problem = reuse_problem(state, spec, host)
         if problem is None:
@@ -380,8 +396,20 @@ def release(repo_root: str | Path, host: Host | None = None) -> str | None:
                 raw_id = str(parse_json(path.read_text()).get("job_id") or "") or None
             if raw_id is not None and not values.JOB_ID.fullmatch(raw_id):
                 raw_id = None  # never an option of scancel (`--user=NAME`)
+        host = host or Here()
+        if raw_id and not made_here(raw_id, repo_root, host):
+            gone = host(["squeue", "-h", "-j", raw_id, "-o", "%T"])
+            if gone.rc == 0 and gone.out.strip():  # it runs, and is not this checkout's
+                path = state_dir(repo_root) / STATE_FILE
+                raise BuildError(
+                    "repo_root",
+                    f"allocation {raw_id}, which {path} names, is not this checkout's (it carries "
+                    "another checkout's mark, or none): it was not cancelled",
+                    f"remove {path}; cancel that allocation from the checkout that made it",
+                )
+            raw_id = None  # gone already: nothing to cancel
         if raw_id:
-            cancel(host or Here(), raw_id)
+            cancel(host, raw_id)
         remove_state(repo_root)
     return raw_id
 
