@@ -392,3 +392,28 @@ def test_a_cut_image_or_a_named_pipe_in_the_cache_is_imported_again(
     # the next job finds the whole image
     done, _, _ = _import(cli, env, tmp_path)
     assert f"Image already imported: {sqsh}" in done.stdout
+
+
+# ---------------------------------------------------------------- two submits at once
+
+
+def test_a_job_of_a_batch_being_submitted_is_not_submitted_on_its_own(
+    env: Env, docker: Path, run_cli: Callable[..., Any]
+) -> None:
+    """`submit BATCH` and `submit BATCH/job` at once: each held its own folder's lock, and the
+    job went to Slurm twice, once untracked."""
+    import fcntl
+
+    code, _, err = run_cli("run", "true", "--poll", "0.1")
+    assert code == 0, err
+    (env.work / "submission.json").unlink()  # built, not submitted
+    batch = env.work.parent
+    (batch / "jobs.json").write_text(json.dumps([{"work_dir": env.work.name, "status": "built"}]))
+    with open(batch / ".submit.lock", "a") as held:  # the batch's submit runs
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, _, err = run_cli("submit", None, str(env.work))
+        assert code == 2, err
+        assert f"{batch} is being submitted by another process" in err
+        assert not (env.work / "submission.json").exists()
+    code, _, err = run_cli("submit", None, str(env.work))
+    assert code == 0, err

@@ -26,7 +26,20 @@ LOCK = ".submit.lock"
 def one_submit(folder: Path) -> Iterator[None]:
     """One submit of a folder at a time: two at once made two Slurm jobs, and the record kept
     only one of them (decision one-submit-per-folder). The lock is the kernel's (flock), so a
-    submit that dies leaves none behind."""
+    submit that dies leaves none behind. A job of a build-many folder (its parent holds
+    jobs.json) takes the batch folder's lock too: `submit BATCH` and `submit BATCH/job` at once
+    sent the job twice."""
+    parent = folder.parent
+    if folder.name and (parent / "jobs.json").is_file():
+        with _locked(parent), _locked(folder):
+            yield
+    else:
+        with _locked(folder):
+            yield
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
     try:
         # not through a link: the folder may be shared (decision shared-work-dir)
         # nor from a pipe, which would hold the open for ever
