@@ -417,3 +417,30 @@ def test_a_job_of_a_batch_being_submitted_is_not_submitted_on_its_own(
         assert not (env.work / "submission.json").exists()
     code, _, err = run_cli("submit", None, str(env.work))
     assert code == 0, err
+
+
+# ---------------------------------------------------------------- huge lines in the logs
+
+
+def test_watch_reads_a_log_of_huge_hostile_lines_in_seconds(
+    env: Env, docker: Path, run_cli: Callable[..., Any]
+) -> None:
+    """A job that prints one 256 KB line of each shape that once made a pattern read the line
+    from every place it could start (a 128 KB line took 35-46 s), to its log and its error
+    stream: `run` (submit and watch to the verdict) ends in seconds."""
+    import time
+
+    from .test_linear_patterns import HOSTILE
+
+    units = [*HOSTILE, "PASSED ", "1 passed in ", "MMLU weighted average accuracy: "]
+    cmd = "; ".join(
+        f"yes {json.dumps(u)} | head -c 262144 | tr -d '\\n'; echo; "
+        f"yes {json.dumps(u)} | head -c 262144 | tr -d '\\n' >&2; echo >&2"
+        for u in units
+    )
+    start = time.monotonic()
+    code, out, err = run_cli("run", cmd + "; echo '1 passed in 0.1s'", "--poll", "0.2", "--json")
+    took = time.monotonic() - start
+    assert code == 0, err[-2000:]
+    assert last_json(out)["verdict"] == "PASSED"
+    assert took < 60, took
