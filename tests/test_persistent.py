@@ -173,3 +173,45 @@ def test_a_state_file_naming_an_allocation_of_another_checkout_is_not_acted_on(
     with pytest.raises(BuildError, match="not this checkout's"):
         release(tmp_path, host)  # type: ignore[arg-type]
     assert host.cancelled() == []
+
+
+@pytest.mark.parametrize("name", [".slurm_alloc.json", ".slurm_alloc.lock"])
+def test_a_named_pipe_in_the_state_folder_blocks_no_release(tmp_path: Path, name: str) -> None:
+    """A checkout may be a team's: a pipe at the state file or the lock held release (and
+    submit --persistent) for ever."""
+    import contextlib
+    import os
+    import threading
+
+    from trtllm_script_builder.process.persistent import release
+
+    (tmp_path / "work_dirs").mkdir()
+    fifo = tmp_path / "work_dirs" / name
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def go() -> None:
+        with contextlib.suppress(BuildError):
+            release(tmp_path, FakeHost([], {}))  # type: ignore[arg-type]
+        done.set()
+
+    threading.Thread(target=go, daemon=True).start()
+    try:
+        assert done.wait(10)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_the_salloc_log_is_not_written_through_a_link(tmp_path: Path) -> None:
+    """A teammate's link at work_dirs/.salloc.log to a file of the victim's: salloc's answer
+    overwrote that file."""
+    job = spec(1, 1, "gpu:1").model_copy(update={"repo_root": str(tmp_path)})
+    (tmp_path / "work_dirs").mkdir()
+    victim = tmp_path / "bashrc"
+    victim.write_text("mine\n")
+    (tmp_path / "work_dirs" / ".salloc.log").symlink_to(victim)
+    with pytest.raises(ToolFailed):
+        ensure_allocation(job, None, lambda _: None, FakeHost([], {}))  # type: ignore[arg-type]
+    assert victim.read_text() == "mine\n"
+    assert not (tmp_path / "work_dirs" / ".salloc.log").is_symlink()

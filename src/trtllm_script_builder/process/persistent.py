@@ -30,12 +30,14 @@ import hashlib
 import os
 import re
 import socket
+import stat
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from trtllm_script_builder.atomic import read_regular, write_file
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
@@ -106,13 +108,14 @@ def job_name(account: str) -> str:
 
 def load_state(repo_root: str | Path) -> AllocState | None:
     path = state_dir(repo_root) / STATE_FILE
-    if not path.exists():
+    # a state file is a few hundred bytes; never through a link nor from a named pipe, which
+    # held submit and release for ever (decision shared-work-dir)
+    data = read_regular(str(path), 0, values.MAX_ARG_BYTES)
+    if data is None:
         return None
     try:
-        with path.open(encoding="utf-8") as f:
-            text = f.read(values.MAX_ARG_BYTES)  # a state file is a few hundred bytes
-        return AllocState.model_validate(parse_json(text))
-    except (OSError, ValueError, ValidationError):  # UnicodeDecodeError is a ValueError
+        return AllocState.model_validate(parse_json(data.decode()))
+    except (ValueError, ValidationError):  # UnicodeDecodeError is a ValueError
         return None
 
 
@@ -132,12 +135,20 @@ def locked(repo_root: str | Path) -> Iterator[None]:
     """One submit/release at a time per repo."""
     d = state_dir(repo_root)
     d.mkdir(parents=True, exist_ok=True)
-    with open(d / LOCK_FILE, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    path = d / LOCK_FILE
+    try:  # not through a link, nor a named pipe (an open for writing waits for a reader)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BuildError("repo_root", f"{path} cannot be opened ({exc.strerror})", "remove it") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BuildError(
+                "repo_root", f"{path} cannot be opened (not a regular file)", "remove it"
+            )
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _tasks_per_node(spec: JobSpec) -> int:
@@ -254,8 +265,8 @@ def allocate(spec: JobSpec, alloc_time: str, host: Host, say: Say) -> AllocState
     argv += [f"--mem={p.mem}"] if p.mem else []
     say(f"allocating: {' '.join(argv)}")
     res = host(argv, timeout=ALLOC_WAIT_SECONDS + 60)
-    log = state_dir(spec.repo_root) / SALLOC_LOG
-    log.write_text(res.text + "\n")
+    # replaced whole, never written through a link another user of the checkout put there
+    write_file(state_dir(spec.repo_root) / SALLOC_LOG, res.text + "\n")
     m = re.search(r"Granted job allocation (\d+)", res.text)
     if res.rc != 0 or m is None:
         pending = re.search(r"job allocation (\d+)", res.text)
@@ -392,8 +403,9 @@ def release(repo_root: str | Path, host: Host | None = None) -> str | None:
         raw_id: str | None = state.job_id if state else None
         if raw_id is None:
             path = state_dir(repo_root) / STATE_FILE
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                raw_id = str(parse_json(path.read_text()).get("job_id") or "") or None
+            raw = read_regular(str(path), 0, values.MAX_ARG_BYTES)
+            with contextlib.suppress(ValueError, AttributeError):
+                raw_id = str(parse_json(raw.decode()).get("job_id") or "") or None if raw else None
             if raw_id is not None and not values.JOB_ID.fullmatch(raw_id):
                 raw_id = None  # never an option of scancel (`--user=NAME`)
         host = host or Here()
