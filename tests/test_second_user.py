@@ -444,3 +444,18 @@ def test_watch_reads_a_log_of_huge_hostile_lines_in_seconds(
     assert code == 0, err[-2000:]
     assert last_json(out)["verdict"] == "PASSED"
     assert took < 60, took
+
+
+@pytest.mark.parametrize(
+    "option", [["--timeout", "nan"], ["--timeout", "inf"], ["--poll", "nan"], ["--poll", "1e999"]]
+)
+def test_a_timeout_or_poll_that_is_no_number_is_refused(
+    env: Env, docker: Path, run_cli: Callable[..., Any], option: list[str]
+) -> None:
+    """`--timeout nan` compares false with every time, so it never came; `--poll 1e999` is
+    infinite: each is refused in one line before anything is submitted."""
+    code, out, err = run_cli("run", "sleep 30", *option)
+    assert code == 2, (code, out, err[-500:])
+    (line,) = err.strip().splitlines()
+    assert option[0].lstrip("-") in line, line
+    assert not (env.work / "submission.json").exists()

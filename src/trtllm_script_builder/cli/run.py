@@ -45,13 +45,27 @@ def _submit_options(f: Any) -> Any:
     return f
 
 
+class _Seconds(click.FloatRange):
+    """Seconds within a range, and a number: `nan` compares false with every bound (a
+    `--timeout nan` never came) and `inf` passes the lower one (`--poll 1e999` ended watch in
+    an OverflowError, the job left running)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value} is not a number of seconds", param, ctx)
+        return rv
+
+
 def _watch_options(f: Any) -> Any:
     f = click.option(
         "--quiet", "-q", is_flag=True, help="no log lines and no progress, only the verdict"
     )(f)
     f = click.option(
         "--poll",
-        type=click.FloatRange(min=0.05),
+        type=_Seconds(min=0.05, max=86_400),
         default=5.0,
         show_default=True,
         metavar="S",
@@ -65,7 +79,7 @@ def _watch_options(f: Any) -> Any:
     )(f)
     f = click.option(
         "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=_Seconds(min=0, min_open=True, max=366 * 86_400),
         default=None,
         metavar="SECONDS",
         help="stop waiting after this long: verdict TIMEOUT, and the job is cancelled",
