@@ -459,3 +459,32 @@ def test_a_timeout_or_poll_that_is_no_number_is_refused(
     (line,) = err.strip().splitlines()
     assert option[0].lstrip("-") in line, line
     assert not (env.work / "submission.json").exists()
+
+
+def test_temporaries_another_user_planted_beside_the_work_dir_are_left_alone(
+    cli: Callable[..., Any], env: Env, tmp_path: Path
+) -> None:
+    """Names of ours with this process's pid or a dead one, planted by another user: a folder
+    holding a script, a link to a file of the victim's, a file; the build goes on, nothing of
+    theirs is moved or removed, and nothing of the victim's is touched."""
+    parent = env.work.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    victim = tmp_path / "mine.txt"
+    victim.write_text("mine\n")
+    names = []
+    for pid in (os.getpid(), 999_999_999):
+        folder = parent / f".{env.work.name}.tsb-{atomic._HOST}-{pid}-{'b' * 12}.tmp"
+        folder.mkdir()
+        (folder / "custom_local.slurm").write_text("#!/bin/bash\necho theirs\n")
+        link = parent / f".y.tsb-{atomic._HOST}-{pid}-{'c' * 12}.tmp"
+        link.symlink_to(victim)
+        file = parent / f".z.tsb-{atomic._HOST}-{pid}-{'d' * 12}.tmp"
+        file.write_text("theirs\n")
+        for p in (folder, link, file):
+            planted(p)
+            names.append(p)
+    r = cli([], env.request(custom_cmd="echo hi"))
+    assert r.code == 0, r.stderr
+    assert all(os.path.lexists(p) for p in names)
+    assert victim.read_text() == "mine\n"
+    assert "theirs" not in "".join(p.read_text() for p in env.work.glob("*.slurm"))
