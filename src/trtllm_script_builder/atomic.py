@@ -236,7 +236,6 @@ def read_regular_stat(
         return fh.read(limit), st
 
 
-
 def write_file(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     """One file replaced whole, its folder made when missing."""
     with open_atomically(path, mode, binary=isinstance(data, bytes)) as fh:

@@ -139,7 +139,9 @@ def locked(repo_root: str | Path) -> Iterator[None]:
     try:  # not through a link, nor a named pipe (an open for writing waits for a reader)
         fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise BuildError("repo_root", f"{path} cannot be opened ({exc.strerror})", "remove it") from None
+        raise BuildError(
+            "repo_root", f"{path} cannot be opened ({exc.strerror})", "remove it"
+        ) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise BuildError(
