@@ -25,6 +25,7 @@ in it; another checkout's allocation, or one with a job running, is never cancel
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -138,15 +139,14 @@ def locked(repo_root: str | Path) -> Iterator[None]:
     path = d / LOCK_FILE
     try:  # not through a link, nor a named pipe (an open for writing waits for a reader)
         fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file")
     except OSError as exc:
         raise BuildError(
             "repo_root", f"{path} cannot be opened ({exc.strerror})", "remove it"
         ) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BuildError(
-                "repo_root", f"{path} cannot be opened (not a regular file)", "remove it"
-            )
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
