@@ -488,3 +488,26 @@ def test_temporaries_another_user_planted_beside_the_work_dir_are_left_alone(
     assert all(os.path.lexists(p) for p in names)
     assert victim.read_text() == "mine\n"
     assert "theirs" not in "".join(p.read_text() for p in env.work.glob("*.slurm"))
+
+
+def test_a_batch_record_another_user_wrote_is_followed_but_nothing_is_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A teammate's batch_submission.json may name any job ids (a Slurm coordinator of the
+    account may cancel others' jobs): `watch --timeout` follows them and cancels none; `cancel`
+    refuses the record."""
+    from click.testing import CliRunner
+
+    from trtllm_script_builder.cli import main
+
+    from .test_batch_submit_watch import FakeSlurm, make_batch, run_watch
+
+    folder = make_batch(tmp_path, [("test_a", "7"), ("test_b", "7")])
+    planted(folder / "batch_submission.json")
+    fake = FakeSlurm({"7_0": ["RUNNING"], "7_1": ["PENDING"]}, {"7_0": "8", "7_1": "9"})
+    result, _ = run_watch(folder, fake, monkeypatch, timeout=2.0)
+    assert not [c for c in fake.calls if c[0] == "scancel"]
+    assert [r.verdict.value for r in result.jobs] == ["TIMEOUT", "TIMEOUT"]
+    res = CliRunner().invoke(main, ["cancel", str(folder)])
+    assert res.exit_code == 2 and f"written by uid {OTHER}, not by you" in res.stderr
+    assert not [c for c in fake.calls if c[0] == "scancel"]
