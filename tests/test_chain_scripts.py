@@ -123,7 +123,8 @@ def test_the_test_job_refuses_to_run_without_its_compiles_wheel(
     errors = [ln for ln in done.stdout.splitlines() if ln.startswith("error:")]
     assert errors == [
         f"error: no tensorrt_llm-*.whl in {wheels}/job-<id> for the jobs this one waited for "
-        "(afterok:4): the compile job writes it there"
+        "(afterok:4), in a folder of this user's that nobody else may write: the compile job "
+        "writes it there"
     ]
 
 

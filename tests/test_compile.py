@@ -193,7 +193,7 @@ def test_the_chain_in_the_job_folder(cli, env: Env) -> None:
     test = (env.work / "tiny_auto_test.slurm").read_text()
     assert f"CONTAINER_IMAGE={sqsh}\n" in test
     assert "pip install -e ." not in test and '--force-reinstall "$WHEEL_PATH"' in test
-    assert 'wheels=("$WHEEL_DIR/job-$dep"/tensorrt_llm-*.whl)' in test
+    assert 'dist="$WHEEL_DIR/job-$dep"' in test and 'wheels=("$dist"/tensorrt_llm-*.whl)' in test
     imp = (env.work / "import.slurm").read_text()
     assert "IMAGE_URI=docker://nvcr.io#test/trtllm:x86_64-1\n" in imp
     assert "--nvtx" in (env.work / "compile.slurm").read_text()

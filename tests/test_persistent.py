@@ -97,6 +97,8 @@ class FakeHost:
             return CmdResult(0, "".join(f"{j} {st} {c}\n" for j, st, c in self.rows))
         if argv[:3] == ["squeue", "-h", "-s"]:
             return CmdResult(0, "".join(f"{s}\n" for s in self.steps.get(argv[4], [])))
+        if argv[:3] == ["squeue", "-h", "-j"] and argv[-1] == "%k":  # the allocation's mark
+            return CmdResult(0, "".join(f"{c}\n" for j, _, c in self.rows if j == argv[3]))
         if argv[:3] == ["squeue", "-h", "-j"]:
             return CmdResult(0, "RUNNING 3:00:00\n")
         return CmdResult(0, "")
@@ -129,7 +131,7 @@ def test_only_this_checkouts_idle_lost_allocations_are_cancelled(tmp_path: Path)
 def test_a_held_allocation_with_a_job_running_is_not_replaced(tmp_path: Path) -> None:
     job = spec(2, 2, "gpu:2").model_copy(update={"repo_root": str(tmp_path)})
     save_state(tmp_path, held(1))  # too small for the job
-    host = FakeHost([], {"7": ["7.0"]})
+    host = FakeHost([("7", "RUNNING", checkout_mark(tmp_path))], {"7": ["7.0"]})
     with pytest.raises(BuildError, match=r"allocation 7 cannot take this job .* runs in it"):
         ensure_allocation(job, None, lambda _: None, host)  # type: ignore[arg-type]
     assert host.cancelled() == []
@@ -144,3 +146,72 @@ def test_a_new_allocation_carries_the_checkouts_mark(tmp_path: Path) -> None:
         ensure_allocation(job, None, lambda _: None, host)  # type: ignore[arg-type]
     (salloc,) = [c for c in host.calls if c[0] == "salloc"]
     assert f"--comment={checkout_mark(tmp_path)}" in salloc
+
+
+@pytest.mark.parametrize("comment", ["another", "(null)"])
+def test_a_state_file_naming_an_allocation_of_another_checkout_is_not_acted_on(
+    tmp_path: Path, comment: str
+) -> None:
+    """A checkout copied with its work_dirs (`cp -a`), or a state file another process wrote:
+    it names an allocation this checkout did not make. Neither a job that does not fit it nor
+    `release` cancels it, and no job of this checkout runs in it."""
+    from trtllm_script_builder.process.persistent import release
+
+    mark = checkout_mark(tmp_path / "original") if comment == "another" else comment
+    host = FakeHost([("7", "RUNNING", mark)], {})
+    job = spec(2, 2, "gpu:2").model_copy(update={"repo_root": str(tmp_path)})
+    said: list[str] = []
+    for state in (held(1), held(8)):  # too small: replaced; big enough: reused
+        save_state(tmp_path, state)
+        with pytest.raises(ToolFailed):  # past the recorded one, to a new salloc
+            ensure_allocation(job, None, said.append, host)  # type: ignore[arg-type]
+        assert host.cancelled() == []
+        assert "reusing allocation 7" not in " ".join(said)
+        assert said[0].startswith("leaving allocation 7: the state file names an allocation")
+        said.clear()
+    save_state(tmp_path, held(1))
+    with pytest.raises(BuildError, match="not this checkout's"):
+        release(tmp_path, host)  # type: ignore[arg-type]
+    assert host.cancelled() == []
+
+
+@pytest.mark.parametrize("name", [".slurm_alloc.json", ".slurm_alloc.lock"])
+def test_a_named_pipe_in_the_state_folder_blocks_no_release(tmp_path: Path, name: str) -> None:
+    """A checkout may be a team's: a pipe at the state file or the lock held release (and
+    submit --persistent) for ever."""
+    import contextlib
+    import os
+    import threading
+
+    from trtllm_script_builder.process.persistent import release
+
+    (tmp_path / "work_dirs").mkdir()
+    fifo = tmp_path / "work_dirs" / name
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def go() -> None:
+        with contextlib.suppress(BuildError):
+            release(tmp_path, FakeHost([], {}))  # type: ignore[arg-type]
+        done.set()
+
+    threading.Thread(target=go, daemon=True).start()
+    try:
+        assert done.wait(10)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_the_salloc_log_is_not_written_through_a_link(tmp_path: Path) -> None:
+    """A teammate's link at work_dirs/.salloc.log to a file of the victim's: salloc's answer
+    overwrote that file."""
+    job = spec(1, 1, "gpu:1").model_copy(update={"repo_root": str(tmp_path)})
+    (tmp_path / "work_dirs").mkdir()
+    victim = tmp_path / "bashrc"
+    victim.write_text("mine\n")
+    (tmp_path / "work_dirs" / ".salloc.log").symlink_to(victim)
+    with pytest.raises(ToolFailed):
+        ensure_allocation(job, None, lambda _: None, FakeHost([], {}))  # type: ignore[arg-type]
+    assert victim.read_text() == "mine\n"
+    assert not (tmp_path / "work_dirs" / ".salloc.log").is_symlink()

@@ -19,6 +19,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,9 +27,11 @@ from typing import IO, Any
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename) or "host"
-# `.<name>.tsb-<host>-<pid>-<token>.tmp`
+# `.<name>.tsb-<host>-<pid>-<token>.tmp`; a pid has at most 9 digits (Linux's pid_max is at
+# most 2**22), so a name anyone may plant in /tmp never reaches kill(2) as a number it cannot
+# take (an OverflowError ended every build there).
 _TEMP = re.compile(
-    r"\.(?P<name>.*)\.tsb-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[0-9]+)-[0-9a-f]{12}\.tmp"
+    r"\.(?P<name>.*)\.tsb-(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[1-9][0-9]{0,8})-[0-9a-f]{12}\.tmp"
 )
 
 
@@ -206,6 +209,31 @@ def cleanly(cleanup: Callable[[], None]) -> None:
 
 
 # ---------------------------------------------------------------- single files
+
+
+def read_regular(path: str, offset: int = 0, limit: int = 8 * 1024 * 1024) -> bytes | None:
+    """Up to `limit` bytes of the regular file `path` from `offset`; None when it is missing, a
+    link (a work_dir may be shared: a log linked to someone's ~/.netrc must not be read into a
+    verdict or a report) or not a regular file (a named pipe would block the reader for ever);
+    decision shared-work-dir."""
+    got = read_regular_stat(path, offset, limit)
+    return got[0] if got else None
+
+
+def read_regular_stat(
+    path: str, offset: int = 0, limit: int = 8 * 1024 * 1024
+) -> tuple[bytes, os.stat_result] | None:
+    """`read_regular`, with the status of the file read (its owner and mode)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fh.seek(offset)
+        return fh.read(limit), st
 
 
 def write_file(path: Path, data: str | bytes, mode: int = 0o644) -> None:

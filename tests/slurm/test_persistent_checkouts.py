@@ -43,3 +43,38 @@ def test_another_checkouts_allocation_and_its_job_are_left_running(live: Live) -
         cli("cancel", str(live.root / "held_a"))
         cli("release", "--repo-root", str(live.repo))
         cli("release", "--repo-root", str(other))
+
+
+def test_a_copied_checkouts_state_file_does_not_reach_the_originals_allocation(
+    live: Live,
+) -> None:
+    """`cp -a` of a checkout copies work_dirs/.slurm_alloc.json: the copy's next job that does
+    not fit the named allocation cancelled the original's (and the job in it), its `release`
+    too."""
+    import shutil
+
+    from trtllm_script_builder.process.persistent import STATE_FILE, state_dir
+
+    copy = make_repo(live.root / "copied_checkout")
+    try:
+        assert cli("build", str(live.request("held_d", "echo d; sleep 120"))).code == 0
+        res = cli("submit", str(live.root / "held_d"), "--persistent", "--json")
+        assert res.code == 0, res.stderr
+        a = json.loads(res.stdout)
+        state_dir(copy).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(state_dir(live.repo) / STATE_FILE, state_dir(copy) / STATE_FILE)
+        res = cli("release", "--repo-root", str(copy))
+        assert res.code == 2 and "is not this checkout's" in res.stderr, res.stderr
+        assert queued(a["alloc_job_id"]) == "RUNNING"
+        req = write_request(live.root, "held_e", copy, live.slurm_env, custom_cmd="echo e")
+        assert cli("build", str(req)).code == 0
+        res = cli("run", str(req), "--persistent", "--poll", POLL, "--json")
+        assert res.code == 0, res.stderr
+        assert res.json["job_id"] != a["alloc_job_id"]
+        assert f"leaving allocation {a['alloc_job_id']}: the state file names" in res.stderr
+        assert queued(a["alloc_job_id"]) == "RUNNING"
+        assert alive(a["pid"], a["pid_start"])
+    finally:
+        cli("cancel", str(live.root / "held_d"))
+        cli("release", "--repo-root", str(live.repo))
+        cli("release", "--repo-root", str(copy))

@@ -45,13 +45,27 @@ def _submit_options(f: Any) -> Any:
     return f
 
 
+class _Seconds(click.FloatRange):
+    """Seconds within a range, and a number: `nan` compares false with every bound (a
+    `--timeout nan` never came) and `inf` passes the lower one (`--poll 1e999` ended watch in
+    an OverflowError, the job left running)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value} is not a number of seconds", param, ctx)
+        return rv
+
+
 def _watch_options(f: Any) -> Any:
     f = click.option(
         "--quiet", "-q", is_flag=True, help="no log lines and no progress, only the verdict"
     )(f)
     f = click.option(
         "--poll",
-        type=click.FloatRange(min=0.05),
+        type=_Seconds(min=0.05, max=86_400),
         default=5.0,
         show_default=True,
         metavar="S",
@@ -65,7 +79,7 @@ def _watch_options(f: Any) -> Any:
     )(f)
     f = click.option(
         "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=_Seconds(min=0, min_open=True, max=366 * 86_400),
         default=None,
         metavar="SECONDS",
         help="stop waiting after this long: verdict TIMEOUT, and the job is cancelled",
@@ -399,7 +413,8 @@ def release(work_dir: Path | None, repo_root: Path | None) -> None:
     Example:
       trtllm-script-builder release work_dirs/llama_20260101
 
-    Exit status: 0 released (or nothing held), 2 no repo given.
+    Exit status: 0 released (or nothing held), 2 no repo given, or the state file names an
+    allocation of another checkout (left running).
     """
     from trtllm_script_builder.process.persistent import STATE_FILE, state_dir
     from trtllm_script_builder.process.persistent import release as do_release
@@ -413,7 +428,11 @@ def release(work_dir: Path | None, repo_root: Path | None) -> None:
     except BuildError as err:
         fail(err)
         return
-    job = do_release(repo_root)
+    try:
+        job = do_release(repo_root)
+    except BuildError as err:
+        fail(err)
+        return
     if job:
         click.echo(f"released allocation {job}; removed {state_dir(repo_root) / STATE_FILE}")
     else:

@@ -11,6 +11,7 @@ same files give the same bytes (no clock, no dict order from the disk). Decision
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 from collections.abc import Iterable
@@ -21,13 +22,15 @@ from urllib.parse import quote
 
 import jinja2
 
-from trtllm_script_builder.atomic import write_file
+from trtllm_script_builder.atomic import read_regular, write_file
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.render import TEMPLATES
 from trtllm_script_builder.resolve.workflow import workflows
 
 REPORT_FILE = "report.html"
+PRIVATE = 0o600  # the page quotes log lines, as verdict.json does (decision shared-work-dir)
+MAX_JSON = 64 * 1024 * 1024  # bytes of a verdict.json or jobs.json read
 VERDICT_FILE = "verdict.json"
 JOBS_FILE = "jobs.json"
 TEMPLATE = "report.html.j2"
@@ -123,9 +126,23 @@ class Report:
 # ---------------------------------------------------------------- reading
 
 
+def _read(path: Path) -> str:
+    """A file of the folder, never through a link nor from a named pipe: a folder may be a
+    team's, and a verdict linked to another of the user's would land in the page
+    (decision shared-work-dir)."""
+    data = read_regular(str(path), 0, MAX_JSON + 1)
+    if data is None:
+        if not os.path.lexists(path):
+            raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+        raise OSError(errno.EINVAL, "not a regular file")
+    if len(data) > MAX_JSON:
+        raise OSError(errno.EFBIG, f"more than {MAX_JSON} bytes")
+    return data.decode("utf-8")
+
+
 def _read_json(path: Path) -> Any:
     try:
-        return parse_json(path.read_text(encoding="utf-8"))
+        return parse_json(_read(path))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc).split("\n")[0]
         raise BuildError(
@@ -178,11 +195,12 @@ def _batch_job(root: Path, row: dict[str, Any]) -> Job:
         work = root / work
     unwatched = _unjudged(root, work, work.name, entry)
     try:
-        verdict = parse_json((work / VERDICT_FILE).read_text(encoding="utf-8"))
+        verdict = parse_json(_read(work / VERDICT_FILE))
     except FileNotFoundError:
         return unwatched
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        unwatched.reason = f"{VERDICT_FILE} cannot be read: {str(exc).splitlines()[0]}"
+        why = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
+        unwatched.reason = f"{VERDICT_FILE} cannot be read: {why}"
         return unwatched
     return _job(root, work, work.name, verdict, entry) if isinstance(verdict, dict) else unwatched
 
@@ -432,7 +450,7 @@ def write_report(folder: Path) -> Path:
     page = render_report(report)
     path = folder.resolve() / REPORT_FILE
     try:
-        write_file(path, page)
+        write_file(path, page, PRIVATE)  # it quotes the verdicts' log lines
     except OSError as exc:
         raise BuildError(
             "dir",

@@ -164,7 +164,8 @@ def merge_junit(
     from trtllm_script_builder.atomic import write_file
 
     body = ET.tostring(merged, encoding="unicode")
-    write_file(out, '<?xml version="1.0" encoding="utf-8"?>\n' + body + "\n")
+    # the failures' messages and output: private, as verdict.json (decision shared-work-dir)
+    write_file(out, '<?xml version="1.0" encoding="utf-8"?>\n' + body + "\n", 0o600)
     return str(out), notes
 
 

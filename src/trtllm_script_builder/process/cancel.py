@@ -32,13 +32,14 @@ class Cancelled:
 def cancel(folder: Path, *, ssh_host: str | None = None) -> Cancelled:
     """Cancel what was submitted from `folder` (a job's work_dir or a build-many folder)."""
     from trtllm_script_builder.process.slurm_submit import is_batch, load_batch_submission
-    from trtllm_script_builder.process.submission import load_submission
+    from trtllm_script_builder.process.submission import load_submission, own_record
 
     folder = folder.resolve()
     if is_batch(folder):
         batch = load_batch_submission(folder)
         if batch is None:
             raise _not_submitted(folder, "batch_submission.json")
+        own_record(batch, folder / "batch_submission.json")
         from trtllm_script_builder.process import host as hosts
 
         named = [(f"job {j.job_id} ({j.entry})", j.job_id) for j in batch.jobs]
@@ -48,6 +49,7 @@ def cancel(folder: Path, *, ssh_host: str | None = None) -> Cancelled:
     sub = load_submission(folder)
     if sub is None:
         raise _not_submitted(folder, "submission.json")
+    own_record(sub, folder / "submission.json")
     from trtllm_script_builder.process.spec_file import read_job_spec
     from trtllm_script_builder.resolve.backend import backend_of
 

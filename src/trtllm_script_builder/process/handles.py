@@ -355,8 +355,10 @@ class LocalProcess:
         host: str,
         alloc_job_id: str | None = None,
         container_name: str | None = None,
+        owned: bool = True,
     ) -> None:
         self.pid, self.pid_start, self.rc_file = pid, pid_start, rc_file
+        self.owned = owned  # the record is this user's alone (decision records-acted-on-are-own)
         self.host, self.alloc_job_id, self.container_name = host, alloc_job_id, container_name
         self.log = log
         self.follower = Follower(log, read_local)
@@ -381,6 +383,7 @@ class LocalProcess:
             sub.host,
             alloc_job_id=sub.alloc_job_id if sub.persistent else None,
             container_name=sub.container_name,
+            owned=sub.foreign is None,
         )
 
     def refresh(self) -> bool:
@@ -404,6 +407,8 @@ class LocalProcess:
         return [(self.follower.flush() if final else self.follower.poll(), "")]
 
     def cancel(self) -> None:
+        if not self.owned:
+            return
         if self.alloc_job_id:
             # the script's sruns are steps of the held allocation: stop them, keep it
             from trtllm_script_builder.process.persistent import active_steps
@@ -416,7 +421,7 @@ class LocalProcess:
             run(["docker", "kill", self.container_name], timeout=30)
 
     def overdue(self) -> bool:
-        if self.ours():
+        if self.owned and self.ours():
             kill_group(self.pid, signal.SIGKILL)
         return False
 

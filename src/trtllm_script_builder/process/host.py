@@ -10,11 +10,11 @@ from __future__ import annotations
 import getpass
 import os
 import shutil
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from trtllm_script_builder.atomic import read_regular, read_regular_stat
 from trtllm_script_builder.process.proc import CmdResult, Session, run
 from trtllm_script_builder.process.ssh import MAX_READ, Cwd, Input, Secs, SshRunner
 
@@ -53,22 +53,6 @@ class Host(Protocol):
     def read_from(self, path: str, offset: int) -> bytes | None: ...
 
     def close(self) -> None: ...
-
-
-def read_regular(path: str, offset: int = 0, limit: int = MAX_READ) -> bytes | None:
-    """Up to `limit` bytes of the regular file `path` from `offset`; None when it is missing, a
-    link (a work_dir may be shared: a log linked to someone's ~/.netrc must not be read into a
-    verdict) or not a regular file (a named pipe would block the reader for ever); decision
-    shared-work-dir."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        fh.seek(offset)
-        return fh.read(limit)
 
 
 class Here:
@@ -123,4 +107,14 @@ def host_for(ssh_host: str | None) -> Host:
     return OverSsh(ssh_host) if ssh_host else Here()
 
 
-__all__ = ["MAX_READ", "CmdResult", "Here", "Host", "OverSsh", "current_user", "host_for"]
+__all__ = [
+    "MAX_READ",
+    "CmdResult",
+    "Here",
+    "Host",
+    "OverSsh",
+    "current_user",
+    "host_for",
+    "read_regular",
+    "read_regular_stat",
+]

@@ -25,17 +25,20 @@ in it; another checkout's allocation, or one with a job running, is never cancel
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
 import re
 import socket
+import stat
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from trtllm_script_builder.atomic import read_regular, write_file
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
@@ -106,13 +109,14 @@ def job_name(account: str) -> str:
 
 def load_state(repo_root: str | Path) -> AllocState | None:
     path = state_dir(repo_root) / STATE_FILE
-    if not path.exists():
+    # a state file is a few hundred bytes; never through a link nor from a named pipe, which
+    # held submit and release for ever (decision shared-work-dir)
+    data = read_regular(str(path), 0, values.MAX_ARG_BYTES)
+    if data is None:
         return None
     try:
-        with path.open(encoding="utf-8") as f:
-            text = f.read(values.MAX_ARG_BYTES)  # a state file is a few hundred bytes
-        return AllocState.model_validate(parse_json(text))
-    except (OSError, ValueError, ValidationError):  # UnicodeDecodeError is a ValueError
+        return AllocState.model_validate(parse_json(data.decode()))
+    except (ValueError, ValidationError):  # UnicodeDecodeError is a ValueError
         return None
 
 
@@ -132,12 +136,21 @@ def locked(repo_root: str | Path) -> Iterator[None]:
     """One submit/release at a time per repo."""
     d = state_dir(repo_root)
     d.mkdir(parents=True, exist_ok=True)
-    with open(d / LOCK_FILE, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    path = d / LOCK_FILE
+    try:  # not through a link, nor a named pipe (an open for writing waits for a reader)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file")
+    except OSError as exc:
+        raise BuildError(
+            "repo_root", f"{path} cannot be opened ({exc.strerror})", "remove it"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _tasks_per_node(spec: JobSpec) -> int:
@@ -185,6 +198,15 @@ def checkout_mark(repo_root: str | Path) -> str:
     """The Slurm comment of the allocations this checkout makes: which checkout holds one."""
     real = os.path.realpath(repo_root)
     return "tsb-persistent-" + hashlib.sha256(real.encode()).hexdigest()[:16]
+
+
+def made_here(job_id: str, repo_root: str | Path, host: Runner) -> bool:
+    """Whether the allocation carries this checkout's mark: a state file names an allocation,
+    but it may have come with a copied checkout (`cp -a`) or from another process, and its
+    allocation is another checkout's (decision persistent-own-allocation). An allocation that
+    is gone carries no mark."""
+    res = host(["squeue", "-h", "-j", job_id, "-o", "%k"])
+    return res.rc == 0 and res.out.split() == [checkout_mark(repo_root)]
 
 
 def cancel_orphans(account: str, repo_root: str | Path, host: Host, say: Say) -> None:
@@ -245,8 +267,8 @@ def allocate(spec: JobSpec, alloc_time: str, host: Host, say: Say) -> AllocState
     argv += [f"--mem={p.mem}"] if p.mem else []
     say(f"allocating: {' '.join(argv)}")
     res = host(argv, timeout=ALLOC_WAIT_SECONDS + 60)
-    log = state_dir(spec.repo_root) / SALLOC_LOG
-    log.write_text(res.text + "\n")
+    # replaced whole, never written through a link another user of the checkout put there
+    write_file(state_dir(spec.repo_root) / SALLOC_LOG, res.text + "\n")
     m = re.search(r"Granted job allocation (\d+)", res.text)
     if res.rc != 0 or m is None:
         pending = re.search(r"job allocation (\d+)", res.text)
@@ -280,6 +302,13 @@ def ensure_allocation(
     p = spec.slurm_params
     assert p is not None
     state = load_state(spec.repo_root)
+    if state is not None and not made_here(state.job_id, spec.repo_root, host):
+        say(
+            f"leaving allocation {state.job_id}: the state file names an allocation without this "
+            "checkout's mark (a copied checkout, or another checkout's); not using it"
+        )
+        remove_state(spec.repo_root)
+        state = None
     if state is not None:
         problem = reuse_problem(state, spec, host)
         if problem is None:
@@ -376,12 +405,25 @@ def release(repo_root: str | Path, host: Host | None = None) -> str | None:
         raw_id: str | None = state.job_id if state else None
         if raw_id is None:
             path = state_dir(repo_root) / STATE_FILE
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                raw_id = str(parse_json(path.read_text()).get("job_id") or "") or None
+            raw = read_regular(str(path), 0, values.MAX_ARG_BYTES)
+            with contextlib.suppress(ValueError, AttributeError):
+                raw_id = str(parse_json(raw.decode()).get("job_id") or "") or None if raw else None
             if raw_id is not None and not values.JOB_ID.fullmatch(raw_id):
                 raw_id = None  # never an option of scancel (`--user=NAME`)
+        host = host or Here()
+        if raw_id and not made_here(raw_id, repo_root, host):
+            gone = host(["squeue", "-h", "-j", raw_id, "-o", "%T"])
+            if gone.rc == 0 and gone.out.strip():  # it runs, and is not this checkout's
+                path = state_dir(repo_root) / STATE_FILE
+                raise BuildError(
+                    "repo_root",
+                    f"allocation {raw_id}, which {path} names, is not this checkout's (it carries "
+                    "another checkout's mark, or none): it was not cancelled",
+                    f"remove {path}; cancel that allocation from the checkout that made it",
+                )
+            raw_id = None  # gone already: nothing to cancel
         if raw_id:
-            cancel(host or Here(), raw_id)
+            cancel(host, raw_id)
         remove_state(repo_root)
     return raw_id
 

@@ -58,6 +58,7 @@ from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.ssh import SshTarget
 from trtllm_script_builder.process.submission import (
+    Record,
     Say,
     Submission,
     load_submission,
@@ -116,7 +117,7 @@ class BatchArray(BaseModel):
     max_running: int | None = None
 
 
-class BatchSubmission(BaseModel):
+class BatchSubmission(Record):
     """What `submit DIR` started for a build-many folder (its `batch_submission.json`)."""
 
     model_config = ConfigDict(extra="ignore")

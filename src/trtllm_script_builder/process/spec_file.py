@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -12,6 +15,7 @@ from trtllm_script_builder.model.datafile import DataError, parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
 
 JOB_SPEC = "job_spec.json"
+MAX_SPEC = 64 * 1024 * 1024  # bytes of a job_spec.json
 
 
 def read_job_spec(work_dir: Path) -> JobSpec:
@@ -19,7 +23,7 @@ def read_job_spec(work_dir: Path) -> JobSpec:
     unreadable, not JSON, or not what this version writes."""
     path = Path(work_dir) / JOB_SPEC
     try:
-        text = path.read_text()
+        text = _read(path)
     except FileNotFoundError:
         raise BuildError(
             "work_dir",
@@ -50,6 +54,22 @@ def read_job_spec(work_dir: Path) -> JobSpec:
         key, what = problem
         raise BuildError("work_dir", f"{path}: {key}: {what}", "rebuild the job with this version")
     return spec
+
+
+def _read(path: Path) -> str:
+    """The file's text, through its link into the current set but never from a named pipe: a
+    teammate's pipe there held submit, watch and cancel for ever (decision shared-work-dir)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = fh.read(MAX_SPEC + 1)
+    if len(data) > MAX_SPEC:
+        raise OSError(errno.EFBIG, f"more than {MAX_SPEC} bytes")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise OSError(errno.EILSEQ, "not UTF-8") from None
 
 
 def _unsafe(spec: JobSpec) -> tuple[str, str] | None:

@@ -5,7 +5,8 @@ Every call goes through one ControlMaster connection per host (`ControlMaster=au
 `~/.ssh/tsb-control` (`$TMPDIR/tsb-ssh-<uid>`, /tmp by default, when that cannot be made or is
 too long for a socket path). The folder must be this user's own, mode 0700 and not a link,
 checked before each use: whoever can write there could answer in ssh's place
-(decision ssh-control-private). The socket's name is ssh's `%C` hash of (local host, remote
+(decision ssh-control-private), and every folder above it root's or the user's (one others may
+write sticky, as /tmp). The socket's name is ssh's `%C` hash of (local host, remote
 host, port, user); in a folder path longer than 45 characters, 16 hex digits of a hash of the
 host and the ssh config. Every remote command runs under `sh`, whatever the login shell.
 An ssh config file can be given with `$TSB_SSH_CONFIG` (passed as `ssh -F`); otherwise the
@@ -61,7 +62,7 @@ def control_dir() -> Path:
             st = os.lstat(d)
         except OSError:
             continue
-        why = (
+        why = _unsafe_above(d) or (
             "a symbolic link"
             if stat.S_ISLNK(st.st_mode)
             else "not a folder"
@@ -87,6 +88,24 @@ def control_dir() -> Path:
         f"{_SOCKET_ROOM} characters",
         _CONTROL_FIX.removeprefix("remove it, or "),
     )
+
+
+def _unsafe_above(d: Path) -> str:
+    """What lets another user change a folder above `d` (as written, and with its links
+    followed), or "": each must be root's or this user's, and one others may write must be
+    sticky, as /tmp is. Whoever owns one could rename our folder away and put theirs in its
+    place between the check and ssh's connect (decision ssh-control-private)."""
+    uid = os.getuid()
+    for above in dict.fromkeys([*Path(os.path.abspath(d)).parents, *Path(d).resolve().parents]):
+        try:
+            st = os.lstat(above)
+        except OSError:
+            continue
+        if st.st_uid not in (0, uid):
+            return f"inside {above}, owned by uid {st.st_uid}"
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            return f"inside {above}, which others may write (mode {st.st_mode & 0o777:o})"
+    return ""
 
 
 @dataclass(frozen=True)

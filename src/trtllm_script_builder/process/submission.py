@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import re
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_validator
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model import values
@@ -48,7 +49,32 @@ def err_path(out: str | None) -> str | None:
     return None
 
 
-class Submission(BaseModel):
+class Record(BaseModel):
+    """A record `submit` wrote, read back from a folder that may be a team's: whoever else may
+    write the file may name any pid, start time (readable by all in /proc) or job id in it, so
+    such a record is followed but never acted on (decision records-acted-on-are-own)."""
+
+    _foreign: str | None = PrivateAttr(default=None)
+
+    @property
+    def foreign(self) -> str | None:
+        """Why the file may hold another user's words (None: this user's alone)."""
+        return self._foreign
+
+
+def own_record(record: Record, path: Path) -> None:
+    """Refuse to cancel what a record another user could have written names (decision
+    records-acted-on-are-own)."""
+    if record.foreign:
+        raise BuildError(
+            "work_dir",
+            f"{path} is not yours alone ({record.foreign}): the jobs and processes it names "
+            "are not cancelled",
+            "act on them by hand after checking them, or ask whoever submitted them",
+        )
+
+
+class Submission(Record):
     """What `submit` started: a Slurm job (job_id) or a local process (pid). The file is
     ours, but may be edited: a job id goes to scancel, a container name to docker kill, so
     they are checked as a request's values are (decision one-validation-layer)."""
@@ -159,24 +185,25 @@ def load_submission(work_dir: Path) -> Submission | None:
     return read_record(work_dir / SUBMISSION, Submission)
 
 
-_Record = TypeVar("_Record", bound=BaseModel)
+_Record = TypeVar("_Record", bound=Record)
 
 
 def read_record(path: Path, model: type[_Record]) -> _Record | None:
     """A record `submit` wrote (submission.json, a batch's record), None when there is none;
     one error line when it cannot be read as `model`."""
-    from trtllm_script_builder.process.host import read_regular
+    from trtllm_script_builder.atomic import read_regular_stat
 
     if not path.exists() and not path.is_symlink():
         return None
     # not through a link nor from a pipe: a work_dir may be shared (decision shared-work-dir)
-    data = read_regular(str(path), 0, MAX_RECORD + 1)
+    got = read_regular_stat(str(path), 0, MAX_RECORD + 1)
+    data = got[0] if got else None
     if data is None or len(data) > MAX_RECORD:
         what = "a regular file" if data is None else f"at most {MAX_RECORD} bytes"
         raise BuildError("work_dir", f"{path} is not {what}", "submit again")
     try:
         # the one JSON reader (decision one-data-reader): a repeated key, deep nesting refused
-        return model.model_validate(parse_json(data.decode()))
+        record = model.model_validate(parse_json(data.decode()))
     except (ValueError, ValidationError) as exc:  # ValueError: not UTF-8
         reason = str(exc).splitlines()[0]
         if isinstance(exc, ValidationError):
@@ -184,6 +211,13 @@ def read_record(path: Path, model: type[_Record]) -> _Record | None:
             loc = ".".join(str(p) for p in err["loc"])
             reason = f"{loc}: {err['msg']}" if loc else err["msg"]
         raise BuildError("work_dir", f"{path} cannot be read ({reason})", "submit again") from None
+    assert got is not None
+    st = got[1]
+    if st.st_uid != os.geteuid():
+        record._foreign = f"written by uid {st.st_uid}, not by you"
+    elif st.st_mode & 0o022:
+        record._foreign = f"mode {st.st_mode & 0o777:o}: others may write it"
+    return record
 
 
 def write_json(path: Path, data: dict[str, object], mode: int = 0o644) -> None:

@@ -5,8 +5,10 @@ The backend is the registry's (resolve/backend.py), which `backends/` fills."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +26,28 @@ LOCK = ".submit.lock"
 def one_submit(folder: Path) -> Iterator[None]:
     """One submit of a folder at a time: two at once made two Slurm jobs, and the record kept
     only one of them (decision one-submit-per-folder). The lock is the kernel's (flock), so a
-    submit that dies leaves none behind."""
+    submit that dies leaves none behind. A job of a build-many folder (its parent holds
+    jobs.json) takes the batch folder's lock too: `submit BATCH` and `submit BATCH/job` at once
+    sent the job twice."""
+    parent = folder.parent
+    if folder.name and (parent / "jobs.json").is_file():
+        with _locked(parent), _locked(folder):
+            yield
+    else:
+        with _locked(folder):
+            yield
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
     try:
         # not through a link: the folder may be shared (decision shared-work-dir)
-        fd = os.open(folder / LOCK, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        # nor from a pipe, which would hold the open for ever
+        flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(folder / LOCK, flags, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file")
     except FileNotFoundError:
         yield  # no folder: the submit refuses it with its own words
         return

@@ -135,6 +135,9 @@ def watch(
             f"{work_dir} has not been submitted (no submission.json)",
             "run `trtllm-script-builder submit WORK_DIR` first",
         )
+    # a record others may have written is followed, never acted on (decision
+    # records-acted-on-are-own): its jobs are left running at the timeout
+    keep_running = keep_running or sub.foreign is not None
     parts = backend.followed(spec, sub, ssh_host)
     prereqs = parts.prereqs
     tracked = Tracked(
@@ -186,6 +189,7 @@ def watch_batch(
             f"{folder} has not been submitted as a batch (no batch_submission.json)",
             "run `trtllm-script-builder submit DIR` first",
         )
+    keep_running = keep_running or batch.foreign is not None  # decision records-acted-on-are-own
     if ssh_host and batch.ssh_host is None:  # its jobs run on this machine's cluster
         raise BuildError("ssh_host", f"the batch is {batch.scenario}", "drop --ssh-host")
     on = hosts.host_for(ssh_host or batch.ssh_host)
