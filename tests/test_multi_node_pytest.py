@@ -217,3 +217,21 @@ def test_a_multi_node_test_db_block_builds_jobs_over_nodes(env: Env, cli, tmp_pa
     assert words.endswith(
         " accuracy/test_mn.py::TestBigModel::test_nvfp4_multi_gpus --timeout=10800 || status=$?"
     ), words
+
+
+def test_more_nodes_than_the_partition_has_are_refused(env: Env, cli) -> None:
+    """The probe counted the partition's nodes: a job wider than that is refused before
+    anything is written (sbatch would refuse it, or it would pend for ever)."""
+    from .conftest import SLURM_ENV
+
+    parts = json.loads(json.dumps(SLURM_ENV["partitions"]))
+    for p in parts:
+        p["nodes"] = "1"
+    env.write_env(partitions=parts)
+    r = cli([], env.request(test_cmd=TOO_BIG))
+    assert r.code == 2
+    assert r.stderr.strip() == (
+        "error: required_devices: the job needs 2 nodes of 8 GPUs, and partition gpu has 1; "
+        "lower the parallelism, or pick a partition with that many nodes"
+    )
+    assert not env.work.exists() or not any(env.work.iterdir())

@@ -448,6 +448,16 @@ class _Base:
                 f"{req.node_count} asked, but the job needs {nodes} nodes of {gpus_per_node} GPUs",
                 f"pass --node-count {nodes}, or drop it",
             )
+        part = facts.partition
+        total = part.nodes if part is not None and part.nodes and part.nodes.isdigit() else None
+        if total is not None and nodes > int(total):
+            # sbatch refuses such a job (or it pends for ever): said before anything is written
+            raise BuildError(
+                "required_devices",
+                f"the job needs {nodes} nodes of {gpus_per_node} GPUs, and partition "
+                f"{req.partition} has {total}",
+                "lower the parallelism, or pick a partition with that many nodes",
+            )
         plan = SlurmParams(
             partition=req.partition,
             account=req.account,
