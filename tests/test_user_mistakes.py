@@ -783,3 +783,28 @@ def test_a_json_error_names_file_line_and_column(
     assert line.startswith(f"error: request: {path}{where} cannot be parsed: "), line
     assert f"; {fix}" in line, line
     assert list(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.parametrize(("typo", "field"), [("test_cmnd", "test_cmd"), ("partiton", "partition")])
+def test_a_misspelt_field_is_not_also_called_missing(env: Env, cli, typo: str, field: str) -> None:
+    req = env.request(test_cmd=PYTEST_4, time_limit="2h")
+    req[typo] = req.pop(field)
+    r = cli([], req)
+    assert r.code == 2
+    fields = [line.split(":")[1].strip() for line in r.stderr.splitlines()]
+    assert sorted(fields) == sorted([typo, "time_limit"]), r.stderr
+
+
+def test_a_repo_root_that_is_no_checkout_is_named(env: Env, cli, tmp_path) -> None:
+    other = tmp_path / "somewhere"
+    other.mkdir()
+    line = refused(cli, env, env.request(custom_cmd="echo hi", repo_root=str(other)), "repo_root")
+    assert "is not a TensorRT-LLM checkout" in line, line
+
+
+@pytest.mark.parametrize("field", ["remote_repo_path", "checkpoint_path"])
+def test_a_path_with_a_stray_space_is_named_by_its_own_field(env: Env, cli, field: str) -> None:
+    """A remote_repo_path's trailing space was blamed on the remote_work_dir made from it."""
+    req = env.request("remote_slurm", custom_cmd="echo hi", **{field: "/lustre/x "})
+    line = refused(cli, env, req, field, contains="has white space at its start or end")
+    assert line.endswith("; write '/lustre/x'"), line

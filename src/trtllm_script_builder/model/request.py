@@ -884,9 +884,17 @@ def _problems_of_the_rest(
         found = more(Request.model_validate(rest))
     except (ValidationError, BuildError):
         return []
-    # With a refused command left out, "no command given" is no problem of the request.
+    # A field left out because it was refused, or misspelt, is not missing as well: with a
+    # command among them "no command given" is no problem of the request.
+    from difflib import get_close_matches
+
+    meant = set(bad)
+    for name in bad - set(Request.model_fields):
+        meant.update(get_close_matches(name, list(Request.model_fields), n=1, cutoff=0.6))
     what_runs = {*_COMMAND_FIELDS, "workflow_type"}
-    return [p for p in found if not (bad & what_runs and p.field in what_runs)]
+    if meant & what_runs:
+        meant |= what_runs
+    return [p for p in found if p.field not in meant]
 
 
 _COMMAND_FIELDS = (
@@ -923,6 +931,14 @@ def _check_values(pairs: list[tuple[str, Any]], problems: dict[str, BuildError])
         try:
             values.check_fields([(own, value)], prefix + "." if prefix else "")
             if not prefix and own in PATH_FIELDS + REMOTE_PATH_FIELDS:
+                if value != value.strip() and value.strip():
+                    # A pasted path's stray space would name another folder (and, in a
+                    # folder derived from it, be blamed on that one).
+                    raise BuildError(
+                        name,
+                        f"has white space at its start or end (got {values.shown(value)})",
+                        f"write {values.shown(value.strip())}",
+                    )
                 values.check_path(value, name, absolute=False)
             if not prefix and own in REMOTE_PATH_FIELDS and not value.startswith("/"):
                 raise BuildError(
