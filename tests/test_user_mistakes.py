@@ -655,8 +655,8 @@ def test_a_refused_command_is_not_also_called_missing(env: Env, cli) -> None:
         ("required_devices", -2, "write a whole number of at least 1, or leave the field out"),
         ("node_count", 0, "write a whole number of at least 1, or leave the field out"),
         ("partition", ["gpu"], "write one value, not a list: gpu"),
-        ("partition", "gpu ", "write gpu"),
-        ("mpi_plugin", " pmix", "write pmix"),
+        ("partition", "gpu ", "write 'gpu'"),
+        ("mpi_plugin", " pmix", "write 'pmix'"),
         ("account", "", "write the name, or leave the field out"),
         ("time_limit", 1.5, "write whole minutes (90) or HH:MM:SS (01:30:00)"),
         ("time_limit", "2h", "write 02:00:00 for 2 h"),
@@ -698,7 +698,7 @@ def test_an_image_reference_docker_refuses_is_refused(
     )
     assert problem in line, line
     if "capitals" in line:
-        assert line.endswith("write it in lower case: nvcr.io/nvidia/tensorrt-llm:1.0"), line
+        assert line.endswith("write it in lower case: 'nvcr.io/nvidia/tensorrt-llm:1.0'"), line
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,7 @@ def check_slurm_name(v: str | None) -> str | None:
         if not v.strip():
             raise Problem("is empty", "write the name, or leave the field out")
         if values.SLURM_NAME.fullmatch(v.strip()):
-            raise Problem("has white space around it", f"write {v.strip()}")
+            raise Problem("has white space around it", f"write {values.shown(v.strip())}")
         raise Problem(
             "may hold only letters, digits and . _ + - (not first)",
             "write the name as sinfo or sacctmgr shows it",
@@ -160,7 +160,8 @@ def check_slurm_name(v: str | None) -> str | None:
 def check_model_name(v: str | None) -> str | None:
     if v is not None and not values.MODEL_NAME.fullmatch(v):
         meant = re.sub(r"[^A-Za-z0-9._-]+", "_", v.rstrip("/").rsplit("/", 1)[-1]).strip("_")
-        fix = f"write {meant}" if meant and values.MODEL_NAME.fullmatch(meant) else ""
+        fits = meant and len(meant) <= 120 and values.MODEL_NAME.fullmatch(meant)
+        fix = f"write {meant}" if fits else ""
         raise Problem(
             "may hold only letters, digits and . _ - (it names files and jobs)",
             fix or "write a name of letters, digits and . _ -",

@@ -266,7 +266,7 @@ def _check_reference(image: str, field: str) -> None:
         raise BuildError(
             field,
             f"{shown(image)} has capitals in its repository path, which docker refuses",
-            f"write it in lower case: {image.replace(path, path.lower(), 1)}",
+            f"write it in lower case: {shown(image.replace(path, path.lower(), 1))}",
         )
 
 

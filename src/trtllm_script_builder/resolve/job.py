@@ -265,7 +265,9 @@ def _check_host_paths(req: Request, cluster: Cluster | None) -> None:
         )
     else:
         _repo_root_is_the_top(req.repo_root)
-        if os.path.realpath(req.work_dir) == os.path.realpath(req.repo_root):
+        if os.path.normpath(req.work_dir) == os.path.normpath(req.repo_root) or (
+            os.path.isdir(req.work_dir) and os.path.samefile(req.work_dir, req.repo_root)
+        ):
             problems.append(
                 BuildError(
                     "work_dir",
@@ -347,10 +349,11 @@ def resolve(
     *,
     checked: bool = False,
 ) -> ResolvedJob:
-    """Everything a build decides; `checked` when the caller ran check_request already."""
+    """Everything a build decides; `checked` when the caller found no request_problems."""
     ask = _once(ask or refuse_ask)
     wf = req.workflow() if checked else check_request(req)
-    _check_host_paths(req, cluster)
+    if not checked:
+        _check_host_paths(req, cluster)
     env = cluster.env if cluster else None
     flow = workflow(wf)
     perf = flow.submit_py(req)
