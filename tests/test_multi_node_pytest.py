@@ -231,7 +231,7 @@ def test_more_nodes_than_the_partition_has_are_refused(env: Env, cli) -> None:
     r = cli([], env.request(test_cmd=TOO_BIG))
     assert r.code == 2
     assert r.stderr.strip() == (
-        "error: required_devices: the job needs 2 nodes of 8 GPUs, and partition gpu has 1; "
-        "lower the parallelism, or pick a partition with that many nodes"
+        "error: required_devices: the job needs 2 nodes of 8 GPUs, but partition gpu has 1; "
+        "ask for at most 8 GPUs (1 node), or pick a partition with more nodes"
     )
     assert not env.work.exists() or not any(env.work.iterdir())

@@ -82,7 +82,7 @@ def test_each_field_takes_its_type_or_names_itself(field: str) -> None:
 def test_one_problem_is_one_line_as_before() -> None:
     assert refused({**BASE, "time_limit": "2 hours"}) == [
         "error: time_limit: is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED) "
-        "(got '2 hours'); correct the value"
+        "(got '2 hours'); write 02:00:00 for 2 h"
     ]
     assert refused({**BASE, "workflow_type": "4"}) == [
         "error: workflow_type: Input should be 'pytest', 'eval', 'bench', 'custom' or "
@@ -137,10 +137,17 @@ def test_the_cli_prints_each_problem_and_writes_nothing(tmp_path: Path) -> None:
     request.write_text(json.dumps({**BASE, "work_dir": str(tmp_path / "w"), "node_count": 0}))
     r = CliRunner().invoke(main, ["build", str(request), "--time-limit", "soon"])
     assert r.exit_code == 2
+    # The build's own checks of the rest of the request come in the same answer: the
+    # checkout and the cluster file named here do not exist.
     assert r.stderr.splitlines() == [
-        "error: node_count: Input should be greater than or equal to 1 (got 0); correct the value",
+        "error: repo_root: /r is not a folder; pass the path of your TensorRT-LLM checkout "
+        "with --repo-root",
+        "error: node_count: Input should be greater than or equal to 1 (got 0); write a whole "
+        "number of at least 1, or leave the field out",
+        "error: slurm_env_file: cannot read /c/slurm_env.json (No such file or directory); "
+        "probe the cluster first (trtllm-script-builder probe --output slurm_env.json)",
         "error: time_limit: is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED) "
-        "(got 'soon'); correct the value",
+        "(got 'soon'); write minutes (90), HH:MM:SS (01:30:00) or D-HH:MM:SS (1-00:00:00)",
     ]
     assert not (tmp_path / "w").exists()
 

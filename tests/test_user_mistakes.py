@@ -618,3 +618,193 @@ def test_paths_partition_and_account_are_refused_at_once(env: Env, cli) -> None:
     assert r.code == 2 and r.stdout == ""
     fields = [line.split(":")[1].strip() for line in r.stderr.splitlines()]
     assert fields == ["repo_root", "partition", "account", "models_path"], r.stderr
+
+
+# ---------------------------------------------------------------- a second newcomer's hour
+
+
+def test_a_refused_value_and_the_builds_own_checks_come_in_one_answer(env: Env, cli) -> None:
+    """A wrong type, a partition typo and a missing models folder: three lines, one round trip."""
+    req = env.request(
+        test_cmd=PYTEST_4,
+        required_devices="4",
+        partition="gpus",
+        models_path=str(env.root / "no-models"),
+    )
+    env.work.mkdir(parents=True, exist_ok=True)
+    r = cli([], req)
+    assert r.code == 2 and r.stdout == ""
+    fields = [line.split(":")[1].strip() for line in r.stderr.splitlines()]
+    assert fields == ["required_devices", "partition", "models_path"], r.stderr
+    assert "did you mean gpu?" in r.stderr
+    assert list(env.work.iterdir()) == []
+
+
+def test_a_refused_command_is_not_also_called_missing(env: Env, cli) -> None:
+    r = cli([], env.request(eval_cmd="accuracy", partition="gpus"))
+    assert r.code == 2
+    fields = [line.split(":")[1].strip() for line in r.stderr.splitlines()]
+    assert fields == ["eval_cmd", "partition"], r.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fix"),
+    [
+        ("required_devices", 4.0, "write 4, a whole number"),
+        ("required_devices", 2.5, "write a whole number, e.g. 4"),
+        ("required_devices", -2, "write a whole number of at least 1, or leave the field out"),
+        ("node_count", 0, "write a whole number of at least 1, or leave the field out"),
+        ("partition", ["gpu"], "write one value, not a list: gpu"),
+        ("partition", "gpu ", "write 'gpu'"),
+        ("mpi_plugin", " pmix", "write 'pmix'"),
+        ("account", "", "write the name, or leave the field out"),
+        ("time_limit", 1.5, "write whole minutes (90) or HH:MM:SS (01:30:00)"),
+        ("time_limit", "2h", "write 02:00:00 for 2 h"),
+        ("time_limit", "120min", "write 120 (a bare number is minutes)"),
+        ("time_limit", "1d", "write 1-00:00:00 for 1 days"),
+        ("time_limit", "1:06:00:00", "write 1-06:00:00 (days-hours:minutes:seconds)"),
+        ("time_limit", -1, "a time limit is not negative; write minutes (90)"),
+        ("model_name", "meta-llama/Llama-3.1-8B", "write Llama-3.1-8B"),
+        ("model_name", "my model", "write my_model"),
+        ("cuda_arch", "sm_90a", "write 90a-real"),
+        ("cuda_arch", "9.0", "write 90-real"),
+        ("cuda_arch", "90,100", "write 90-real;100-real"),
+        ("env_check", "gpus_per_node=4", "write a mapping of its fields, e.g. {gpus_per_node: 8"),
+    ],
+)
+def test_a_refused_value_gets_the_value_to_write(
+    env: Env, cli, field: str, value: object, fix: str
+) -> None:
+    """`correct the value` told nobody what to write."""
+    line = refused(cli, env, env.request(test_cmd=PYTEST_4, **{field: value}), field)
+    assert f"; {fix}" in line, line
+    assert "correct the value" not in line and "EnvCheck" not in line, line
+
+
+@pytest.mark.parametrize(
+    ("image", "problem"),
+    [
+        ("nvcr.io/nvidia/tensorrt-llm/release:", "ends with ':' and no tag"),
+        ("nvcr.io/NVIDIA/TensorRT-LLM:1.0", "has capitals in its repository path"),
+        ("nvcr.io/nvidia/x:1.0:2", "has more than one tag"),
+        ("nvcr.io/nvidia/x:.1", "has a tag docker refuses"),
+    ],
+)
+def test_an_image_reference_docker_refuses_is_refused(
+    env: Env, cli, image: str, problem: str
+) -> None:
+    line = refused(
+        cli, env, env.request(test_cmd=PYTEST_4, container_image=image), "container_image"
+    )
+    assert problem in line, line
+    if "capitals" in line:
+        assert line.endswith("write it in lower case: 'nvcr.io/nvidia/tensorrt-llm:1.0'"), line
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "docker://nvcr.io#nvidia/tensorrt-llm/release:1.0.0",
+        "localhost:5000/trt/llm:1",
+        "Registry.Example.com:5000/trt/llm",  # the host may have capitals
+        "nvcr.io/nvidia/tensorrt-llm/release@sha256:" + "a" * 64,
+        "/images/TRT-LLM.sqsh",
+    ],
+)
+def test_an_image_reference_docker_takes_builds(env: Env, cli, image: str) -> None:
+    r = cli([], env.request(test_cmd=PYTEST_4, container_image=image))
+    assert r.code == 0, r.stderr
+
+
+def test_a_work_dir_that_is_the_checkout_is_refused(env: Env, cli) -> None:
+    before = sorted(p.name for p in env.repo.iterdir())
+    r = cli([], env.request(custom_cmd="echo hi", work_dir=str(env.repo)))
+    assert r.code == 2 and r.stderr.startswith(f"error: work_dir: is the checkout {env.repo}")
+    assert f"e.g. {env.repo}/work_dirs/<name>" in r.stderr
+    assert sorted(p.name for p in env.repo.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        (
+            {"eval_cmd": f"trtllm-eval --model {MODEL} --tp_size 16 --pp_size 2 mmlu"},
+            "required_devices",
+        ),
+        (
+            {
+                "bench_cmd": f"trtllm-bench -m {MODEL} throughput --dataset /d.json --tp 24",
+                "node_count": 3,
+            },
+            "node_count",
+        ),
+    ],
+)
+def test_a_job_wider_than_its_partition_is_refused(env: Env, cli, fields: dict, field: str) -> None:
+    """The test cluster file's gpu partition has 2 nodes of 8 GPUs."""
+    line = refused(cli, env, env.request(**fields), field)
+    assert "but partition gpu has 2" in line and "ask for at most 16 GPUs (2 nodes)" in line, line
+    two = cli([], env.request(eval_cmd=f"trtllm-eval --model {MODEL} --tp_size 16 mmlu"))
+    assert two.code == 0, two.stderr
+
+
+def test_build_many_of_an_empty_list_is_refused(env: Env, cli, tmp_path) -> None:
+    listing = tmp_path / "list.txt"
+    listing.write_text("# filled in later\n\n")
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(env.request()))
+    work = tmp_path / "batch"
+    r = cli(["build-many", str(listing), "--base", str(base), "--work-dir", str(work)])
+    assert r.code == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip() == (
+        f"error: LIST: {listing} holds no entry (only comments and blank lines); give a list "
+        "with one test id per line, or a YAML list of requests"
+    )
+    assert not work.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "fix"),
+    [
+        ('{"execution_scenario": "local_slurm",\n "work_dir": "w",\n}', ":3:1", "remove the comma"),
+        ("{'execution_scenario': 'local_slurm'}", ":1:2", "write strings and keys in double"),
+        ("execution_scenario: local_slurm\n", ":1:1", "name the file .yaml"),
+        ('{"work_dir": w}', ":1:14", "fix the JSON there"),
+    ],
+)
+def test_a_json_error_names_file_line_and_column(
+    tmp_path, cli, text: str, where: str, fix: str
+) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(text)
+    r = cli(["build", str(path)])
+    assert r.code == 2
+    line = r.stderr.strip()
+    assert line.startswith(f"error: request: {path}{where} cannot be parsed: "), line
+    assert f"; {fix}" in line, line
+    assert list(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.parametrize(("typo", "field"), [("test_cmnd", "test_cmd"), ("partiton", "partition")])
+def test_a_misspelt_field_is_not_also_called_missing(env: Env, cli, typo: str, field: str) -> None:
+    req = env.request(test_cmd=PYTEST_4, time_limit="2h")
+    req[typo] = req.pop(field)
+    r = cli([], req)
+    assert r.code == 2
+    fields = [line.split(":")[1].strip() for line in r.stderr.splitlines()]
+    assert sorted(fields) == sorted([typo, "time_limit"]), r.stderr
+
+
+def test_a_repo_root_that_is_no_checkout_is_named(env: Env, cli, tmp_path) -> None:
+    other = tmp_path / "somewhere"
+    other.mkdir()
+    line = refused(cli, env, env.request(custom_cmd="echo hi", repo_root=str(other)), "repo_root")
+    assert "is not a TensorRT-LLM checkout" in line, line
+
+
+@pytest.mark.parametrize("field", ["remote_repo_path", "checkpoint_path"])
+def test_a_path_with_a_stray_space_is_named_by_its_own_field(env: Env, cli, field: str) -> None:
+    """A remote_repo_path's trailing space was blamed on the remote_work_dir made from it."""
+    req = env.request("remote_slurm", custom_cmd="echo hi", **{field: "/lustre/x "})
+    line = refused(cli, env, req, field, contains="has white space at its start or end")
+    assert line.endswith("; write '/lustre/x'"), line

@@ -550,7 +550,7 @@ def build_many(
 ) -> int:
     """Build every entry; `dry_run` builds each in memory and writes nothing, `as_json` ends
     standard output with one JSON object (the summary and the rows of jobs.json)."""
-    from trtllm_script_builder.build import build, finish
+    from trtllm_script_builder.build import build, finish, problems_of
     from trtllm_script_builder.model.request import load_request
     from trtllm_script_builder.model.site_config import load_site_config
 
@@ -653,7 +653,7 @@ def build_many(
                         # Test-list entries set checked strings on an already validated base.
                         req = base_req.model_copy(update=fields)
                     else:
-                        req = load_request(base, base_dir, {**flags, **fields})
+                        req = load_request(base, base_dir, {**flags, **fields}, problems_of)
                         local = queued(req) and not over_ssh(req.execution_scenario)
                         if wheels and req.compile and not req.wheel_dir and local:
                             tag = _build_tag(req)
@@ -706,6 +706,12 @@ def build_many(
     if ok == 0 and fresh and not dry_run:
         with contextlib.suppress(OSError):
             root.rmdir()
+    if ok + failed == 0:  # an empty list is a mistake (the wrong file, a list not yet filled)
+        raise BuildError(
+            "LIST",
+            f"{list_path} holds no entry (only comments and blank lines)",
+            "give a list with one test id per line, or a YAML list of requests",
+        )
     if as_json:
         out.write(
             json.dumps(

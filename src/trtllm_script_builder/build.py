@@ -14,7 +14,7 @@ from typing import Any
 
 from trtllm_script_builder.atomic import write_file
 from trtllm_script_builder.backends import BACKENDS
-from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.errors import BuildError, refusal
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.jobspec import OutFile
@@ -27,8 +27,8 @@ from trtllm_script_builder.render.job import render_job
 from trtllm_script_builder.render.spec import BuildResult, SubmitStep
 from trtllm_script_builder.resolve.backend import queued
 from trtllm_script_builder.resolve.job import (
-    check_request,
     refuse_ask,
+    request_problems,
     resolve,
 )
 from trtllm_script_builder.resolve.mounts import Ask
@@ -71,8 +71,28 @@ def _gpus_found_here(req: Request) -> tuple[Request, str | None]:
     return req.model_copy(update={"gpus_per_node": count}), note
 
 
+def problems_of(req: Request) -> list[BuildError]:
+    """What is wrong with a request before its job is sized: command, Slurm fields, host
+    paths, the cluster file and the names in it, a line each. load_request asks it too when
+    the request's own checks failed, so every problem comes in one answer."""
+    problems: list[BuildError] = []
+    cluster = None
+    if queued(req) and req.slurm_env_file:
+        try:
+            cluster = load_cluster(req)
+        except BuildError as err:
+            problems.append(err)
+    seen = {p.field for p in problems}
+    problems += [p for p in request_problems(req, cluster) if p.field not in seen]
+    order = list(Request.model_fields)
+    return sorted(problems, key=lambda e: order.index(e.field) if e.field in order else len(order))
+
+
 def build(req: Request, site: SiteConfig | None = None, ask: Ask | None = None) -> BuildResult:
-    check_request(req)  # a missing command or Slurm field is named before any file is read
+    # A missing command or Slurm field is named before any file is read, with every other
+    # problem found so far.
+    if problems := problems_of(req):
+        raise refusal(problems)
     req, found = _gpus_found_here(req)
     job = resolve(req, load_cluster(req), site or SiteConfig(), ask, checked=True)
     if found:

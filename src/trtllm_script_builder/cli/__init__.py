@@ -234,13 +234,13 @@ def build(request: str | None, as_json: bool, dry_run: bool, force: bool, **fiel
       echo '{"execution_scenario": "local_docker", ...}' | trtllm-script-builder build -
     """
     from trtllm_script_builder.build import build as run_build
-    from trtllm_script_builder.build import finish, work_dir_parent_warnings
+    from trtllm_script_builder.build import finish, problems_of, work_dir_parent_warnings
     from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
 
     try:
-        req = request_from_cli(request, fields)
+        req = request_from_cli(request, fields, problems_of)
         made = work_dir_parent_warnings(req.work_dir, req.repo_root)
         prompter = prompter_for(request)
         result = run_build(req, load_site_config(), prompter)

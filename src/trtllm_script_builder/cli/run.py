@@ -353,7 +353,7 @@ def run(
     """
 
     from trtllm_script_builder.build import build as run_build
-    from trtllm_script_builder.build import finish, work_dir_parent_warnings
+    from trtllm_script_builder.build import finish, problems_of, work_dir_parent_warnings
     from trtllm_script_builder.cli.prompt import offer_to_save, prompter_for
     from trtllm_script_builder.model.request import request_from_cli
     from trtllm_script_builder.model.site_config import load_site_config
@@ -361,7 +361,7 @@ def run(
     from trtllm_script_builder.process.submit import submit as do_submit
 
     try:
-        req = request_from_cli(request, fields)
+        req = request_from_cli(request, fields, problems_of)
         made = work_dir_parent_warnings(req.work_dir, req.repo_root)
         work_dir = Path(req.work_dir)
         if (work_dir / SUBMISSION).exists() and not force:

@@ -22,7 +22,11 @@ MAX_NODES = 100_000
 
 
 class DataError(ValueError):
-    """What is wrong with a JSON or YAML text, in one line."""
+    """What is wrong with a JSON or YAML text, in one line; for a JSON syntax error also
+    `where` (`:line:column`) and `what`, for a `file:line:column` message."""
+
+    where: str | None = None
+    what: str = ""
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -59,7 +63,9 @@ def parse_json(text: str) -> Any:
     except RecursionError:
         raise DataError(f"it nests deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
-        raise DataError(f"{exc.msg} at line {exc.lineno}") from None
+        err = DataError(f"{exc.msg} at line {exc.lineno} column {exc.colno}")
+        err.where, err.what = f":{exc.lineno}:{exc.colno}", exc.msg
+        raise err from None
     _check_depth(data)
     return data
 

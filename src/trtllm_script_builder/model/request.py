@@ -9,6 +9,7 @@ pays only for the models it reads.
 import os
 import re
 import sys
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,7 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from trtllm_script_builder.errors import BuildError, refusal
 from trtllm_script_builder.model import values
-from trtllm_script_builder.model.datafile import parse_json
+from trtllm_script_builder.model.datafile import DataError, parse_json
 from trtllm_script_builder.model.registry import WORKFLOWS
 
 Scenario = Literal["local_docker", "local_slurm", "remote_slurm"]
@@ -120,18 +121,51 @@ def check_time(v: str) -> str:
         )
     if v.upper() in ("UNLIMITED", "INFINITE") or re.fullmatch(_TIME, v):
         return v
-    raise ValueError("is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED)")
+    raise Problem(
+        "is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS or UNLIMITED)", _time_fix(v.strip())
+    )
+
+
+_TIME_FIX = "write minutes (90), HH:MM:SS (01:30:00) or D-HH:MM:SS (1-00:00:00)"
+
+
+def _time_fix(v: str) -> str:
+    """The Slurm spelling of what a person wrote: `2h`, `90 min`, `1d`, `1:06:00:00`."""
+    if m := re.fullmatch(r"(\d+)\s*(h|hr|hrs|hour|hours)", v, re.IGNORECASE):
+        return f"write {int(m.group(1)):02d}:00:00 for {m.group(1)} h"
+    if m := re.fullmatch(r"(\d+)\s*(m|min|mins|minute|minutes)", v, re.IGNORECASE):
+        return f"write {int(m.group(1))} (a bare number is minutes)"
+    if m := re.fullmatch(r"(\d+)\s*(d|day|days)", v, re.IGNORECASE):
+        return f"write {int(m.group(1))}-00:00:00 for {m.group(1)} days"
+    if (m := re.fullmatch(r"(\d+):(\d\d):(\d\d):(\d\d)", v)) and int(m.group(2)) < 24:
+        return f"write {m.group(1)}-{m.group(2)}:{m.group(3)}:{m.group(4)} (days-hours:minutes:seconds)"
+    if v.startswith("-"):
+        return f"a time limit is not negative; {_TIME_FIX}"
+    return _TIME_FIX
 
 
 def check_slurm_name(v: str | None) -> str | None:
     if v is not None and not values.SLURM_NAME.fullmatch(v):
-        raise ValueError("may hold only letters, digits and . _ + - (not first)")
+        if not v.strip():
+            raise Problem("is empty", "write the name, or leave the field out")
+        if values.SLURM_NAME.fullmatch(v.strip()):
+            raise Problem("has white space around it", f"write {values.shown(v.strip())}")
+        raise Problem(
+            "may hold only letters, digits and . _ + - (not first)",
+            "write the name as sinfo or sacctmgr shows it",
+        )
     return v
 
 
 def check_model_name(v: str | None) -> str | None:
     if v is not None and not values.MODEL_NAME.fullmatch(v):
-        raise ValueError("may hold only letters, digits and . _ - (it names files and jobs)")
+        meant = re.sub(r"[^A-Za-z0-9._-]+", "_", v.rstrip("/").rsplit("/", 1)[-1]).strip("_")
+        fits = meant and len(meant) <= 120 and values.MODEL_NAME.fullmatch(meant)
+        fix = f"write {meant}" if fits else ""
+        raise Problem(
+            "may hold only letters, digits and . _ - (it names files and jobs)",
+            fix or "write a name of letters, digits and . _ -",
+        )
     return v
 
 
@@ -147,11 +181,29 @@ _PLAIN_PATH = r"/[A-Za-z0-9._+/@=-]*"
 
 def check_cuda_arch(v: str | None) -> str | None:
     if v is not None and not re.fullmatch(_CUDA_ARCH, v):
-        raise ValueError(
+        raise Problem(
             "is not a CUDA architecture list TensorRT-LLM builds for (e.g. 90-real, 100-real "
-            "or 90-real;100-real)"
+            "or 90-real;100-real)",
+            _cuda_arch_fix(v),
         )
     return v
+
+
+def _cuda_arch_fix(v: str) -> str:
+    """CMake's spelling of what nvcc or a person writes: sm_90a, compute_90, 9.0, 90,100."""
+    out = []
+    for part in re.split(r"[;, ]+", v.strip()):
+        m = re.fullmatch(r"(?:sm_?|compute_?)?(\d+)(?:\.(\d))?(a)?(?:-real)?", part, re.IGNORECASE)
+        if m is None:
+            return "write CMake's form: the compute capability without a dot, e.g. 90-real"
+        num = m.group(1) + (m.group(2) or "") if m.group(2) or len(m.group(1)) == 1 else m.group(1)
+        if len(num) == 1:
+            num += "0"
+        out.append(f"{num}{(m.group(3) or '').lower()}-real")
+    meant = ";".join(out)
+    if re.fullmatch(_CUDA_ARCH, meant):
+        return f"write {meant}"
+    return "write CMake's form for compute capability 8.0 or newer, e.g. 90-real"
 
 
 def check_plain_path(v: str | None) -> str | None:
@@ -513,6 +565,8 @@ def _refusal(err: Any) -> BuildError:
         flag = "--" + loc.replace("_", "-")
         return BuildError(loc, "is required", f"add it to the request or pass {flag}")
     msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] in ("dict_type", "model_type"):
+        msg = "should be a mapping of fields"  # not pydantic's name for the model class
     refused = values.refuse(loc, msg, err.get("input"), _type_fix(err))
     if loc == "workflow_type" and (fix := _workflow_fix(err.get("input"))):
         return BuildError(loc, refused.problem, fix)
@@ -525,8 +579,24 @@ def _type_fix(err: Any) -> str:
     given = err.get("input")
     if isinstance(own := err.get("ctx", {}).get("error"), Problem):
         return own.fix
-    if err["type"] == "int_type" and isinstance(given, str) and given.strip().isdigit():
+    kind = err["type"]
+    if kind == "int_type" and isinstance(given, str) and given.strip().isdigit():
         return f"write {given.strip()} without quotes"
+    if kind in ("int_type", "int_from_float") and isinstance(given, float) and given.is_integer():
+        return f"write {int(given)}, a whole number"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "write a whole number, e.g. 4"
+    if kind in ("greater_than_equal", "greater_than"):
+        bound = err.get("ctx", {}).get("ge", err.get("ctx", {}).get("gt"))
+        return f"write a whole number of at least {bound}, or leave the field out"
+    if kind == "string_type" and isinstance(given, list) and len(given) == 1:
+        return f"write one value, not a list: {shown_plain(given[0])}"
+    if kind == "string_type" and err["loc"] == ("time_limit",) and isinstance(given, float):
+        return "write whole minutes (90) or HH:MM:SS (01:30:00)"
+    if kind == "string_type" and isinstance(given, (int, float)) and not isinstance(given, bool):
+        return f"write it as text, in quotes: '{given}'"
+    if kind in ("dict_type", "model_type"):
+        return "write a mapping of its fields, e.g. {gpus_per_node: 8, available_gpus: 8}"
     if err["type"] == "bool_type":
         return "write true or false, without quotes"
     if err["type"] == "literal_error" and isinstance(given, str):
@@ -538,6 +608,11 @@ def _type_fix(err: Any) -> str:
         if near:
             return f"did you mean {near[0]}?"
     return "correct the value"
+
+
+def shown_plain(value: object) -> str:
+    """A list's one item as the user would write it in its place."""
+    return str(value) if isinstance(value, (str, int, float)) else values.shown(value)
 
 
 def workflow_aliases() -> dict[str, str]:
@@ -610,6 +685,15 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
         else:
             data = {}
     except (ValueError, ImportError, RecursionError) as exc:
+        if isinstance(exc, DataError) and exc.where:
+            # YAML given a .json name reads as broken JSON: the fix is the name, not the text.
+            looks_yaml = not text.lstrip().startswith(("{", "["))
+            fix = (
+                "name the file .yaml (it is YAML, not JSON)" if looks_yaml else _json_fix(text, exc)
+            )
+            raise BuildError(
+                "request", f"{name}{exc.where} cannot be parsed: {exc.what}", fix
+            ) from None
         raise BuildError(
             "request", f"{name} cannot be parsed ({str(exc).splitlines()[0]})", "fix its syntax"
         ) from None
@@ -625,6 +709,19 @@ def read_request_file(source: str) -> tuple[dict[str, Any], Path]:
             "write one object of field: value",
         )
     return data, base
+
+
+def _json_fix(text: str, exc: DataError) -> str:
+    """The usual JSON slips named: a comma before `}` or `]`, a single-quoted string."""
+    line, col = (int(x) for x in (exc.where or ":1:1").split(":")[1:])
+    rest = text.splitlines()[line - 1 :] or [""]
+    here = "\n".join(rest)[col - 1 :].lstrip()
+    before = "\n".join(text.splitlines()[: line - 1] + [rest[0][: col - 1]]).rstrip()
+    if before.endswith(",") and here[:1] in ("}", "]"):
+        return "remove the comma before it (JSON allows no trailing comma)"
+    if here[:1] == "'":
+        return "write strings and keys in double quotes (JSON takes no single quotes)"
+    return "fix the JSON there"
 
 
 @lru_cache(maxsize=1)
@@ -726,9 +823,16 @@ def absolutise(
             data[key] = os.path.normpath(os.path.join(base, v))
 
 
-def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, Any]) -> Request:
+def load_request(
+    file_data: dict[str, Any],
+    file_base: Path,
+    flags: dict[str, Any],
+    more: Callable[[Request], list[BuildError]] | None = None,
+) -> Request:
     """Merge file fields and flags (flags win), make host paths absolute, validate; every
-    problem found is reported at once, a line per field."""
+    problem found is reported at once, a line per field. When the request's own checks fail,
+    `more` (the build's checks of command, paths and cluster names) is asked about the rest of
+    the request, so those problems come in the same answer."""
     problems: dict[str, BuildError] = {}
     data = dict(file_data)
     absolutise(data, file_base, problems)
@@ -754,6 +858,9 @@ def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, An
         _check_values(
             _given(req, data), problems
         )  # again: the forwarded values come from a file too
+    if problems and more is not None:
+        for other in _problems_of_the_rest(data, problems, more):
+            problems.setdefault(other.field, other)
     if problems or req is None:
         order = list(Request.model_fields)
 
@@ -763,6 +870,43 @@ def load_request(file_data: dict[str, Any], file_base: Path, flags: dict[str, An
 
         raise refusal(sorted(problems.values(), key=place))
     return req
+
+
+def _problems_of_the_rest(
+    data: dict[str, Any],
+    problems: dict[str, BuildError],
+    more: Callable[[Request], list[BuildError]],
+) -> list[BuildError]:
+    """`more`'s problems of the request without its refused fields, or none when what is left
+    is no request (a required field was among them)."""
+    bad = {name.split(".")[0] for name in problems}
+    rest = {k: v for k, v in data.items() if k not in bad}
+    try:
+        found = more(Request.model_validate(rest))
+    except (ValidationError, BuildError):
+        return []
+    # A field left out because it was refused, or misspelt, is not missing as well: with a
+    # command among them "no command given" is no problem of the request.
+    from difflib import get_close_matches
+
+    meant = set(bad)
+    for name in bad - set(Request.model_fields):
+        meant.update(get_close_matches(name, list(Request.model_fields), n=1, cutoff=0.6))
+    what_runs = {*_COMMAND_FIELDS, "workflow_type"}
+    if meant & what_runs:
+        meant |= what_runs
+    return [p for p in found if p.field not in meant]
+
+
+_COMMAND_FIELDS = (
+    "test_cmd",
+    "eval_cmd",
+    "bench_cmd",
+    "custom_cmd",
+    "custom_script",
+    "perf_config_yaml",
+    "perf_test_name",
+)
 
 
 def _given(req: Request | None, data: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -788,6 +932,14 @@ def _check_values(pairs: list[tuple[str, Any]], problems: dict[str, BuildError])
         try:
             values.check_fields([(own, value)], prefix + "." if prefix else "")
             if not prefix and own in PATH_FIELDS + REMOTE_PATH_FIELDS:
+                if value != value.strip() and value.strip():
+                    # A pasted path's stray space would name another folder (and, in a
+                    # folder derived from it, be blamed on that one).
+                    raise BuildError(
+                        name,
+                        f"has white space at its start or end (got {values.shown(value)})",
+                        f"write {values.shown(value.strip())}",
+                    )
                 values.check_path(value, name, absolute=False)
             if not prefix and own in REMOTE_PATH_FIELDS and not value.startswith("/"):
                 raise BuildError(
@@ -820,10 +972,14 @@ def _forward_job_spec(req: Request) -> None:
             setattr(req, key, spec[key])
 
 
-def request_from_cli(source: str | None, flags: dict[str, Any]) -> Request:
+def request_from_cli(
+    source: str | None,
+    flags: dict[str, Any],
+    more: Callable[[Request], list[BuildError]] | None = None,
+) -> Request:
     """REQUEST (file, `-` or none) plus the field flags, as `build` and `run` take them."""
     data, base = read_request_file(source) if source else ({}, Path.cwd())
-    return load_request(data, base, parse_flag_values(flags))
+    return load_request(data, base, parse_flag_values(flags), more)
 
 
 def parse_flag_values(flags: dict[str, Any]) -> dict[str, Any]:

@@ -231,7 +231,43 @@ def check_image(image: str, field: str = "container_image") -> str:
             f"{shown(image)} is not an image reference",
             "give registry/path:tag or a .sqsh path",
         )
+    _check_reference(image, field)
     return image
+
+
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def _check_reference(image: str, field: str) -> None:
+    """What docker's reference grammar refuses in a registry image (a .sqsh file is a path):
+    an empty or malformed tag, and capitals in the repository path, which docker pull refuses
+    as an invalid reference format (the registry host may have them)."""
+    if image.startswith(("/", ".")) or image.endswith(".sqsh"):
+        return
+    name = image.split("://", 1)[-1].split("@sha256:", 1)[0].replace("#", "/")
+    slash, colon = name.rfind("/"), name.rfind(":")
+    repo, tag = (name[:colon], name[colon + 1 :]) if colon > slash else (name, None)
+    fix = "write registry/path:tag (a tag is letters, digits and _ . -) or leave the tag out"
+    if tag == "":
+        raise BuildError(field, f"{shown(image)} ends with ':' and no tag", fix)
+    if tag is not None and not _TAG.fullmatch(tag):
+        raise BuildError(field, f"{shown(image)} has a tag docker refuses ({shown(tag)})", fix)
+    parts = repo.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]  # the registry host
+    path = "/".join(parts)
+    if ":" in path:
+        raise BuildError(
+            field,
+            f"{shown(image)} has more than one tag",
+            "write registry/path:tag with one ':' after the path",
+        )
+    if path != path.lower():
+        raise BuildError(
+            field,
+            f"{shown(image)} has capitals in its repository path, which docker refuses",
+            f"write it in lower case: {shown(image.replace(path, path.lower(), 1))}",
+        )
 
 
 def check_host(host: str, field: str = "ssh_host") -> str:

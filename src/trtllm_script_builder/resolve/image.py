@@ -79,6 +79,14 @@ def read_properties(repo_root: str) -> tuple[str, str]:
     try:
         return path.read_text(encoding="utf-8", errors="replace"), str(path)
     except OSError:
+        if not (Path(repo_root) / "tests" / "integration" / "defs").is_dir():
+            # Neither the image table nor the tests: the folder is no checkout at all.
+            raise BuildError(
+                "repo_root",
+                f"{repo_root} is not a TensorRT-LLM checkout (no {PROPERTIES}, no "
+                "tests/integration/defs)",
+                "pass the top folder of your TensorRT-LLM clone with --repo-root",
+            ) from None
         raise BuildError(
             "container_image",
             f"not given and {path} cannot be read",

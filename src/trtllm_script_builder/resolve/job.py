@@ -233,6 +233,23 @@ def _runs_its_tool(field: str, own: str, cmd: str, options: tuple[str, ...]) -> 
             )
 
 
+def _fits_the_partition(req: Request, facts: ClusterFacts, nodes: int, gpn: int) -> None:
+    """A job wider than its partition would pend forever (sbatch may even take it): refused
+    with what the partition holds, when the cluster file says how many nodes it has."""
+    part = facts.partition
+    count = part.nodes if part is not None else None
+    if part is None or count is None or not count.isdigit() or not 0 < int(count) < nodes:
+        return
+    field = "node_count" if (req.node_count or 0) > int(count) else "required_devices"
+    raise BuildError(
+        field,
+        f"the job needs {nodes} nodes of {gpn} GPUs, but partition {part.name} has {count}",
+        f"ask for at most {int(count) * gpn} GPUs ({count} node{'s' if count != '1' else ''}), "
+        "or pick a partition with "
+        "more nodes",
+    )
+
+
 def _check_host_paths(req: Request, cluster: Cluster | None) -> None:
     """Host paths the build or the job reads must exist, and the partition and account must be
     the cluster's: typos found now, not in the queue, and all at once.
@@ -250,6 +267,17 @@ def _check_host_paths(req: Request, cluster: Cluster | None) -> None:
         )
     else:
         _repo_root_is_the_top(req.repo_root)
+        if os.path.normpath(req.work_dir) == os.path.normpath(req.repo_root) or (
+            os.path.isdir(req.work_dir) and os.path.samefile(req.work_dir, req.repo_root)
+        ):
+            problems.append(
+                BuildError(
+                    "work_dir",
+                    f"is the checkout {req.repo_root} itself, so the job's files would be "
+                    "written among its sources",
+                    f"give the job a folder of its own, e.g. {req.repo_root}/work_dirs/<name>",
+                )
+            )
     if not be.over_ssh(req.execution_scenario):
         if req.models_path and not os.path.isdir(req.models_path):
             problems.append(
@@ -267,7 +295,7 @@ def _check_host_paths(req: Request, cluster: Cluster | None) -> None:
                     "pass the path of an existing checkpoint with --checkpoint-path",
                 )
             )
-    if cluster is not None and be.queued(req):
+    if cluster is not None and be.queued(req) and req.partition and req.account:
         try:  # the names are checked again with the partition's facts, below
             find_partition(req, cluster.env)
         except BuildErrors as errs:
@@ -277,6 +305,21 @@ def _check_host_paths(req: Request, cluster: Cluster | None) -> None:
     if problems:
         order = list(Request.model_fields)
         raise refusal(sorted(problems, key=lambda e: order.index(e.field)))
+
+
+def request_problems(req: Request, cluster: Cluster | None) -> list[BuildError]:
+    """Every problem found before the job is sized: its command, its Slurm fields, its host
+    paths and its cluster's names, a line each (a request with several mistakes takes one
+    round trip, not one per mistake)."""
+    problems: list[BuildError] = []
+    for check in (check_request, lambda r: _check_host_paths(r, cluster)):
+        try:
+            check(req)
+        except BuildErrors as errs:
+            problems += errs.errors
+        except BuildError as err:
+            problems.append(err)
+    return problems
 
 
 @lru_cache(maxsize=64)  # build-many asks once per job about the same checkout
@@ -308,10 +351,11 @@ def resolve(
     *,
     checked: bool = False,
 ) -> ResolvedJob:
-    """Everything a build decides; `checked` when the caller ran check_request already."""
+    """Everything a build decides; `checked` when the caller found no request_problems."""
     ask = _once(ask or refuse_ask)
     wf = req.workflow() if checked else check_request(req)
-    _check_host_paths(req, cluster)
+    if not checked:
+        _check_host_paths(req, cluster)
     env = cluster.env if cluster else None
     flow = workflow(wf)
     perf = flow.submit_py(req)
@@ -448,16 +492,7 @@ class _Base:
                 f"{req.node_count} asked, but the job needs {nodes} nodes of {gpus_per_node} GPUs",
                 f"pass --node-count {nodes}, or drop it",
             )
-        part = facts.partition
-        total = part.nodes if part is not None and part.nodes and part.nodes.isdigit() else None
-        if total is not None and nodes > int(total):
-            # sbatch refuses such a job (or it pends for ever): said before anything is written
-            raise BuildError(
-                "required_devices",
-                f"the job needs {nodes} nodes of {gpus_per_node} GPUs, and partition "
-                f"{req.partition} has {total}",
-                "lower the parallelism, or pick a partition with that many nodes",
-            )
+        _fits_the_partition(req, facts, max(nodes, req.node_count or 0), gpus_per_node)
         plan = SlurmParams(
             partition=req.partition,
             account=req.account,
