@@ -145,7 +145,7 @@ SLURM_ENV: dict[str, Any] = {
             "name": "nogres",
             "state": "up",
             "time_limit": "1:00:00",
-            "nodes": "1",
+            "nodes": "2",
             "arch": None,
             "gres": "(null)",
             "gpus_per_node": None,

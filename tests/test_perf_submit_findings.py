@@ -321,16 +321,17 @@ def test_dry_run_job_spec_agrees_with_the_build(env: Env, cli, test_cmd: str) ->
     assert {**got["slurm_params"], "gres": None} == {**want["slurm_params"], "gres": None}
 
 
-def test_a_config_needing_more_nodes_than_the_partition_has_is_said(env: Env, cli) -> None:
+def test_a_config_needing_more_nodes_than_the_partition_has_is_refused(env: Env, cli) -> None:
     ucx = "gb200_deepseek-r1-fp4_1k1k_con2048_ctx2_dep4_gen1_dep16_eplb0_mtp3_ccb-UCX"
     src = shared_file(f"tests/scripts/perf-sanity/disaggregated/{ucx}.yaml")
     shutil.copy(src, with_real_disagg(env).parent / src.name)
     tid = f"pytest perf/test_perf_sanity.py::test_e2e[disagg_upload-e2e-{ucx}]"
     r = cli([], env.request(test_cmd=tid, partition="gb"))
-    assert r.code == 0, r.stderr
-    assert spec_of(env)["slurm_params"]["nodes"] == 6
-    line = next(ln for ln in r.stderr.splitlines() if "6 nodes" in ln)
-    assert line.startswith("warning: ") and "partition gb has 2" in line
+    assert r.code == 2 and not (env.work / "job_spec.json").exists()
+    assert r.stderr.strip() == (
+        "error: required_devices: the job needs 6 nodes of 4 GPUs, but partition gb has 2; "
+        "ask for at most 8 GPUs (2 nodes), or pick a partition with more nodes"
+    )
     # a job that fits says nothing of the kind
     r = cli(["--force"], env.request(test_cmd=PERF, partition="gb"))
     assert r.code == 0 and "nodes" not in r.stderr

@@ -860,7 +860,6 @@ def _category4(
     from trtllm_script_builder.resolve.perf.plan import (
         check_node_fits,
         check_unquoted,
-        nodes_note,
         segment_note,
     )
 
@@ -875,9 +874,6 @@ def _category4(
     )  # fmt: skip
     field = "perf_config_yaml" if plan.config_file else "test_cmd"
     check_node_fits(plan.sizing, facts.gpus_per_node, facts.gpus_source, field)
-    part = facts.partition
-    if part is not None and (note := nodes_note(plan.sizing, part.name, part.nodes)):
-        warnings.append(note)
     # submit.py makes work_dir the container's working folder and writes its output there.
     job_dir = mnt.Mount(mnt.check_mount_path(paths.log_dir, "work_dir"), paths.log_dir, "work_dir")
     extras = [job_dir]

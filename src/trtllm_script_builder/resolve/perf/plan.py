@@ -182,22 +182,6 @@ def segment_note(slurm_version: str | None) -> str | None:
     )
 
 
-def nodes_note(sizing: PerfSizing, partition: str, partition_nodes: str | None) -> str | None:
-    """The config decides the node count (submit.py holds whole nodes): one the partition
-    cannot give is said at build time, as `check` and sbatch would refuse it."""
-    try:
-        total = int(partition_nodes or "")
-    except ValueError:
-        return None
-    if sizing.nodes <= total:
-        return None
-    return (
-        f"the perf config needs {sizing.nodes} nodes of {sizing.gpus_per_node} GPUs but "
-        f"partition {partition} has {total}: sbatch refuses the job there; pick a partition "
-        "with that many nodes"
-    )
-
-
 def submit_args(
     *,
     test_id: str | None,
