@@ -87,6 +87,16 @@ server_configs:
 """
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every live-cluster test joins one xdist group, so under `--dist loadgroup` one worker
+    runs them one after another (they share the cluster's two GPU nodes) while the other
+    workers run the CPU-bound tests beside them."""
+    for item in items:
+        if item.get_closest_marker("slurm") is not None:
+            item.add_marker(pytest.mark.xdist_group("live"))
+
+
 def shared_file(rel: str) -> Path:
     path = SHARED_DATA / rel
     if not path.exists():
