@@ -87,14 +87,23 @@ server_configs:
 """
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every live-cluster test joins one xdist group, so under `--dist loadgroup` one worker
-    runs them one after another (they share the cluster's two GPU nodes) while the other
-    workers run the CPU-bound tests beside them."""
-    for item in items:
-        if item.get_closest_marker("slurm") is not None:
-            item.add_marker(pytest.mark.xdist_group("live"))
+LIVE = "tests/slurm/"  # node ids are relative to the repository
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The live-cluster tests (tests/slurm) are one unit of work: one worker runs them one after
+    another, first, as they share the cluster's two GPU nodes, while the other workers share
+    out the CPU-bound tests one by one. xdist's own `--dist loadgroup` no longer groups on
+    pytest 9.2 (it renames node ids, which pytest no longer takes), so the scheduler decides
+    by path."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LiveTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return LIVE if nodeid.startswith(LIVE) else nodeid
+
+    return LiveTestsTogether(config, log)
 
 
 def shared_file(rel: str) -> Path:
