@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,14 @@ server_configs:
   - name: tiny_tp1
     model_name: tiny
 """
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a terminal sends it: a run started where SIGINT is ignored (a background job
+    of a script, nohup) would pass that on to every process a test starts, and the tests that
+    interrupt a build or a watch with SIGINT would see it ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 LIVE = "tests/slurm/"  # node ids are relative to the repository
