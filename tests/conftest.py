@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,33 @@ server_configs:
   - name: tiny_tp1
     model_name: tiny
 """
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a terminal sends it: a run started where SIGINT is ignored (a background job
+    of a script, nohup) would pass that on to every process a test starts, and the tests that
+    interrupt a build or a watch with SIGINT would see it ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+LIVE = "tests/slurm/"  # node ids are relative to the repository
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The live-cluster tests (tests/slurm) are one unit of work: one worker runs them one after
+    another, first, as they share the cluster's two GPU nodes, while the other workers share
+    out the CPU-bound tests one by one. xdist's own `--dist loadgroup` no longer groups on
+    pytest 9.2 (it renames node ids, which pytest no longer takes), so the scheduler decides
+    by path."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LiveTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return LIVE if nodeid.startswith(LIVE) else nodeid
+
+    return LiveTestsTogether(config, log)
 
 
 def shared_file(rel: str) -> Path:

@@ -16,7 +16,12 @@ from trtllm_script_builder.resolve.commands import (
     split_and,
 )
 from trtllm_script_builder.resolve.mounts import Mount, assemble, host_to_container
-from trtllm_script_builder.workflows.pytest_sizing import inspect_file, size_pytest
+from trtllm_script_builder.workflows.pytest_sizing import (
+    _file_timeout_marks,
+    inspect_file,
+    size_pytest,
+    timeout_marks,
+)
 
 from .conftest import make_repo, shared_file
 
@@ -178,6 +183,28 @@ def test_file_parsed_once(repo: Path) -> None:
     for _ in range(50):
         size_pytest("pytest accuracy/test_tiny.py::TestTiny::test_four[tp4]", repo)
     assert inspect_file.cache_info().misses == 1
+
+
+def test_timeout_marks_parse_a_file_once(tmp_path: Path) -> None:
+    """build-many sizes a group of many lines of one file: one parse, and each line still gets
+    its own test's mark, its class's mark, or none."""
+    (tmp_path / "test_m.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.timeout(60)\nclass TestA:\n"
+        "    @pytest.mark.timeout(90)\n    def test_x(self): pass\n"
+        "    def test_y(self): pass\n\n"
+        "class TestB:\n    def test_x(self): pass\n\n"
+        "@pytest.mark.timeout(30)\ndef test_z(): pass\n"
+    )
+    _file_timeout_marks.cache_clear()
+    many = " ".join(["test_m.py::TestA::test_y"] * 200)
+    assert timeout_marks(f"pytest {many}", tmp_path) == 60  # the class's mark
+    assert timeout_marks("pytest test_m.py::TestA::test_x", tmp_path) == 90  # its own wins
+    assert timeout_marks("pytest test_m.py::TestB::test_x", tmp_path) is None
+    assert timeout_marks("pytest test_m.py::test_z", tmp_path) == 30
+    assert timeout_marks("pytest test_m.py::TestB test_m.py::test_z", tmp_path) == 30
+    assert timeout_marks("pytest test_m.py", tmp_path) == 90  # the longest of the file
+    assert _file_timeout_marks.cache_info().misses == 1
 
 
 def test_pytest_param_marks_list_and_ids_kwarg(tmp_path: Path) -> None:

@@ -898,6 +898,31 @@ def _timeout_of(decorators: list[ast.expr]) -> int | None:
     return None
 
 
+@lru_cache(maxsize=256)
+def _file_timeout_marks(path: str) -> tuple[tuple[str | None, str, int], ...]:
+    """(class or None, test, seconds) for each test of one file with a timeout mark of its own
+    or of its class: parsed once per run, however many selections point at the file (a group
+    of 2,000 lines of one file parsed it 2,000 times)."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()  # size_pytest reports an unreadable file
+    scopes: list[tuple[ast.ClassDef | None, list[ast.stmt]]] = [(None, tree.body)]
+    scopes += [(c, c.body) for c in tree.body if isinstance(c, ast.ClassDef)]
+    marked: list[tuple[str | None, str, int]] = []
+    for cls, body in scopes:
+        cls_mark = _timeout_of(cls.decorator_list) if cls is not None else None
+        for f in body:
+            if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if not f.name.startswith("test"):
+                continue
+            mark = _timeout_of(f.decorator_list) or cls_mark
+            if mark is not None:
+                marked.append((cls.name if cls is not None else None, f.name, mark))
+    return tuple(marked)
+
+
 def timeout_marks(test_cmd: str, repo_root: Path) -> int | None:
     """The longest `@pytest.mark.timeout(N)` (seconds) on a selected test or its class, which
     pytest-timeout puts before the command line's --timeout (decision timeout-mark-time)."""
@@ -906,24 +931,11 @@ def timeout_marks(test_cmd: str, repo_root: Path) -> int | None:
         path, _ = _locate(repo_root, sel.path)
         if path is None or not path.is_file():
             continue
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue  # size_pytest reports an unreadable file
-        scopes: list[tuple[ast.ClassDef | None, list[ast.stmt]]] = [(None, tree.body)]
-        scopes += [(c, c.body) for c in tree.body if isinstance(c, ast.ClassDef)]
-        for cls, body in scopes:
-            if cls is not None and sel.cls not in (None, cls.name):
+        for cls, func, mark in _file_timeout_marks(str(path)):
+            if sel.cls is not None and cls != sel.cls:
+                continue  # a module-level test, or another class
+            if sel.func not in (None, func):
                 continue
-            cls_mark = _timeout_of(cls.decorator_list) if cls is not None else None
-            for f in body:
-                if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    continue
-                if not f.name.startswith("test") or sel.func not in (None, f.name):
-                    continue
-                if cls is None and sel.cls is not None:
-                    continue
-                mark = _timeout_of(f.decorator_list) or cls_mark
-                if mark is not None and (longest is None or mark > longest):
-                    longest = mark
+            if longest is None or mark > longest:
+                longest = mark
     return longest
