@@ -24,10 +24,12 @@ Measures (targets in brackets):
      the first poll    [<= 1 sacct call per poll, <= 100 ms per poll at 10,000, flat memory]
   7. NeMo-Run rendering an equivalent sbatch script, when an interpreter with nemo_run is
      given (`--nemo-python`, or $NEMO_PYTHON); ratios against (1).
+  8. `build-many --group-by devices` of N and 2N ids of one test file, all in one job: the ratio
+     of the two times (every selection of a group reads its file once)          [ratio <= 3]
 Every round runs each command once, in turn, so a busy moment of a shared machine hits all of
 them alike; one round before the measured ones warms the disk cache and writes bytecode, as an
 installed package has it (PYTHONDONTWRITEBYTECODE is cleared for the children).
-Exit status 1 when a target in (1) or (2) is missed; with fewer than 5 rounds the figures are
+Exit status 1 when a target in (1), (2), (6) or (8) is missed; with fewer than 5 rounds the figures are
 printed but not judged.
 Work files go to a temporary folder (tmpfs when /dev/shm exists, so the disk is not measured).
 """
@@ -63,6 +65,9 @@ MIN_JUDGED_RUNS = 5
 # Targets of (6).
 MAX_SACCT_PER_POLL = 1
 MAX_POLL_MS = 100.0
+# Target of (8): twice the ids of one group take about twice the time; four times is quadratic.
+MAX_GROUP_RATIO = 3.0
+GROUP_IDS = 1000
 
 # Children write and read bytecode like an installed package; without it every run would
 # compile our modules from source and measure the compiler.
@@ -271,6 +276,40 @@ def bench_inspection(tmp: Path) -> dict[str, tuple[float, float, float]]:
     }
 
 
+def bench_group(tmp: Path, runs: int, n: int) -> dict[str, tuple[float, float, float]]:
+    """(8): one group of N ids and one of 2N, all naming tests of one file, so each job's
+    command holds every selection."""
+    repo = tmp / "group_repo"
+    subprocess.run(["cp", "-r", str(EXAMPLE.parent.parent / "trtllm_repo"), str(repo)], check=True)
+    body = ["import pytest", "", "", "class TestMany:"]
+    for i in range(2 * n):
+        body += [f"    def test_{i:05d}(self):", "        pass", ""]
+    defs = repo / "tests" / "integration" / "defs"
+    (defs / "test_many.py").write_text("\n".join(body) + "\n")
+    lists = {}
+    for size in (n, 2 * n):
+        lists[size] = tmp / f"group{size}.txt"
+        lists[size].write_text(
+            "".join(f"test_many.py::TestMany::test_{i:05d}\n" for i in range(size))
+        )
+    secs: dict[int, list[float]] = {size: [] for size in lists}
+    for r in range(max(runs // 5, 3)):
+        for size, lst in lists.items():
+            out = tmp / f"g{size}_{r}"
+            args = ["build-many", str(lst), "--base", str(EXAMPLE), "--group-by", "devices"]
+            wall, _, code = run([*cli(), *args, "--repo-root", str(repo), "--work-dir", str(out)])
+            if code != 0:
+                sys.exit(f"build-many of the group of {size} ids failed (exit {code})")
+            secs[size].append(wall)
+            subprocess.run(["rm", "-rf", str(out)], check=True)
+    small, big = (statistics.median(secs[size]) for size in lists)
+    return {
+        f"group of {n} ids: s": stats(secs[n]),
+        f"group of {2 * n} ids: s": stats(secs[2 * n]),
+        "group: 2N / N time ratio": (big / small,) * 3,
+    }
+
+
 # (6) the run loop: one child process per batch size, so each peak RSS is its own.
 RUN_LOOP = r"""
 import resource, sys, time
@@ -359,6 +398,7 @@ def main() -> None:
         results = bench_single(tmp, args.runs, args.nemo_python)
         results.update(bench_many(tmp, args.runs, args.jobs))
         results.update(bench_inspection(tmp))
+        results.update(bench_group(tmp, args.runs, min(args.jobs, GROUP_IDS)))
         results.update(bench_template_cache(tmp, args.runs))
     results.update(bench_run_loop())
     print(
@@ -416,7 +456,9 @@ def judge(results: dict[str, tuple[float, float, float]], jobs: int) -> list[str
     loop_sacct = max(v[0] for k, v in results.items() if k.startswith("run loop: sacct"))
     loop_grown = max(v[0] for k, v in results.items() if k.startswith("run loop: MiB grown"))
     per_job = [v[0] for k, v in results.items() if k.startswith("run loop: KiB per")]
+    group = results["group: 2N / N time ratio"][0]
     checks = [
+        (group <= MAX_GROUP_RATIO, f"group of 2N ids takes {group:.1f}x the time of N"),
         (ratio <= MAX_RATIO, f"build / libraries wall ratio {ratio:.2f} > {MAX_RATIO}"),
         (mib <= MAX_BUILD_MIB, f"build peak {mib:.1f} MiB > {MAX_BUILD_MIB:.0f} MiB"),
         (rate >= MIN_JOBS_PER_S, f"build-many {rate:.0f} jobs/s < {MIN_JOBS_PER_S:.0f}"),

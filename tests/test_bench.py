@@ -30,6 +30,7 @@ def test_bench_runs_and_reports_every_measure() -> None:
         "build-many: peak MiB (20 ids)",
     ):
         assert figures[name] > 0, name
+    assert figures["group: 2N / N time ratio"] > 0
     # A 10,000-line test file that 1,000 ids point at is parsed once.
     assert figures["inspect: parses of that file"] == 1
     # The run loop asks Slurm a fixed number of times per poll, whatever the batch's size.
