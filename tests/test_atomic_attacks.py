@@ -45,6 +45,7 @@ from .test_atomic_sets import (
     start,
     temps,
     tree,
+    work_folder,
 )
 
 
@@ -218,7 +219,7 @@ def test_submit_pys_children_end_with_it(
     (env.repo / "jenkins/scripts/perf/local/submit.py").write_text(FORKING_SUBMIT)
     mark = tmp_path / "mark"
     monkeypatch.setenv("SLOW_SUBMIT_MARK", str(mark))
-    before = tree(env.repo)
+    before = tree(work_folder(env))
     p = start(["build", perf_request(env)])
     _, err = p.communicate(timeout=60)
     assert p.returncode == 3, err
@@ -228,7 +229,7 @@ def test_submit_pys_children_end_with_it(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)
-    assert tree(env.repo) == before
+    assert tree(work_folder(env)) == before
 
 
 def gone(pid: int) -> None:
@@ -326,14 +327,14 @@ def test_a_perf_sanity_rebuild_into_a_repo_root_that_cannot_replace_a_file_chang
     from .test_atomic_sets import repo_like
 
     outside = repo_like(env, tmp_path)
-    (env.repo / "slurm_launch.sh").write_text("the repo's own\n")
-    before, out_before = tree(env.repo), tree(outside)
-    with immutable(env.repo / "test_list.txt"):
+    (work_folder(env) / "slurm_launch.sh").write_text("the repo's own\n")
+    before, out_before = tree(work_folder(env)), tree(outside)
+    with immutable(work_folder(env) / "test_list.txt"):
         p = start(["build", perf_request(env)])
         _, err = p.communicate(timeout=60)
-        after = tree(env.repo)
+        after = tree(work_folder(env))
     assert p.returncode == 2, err
-    assert after == before and not (env.repo / ".tsb-sets").exists(), temps(after)
+    assert after == before and not (work_folder(env) / ".tsb-sets").exists(), temps(after)
     assert tree(outside) == out_before
 
 

@@ -402,10 +402,18 @@ time.sleep(30)
 '''
 
 
+def work_folder(env: Env) -> Path:
+    """A perf-sanity work_dir full of someone's files (the checkout itself is refused as a
+    work_dir: submit.py would write its test_list.txt among the sources)."""
+    folder = env.root / "full"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 def repo_like(env: Env, tmp_path: Path) -> Path:
-    """The fixture repo as work_dir, with what a checkout holds."""
-    repo = env.repo
-    (repo / ".git" / "objects" / "ab").mkdir(parents=True)
+    """The work_dir, with what a checkout holds."""
+    repo = work_folder(env)
+    (repo / ".git" / "objects" / "ab").mkdir(parents=True, exist_ok=True)
     (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (repo / ".git" / "objects" / "ab" / "cdef").write_bytes(b"\x00\x01blob")
     (repo / "a" / "b").mkdir(parents=True)
@@ -426,40 +434,40 @@ def repo_like(env: Env, tmp_path: Path) -> Path:
 
 def perf_request(env: Env) -> str:
     path = env.root / "perf.json"
-    path.write_text(json.dumps(env.request(test_cmd=PERF, partition="gb", work_dir=str(env.repo))))
+    path.write_text(json.dumps(env.request(test_cmd=PERF, partition="gb", work_dir=str(work_folder(env)))))
     return str(path)
 
 
-def test_perf_sanity_into_a_repo_root_changes_only_its_own_files(env: Env, tmp_path: Path) -> None:
+def test_perf_sanity_into_a_full_folder_changes_only_its_own_files(env: Env, tmp_path: Path) -> None:
     outside = repo_like(env, tmp_path)
-    before, out_before = tree(env.repo), tree(outside)
+    before, out_before = tree(work_folder(env)), tree(outside)
     run(["build", perf_request(env)])
-    after = tree(env.repo)
+    after = tree(work_folder(env))
     assert sorted(set(after) - set(before)) == ["job_spec.json", "slurm_launch.sh"]
     changed = sorted(k for k in before if after[k] != before[k])
     assert changed == ["test_list.txt"]  # submit.py's own output, part of the set
-    assert tree(outside) == out_before and not leftovers(env.repo)
-    assert set_time(env.repo)
-    assert os.readlink(env.repo / "test_list.txt") == f"{SETS}/{CURRENT}/test_list.txt"
+    assert tree(outside) == out_before and not leftovers(work_folder(env))
+    assert set_time(work_folder(env))
+    assert os.readlink(work_folder(env) / "test_list.txt") == f"{SETS}/{CURRENT}/test_list.txt"
 
 
-def test_perf_sanity_failing_submit_py_leaves_a_repo_root_as_it_was(
+def test_perf_sanity_failing_submit_py_leaves_a_full_folder_as_it_was(
     env: Env, tmp_path: Path
 ) -> None:
     from .test_category4 import FAILING_SUBMIT
 
     outside = repo_like(env, tmp_path)
     (env.repo / "jenkins/scripts/perf/local/submit.py").write_text(FAILING_SUBMIT)
-    before, out_before = tree(env.repo), tree(outside)
+    before, out_before = tree(work_folder(env)), tree(outside)
     p = start(["build", perf_request(env)])
     _, err = p.communicate(timeout=60)
     assert p.returncode == 3 and "KeyError" in err
-    assert tree(env.repo) == before and tree(outside) == out_before
-    assert not (env.repo / SETS).exists()
+    assert tree(work_folder(env)) == before and tree(outside) == out_before
+    assert not (work_folder(env) / SETS).exists()
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
-def test_perf_sanity_interrupted_submit_py_leaves_a_repo_root_as_it_was(
+def test_perf_sanity_interrupted_submit_py_leaves_a_full_folder_as_it_was(
     env: Env, tmp_path: Path, sig: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     outside = repo_like(env, tmp_path)
@@ -468,7 +476,7 @@ def test_perf_sanity_interrupted_submit_py_leaves_a_repo_root_as_it_was(
     monkeypatch.setenv("SLOW_SUBMIT_MARK", str(mark))
     p = None
     try:
-        before, out_before = tree(env.repo), tree(outside)
+        before, out_before = tree(work_folder(env)), tree(outside)
         p = start(["build", perf_request(env)], start_new_session=True)
         deadline = time.monotonic() + 30
         while not mark.exists() and time.monotonic() < deadline:
@@ -481,15 +489,15 @@ def test_perf_sanity_interrupted_submit_py_leaves_a_repo_root_as_it_was(
         p.communicate(timeout=60)
         assert p.returncode == (130 if sig == signal.SIGINT else -sig)
         if sig == signal.SIGKILL:
-            with_left = tree(env.repo)
+            with_left = tree(work_folder(env))
             assert temps(with_left)
             # submit.py dies with the builder (PR_SET_PDEATHSIG, decision submit-py-children)
             time.sleep(0.2)
-            sweep(env.repo)
+            sweep(work_folder(env))
         else:
             time.sleep(0.1)  # submit.py was stopped and waited for: nothing more appears
-        assert tree(env.repo) == before and tree(outside) == out_before
-        assert not (env.repo / SETS).exists()
+        assert tree(work_folder(env)) == before and tree(outside) == out_before
+        assert not (work_folder(env) / SETS).exists()
     finally:
         if p is not None:
             with contextlib.suppress(ProcessLookupError):
