@@ -434,11 +434,15 @@ def repo_like(env: Env, tmp_path: Path) -> Path:
 
 def perf_request(env: Env) -> str:
     path = env.root / "perf.json"
-    path.write_text(json.dumps(env.request(test_cmd=PERF, partition="gb", work_dir=str(work_folder(env)))))
+    path.write_text(
+        json.dumps(env.request(test_cmd=PERF, partition="gb", work_dir=str(work_folder(env))))
+    )
     return str(path)
 
 
-def test_perf_sanity_into_a_full_folder_changes_only_its_own_files(env: Env, tmp_path: Path) -> None:
+def test_perf_sanity_into_a_full_folder_changes_only_its_own_files(
+    env: Env, tmp_path: Path
+) -> None:
     outside = repo_like(env, tmp_path)
     before, out_before = tree(work_folder(env)), tree(outside)
     run(["build", perf_request(env)])
