@@ -235,3 +235,11 @@ def test_more_nodes_than_the_partition_has_are_refused(env: Env, cli) -> None:
         "ask for at most 8 GPUs (1 node), or pick a partition with more nodes"
     )
     assert not env.work.exists() or not any(env.work.iterdir())
+
+
+@pytest.mark.parametrize("op", [";;", ">|", "|&", ";&", "<>"])
+def test_every_run_of_shell_operators_is_refused_across_nodes(env: Env, cli, op: str) -> None:
+    """`;;*` once reached the launcher as the words `;;` and `*` (found by hypothesis)."""
+    r = cli([], env.request(test_cmd=f"{TOO_BIG} {op}*"))
+    assert r.code == 2 and r.stderr.startswith("error: test_cmd: across nodes"), r.stderr
+    assert not env.work.exists() or not any(env.work.iterdir())

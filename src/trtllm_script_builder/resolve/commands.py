@@ -344,7 +344,7 @@ def model_from_path(path: str | None) -> str | None:
 
 _LAUNCHER = "trtllm-llmapi-launch"
 # What the shell would read as more than one plain command (decision launcher-words).
-_SHELL_OPERATORS = frozenset(("&&", "||", ";", "|", "&", "<", ">", ">>", "(", ")"))
+_OPERATOR_CHARS = frozenset("();<>|&")
 
 
 def without_launcher(cmd: str) -> str:
@@ -368,7 +368,8 @@ def launch_words(cmd: str, field: str, warnings: list[str], ids: bool = False) -
         raise BuildError(
             field, f"cannot be split into shell words ({exc})", "balance its quotes"
         ) from None
-    bad = [w for w in ws if w in _SHELL_OPERATORS or "$" in w or "`" in w]
+    # punctuation_chars splits operators out of words; any run of them (`;;`, `>|`, `|&`) is one
+    bad = [w for w in ws if w and set(w) <= _OPERATOR_CHARS or "$" in w or "`" in w]
     if not ws or bad or _ENV_NAME.fullmatch(ws[0].partition("=")[0]) and "=" in ws[0]:
         raise BuildError(
             field,
