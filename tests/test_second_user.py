@@ -13,7 +13,7 @@ import json
 import os
 import pwd
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,11 @@ from trtllm_script_builder import atomic
 from trtllm_script_builder.process.proc import alive, start_time
 
 from .conftest import Env
+from .test_backend_host import short_tmp
 from .test_runner_docker import docker, last_json, run_cli
-from .test_shared_work_dir import _in_time, _submitted
+from .test_shared_work_dir import _in_time, _submitted, bystander
 
-__all__ = ["docker", "run_cli"]  # fixtures, used here by name
+__all__ = ["bystander", "docker", "run_cli", "short_tmp"]  # fixtures, used here by name
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="files of another user need root")
 
@@ -50,15 +51,6 @@ def planted(path: Path) -> Path:
         for p in path.rglob("*"):
             os.chown(p, OTHER, OTHER, follow_symlinks=False)
     return path
-
-
-@pytest.fixture()
-def bystander() -> Iterator[subprocess.Popen[bytes]]:
-    """A process of this user started after the job, leading its own process group."""
-    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 # ---------------------------------------------------------------- temporaries in a shared parent
@@ -223,22 +215,6 @@ def test_a_named_pipe_for_a_verdict_does_not_block_report(tmp_path: Path) -> Non
 
 
 # ---------------------------------------------------------------- the ssh socket folder
-
-
-@pytest.fixture()
-def short_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """A sticky world-writable folder short enough for socket paths (as /tmp), and a HOME
-    whose ~/.ssh/tsb-control is too long for one."""
-    import shutil
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="tsb-u", dir="/tmp"))
-    base.chmod(0o1777)
-    monkeypatch.setenv("TMPDIR", str(base))
-    monkeypatch.setenv("HOME", str(tmp_path / ("long-home-" * 8)))
-    monkeypatch.delenv("TSB_SSH_CONTROL_DIR", raising=False)
-    yield base
-    shutil.rmtree(base, ignore_errors=True)
 
 
 def _ssh_refusal() -> str:
