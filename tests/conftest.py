@@ -88,12 +88,22 @@ server_configs:
 """
 
 
+def _still_ignored(signum: int, frame: object) -> None:
+    """Caught and dropped: pytest itself goes on ignoring the signal."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Ctrl-C as a terminal sends it: a run started where SIGINT is ignored (a background job
-    of a script, nohup) would pass that on to every process a test starts, and the tests that
-    interrupt a build or a watch with SIGINT would see it ignored."""
+    """A run started where a signal is ignored (SIGINT in a script's background job; SIGHUP
+    under nohup) would pass that on to every process a test starts, and the tests that stop
+    a build, submit, sync or watch with it would see it ignored (the tool keeps an ignored
+    SIGHUP ignored, as nohup asks). SIGINT gets Python's own handler back; SIGHUP and SIGTERM
+    get a handler that drops them, so pytest still ignores them while the programs it starts
+    begin with the default (exec resets a caught signal, never an ignored one)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, _still_ignored)
 
 
 LIVE = "tests/slurm/"  # node ids are relative to the repository
