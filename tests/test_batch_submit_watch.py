@@ -297,6 +297,49 @@ def test_a_task_cancelled_before_it_started_takes_its_arrays_record() -> None:
     assert (got["101_0"].state, got["101_2"].state) == ("CANCELLED", "CANCELLED")
 
 
+def test_a_task_removed_before_it_started_is_cancelled_not_unknown() -> None:
+    """`scancel 33_0 33_2`, then 33_1 starts as job 33 (the array's record), then `scancel 33_1`:
+    the pending task 33_2 has no record anywhere (decision array-task-removed). Its array is in
+    accounting and slurmctld answers `not found`: it was cancelled before it started."""
+    answers = {
+        "squeue": "",
+        "sacct": "33_0|CANCELLED by 0|0:0|00:00:02|n1|35\n33_1|CANCELLED by 0|0:0|00:00:02|n1|33\n",
+    }
+    calls: list[list[str]] = []
+
+    def runner(argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
+        calls.append(list(argv))
+        if argv[0] == "scontrol":
+            return CmdResult(1, f"Job {argv[-1]} not found\n")
+        return CmdResult(0, answers[argv[0]])
+
+    got = slurm.query_many(runner, ["33_0", "33_1", "33_2"], accounting=True)
+    assert [c[0] for c in calls] == ["squeue", "sacct", "scontrol"]
+    assert (got["33_2"].state, got["33_2"].terminal, got["33_2"].reason) == (
+        "CANCELLED",
+        True,
+        slurm.REMOVED,
+    )
+    assert (got["33_1"].state, got["33_1"].raw_id) == ("CANCELLED", "33")
+    # slurmctld not answering is not "not found"; an array accounting does not know stays unknown
+    calls.clear()
+
+    def down(argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
+        if argv[0] == "scontrol":
+            return CmdResult(1, "", "slurm_load_jobs error: Unable to contact slurm controller")
+        return CmdResult(0, answers[argv[0]])
+
+    assert not slurm.query_many(down, ["33_2"], accounting=True)["33_2"].known
+    assert not slurm.query_many(runner, ["34_2"], accounting=True)["34_2"].known
+    # a task that just started, not yet in accounting: slurmctld's record answers
+    started = "JobId=36 ArrayJobId=33 ArrayTaskId=2 JobState=RUNNING Reason=None"
+
+    def fresh(argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
+        return CmdResult(0, started) if argv[0] == "scontrol" else CmdResult(0, answers[argv[0]])
+
+    assert slurm.query_many(fresh, ["33_2"], accounting=True)["33_2"].raw_id == "36"
+
+
 def test_an_end_sacct_does_not_know_yet_is_asked_of_scontrol() -> None:
     """squeue -j lists a job that just ended (no exit code); sacct still says RUNNING."""
     answers = {

@@ -141,6 +141,29 @@ def array_record(rows: dict[str, JobStatus], job_id: str) -> JobStatus | None:
     return None
 
 
+def _array_seen(rows: dict[str, JobStatus], job_id: str) -> bool:
+    """Accounting has some row of the array this task (`ARRAY_TASK`) belongs to."""
+    m = _TASK.fullmatch(job_id)
+    if m is None:
+        return False
+    for key in rows:
+        row = _TASK.fullmatch(key) or _ARRAY_ROW.fullmatch(key)
+        if row is not None and row.group(1) == m.group(1):
+            return True
+    return False
+
+
+# A pending task cancelled on its own just before the array's record started another task
+# leaves no record anywhere (decision array-task-removed).
+REMOVED = "removed from its array before it started; Slurm keeps no record of it"
+
+
+def _removed(job_id: str, show: CmdResult) -> JobStatus | None:
+    if show.rc != 0 and show.out.strip() == f"Job {job_id} not found":
+        return JobStatus(job_id, state="CANCELLED", reason=REMOVED, source="scontrol")
+    return None
+
+
 def _with_arrays(job_ids: list[str]) -> str:
     """The ids for `sacct -j`: each array task's array too, for array_record."""
     arrays = [m.group(1) for j in job_ids if (m := _TASK.fullmatch(j))]
@@ -234,6 +257,7 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
         rows = sacct_rows(acct.out) if acct.rc == 0 else {}
         lagging: list[str] = []
         ending: dict[str, JobStatus] = {}
+        unseen: set[str] = set()
         for job in gone:
             st = rows.get(job) or array_record(rows, job)
             if st is not None and st.terminal:
@@ -242,6 +266,9 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
                 lagging.append(job)  # sacct lags behind slurmctld for a moment
                 if st is not None:
                     ending[job] = st
+            elif st is None and _array_seen(rows, job):
+                lagging.append(job)  # started a moment ago, or removed before it started
+                unseen.add(job)
             else:
                 out[job] = st or JobStatus(job)
         gone = lagging  # squeue has no exit code: slurmctld's record has, while it lasts
@@ -251,8 +278,10 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
             st = status_from_scontrol(job, show.out) if show.rc == 0 else JobStatus(job)
             if st.known or job in queued:
                 out[job] = st if st.known else queued[job]
+            elif job in ending:
+                out[job] = _forgotten(ending[job], show)
             else:
-                out[job] = _forgotten(ending[job], show) if job in ending else st
+                out[job] = (_removed(job, show) if job in unseen else None) or st
     return out
 
 
