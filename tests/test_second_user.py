@@ -489,3 +489,56 @@ def test_a_batch_record_another_user_wrote_is_followed_but_nothing_is_cancelled(
     res = CliRunner().invoke(main, ["cancel", str(folder)])
     assert res.exit_code == 2 and f"written by uid {OTHER}, not by you" in res.stderr
     assert not [c for c in fake.calls if c[0] == "scancel"]
+
+
+@pytest.mark.parametrize("kind", ["link", "their folder", "open folder"])
+def test_a_sets_folder_another_user_put_in_the_work_dir_is_refused(
+    cli: Callable[..., Any], env: Env, tmp_path: Path, kind: str
+) -> None:
+    """In a team's work_dir another member puts `.tsb-sets` there as a link to a folder of the
+    victim's (the rebuild's tidy-up removed its files), as a folder of theirs, or opens the
+    victim's to all (its `current` then names their scripts): the rebuild stops with one line
+    and touches neither folder."""
+    for cmd in ("echo one", "echo two"):  # the second build writes a generation
+        r = cli([], env.request(custom_cmd=cmd))
+        assert r.code == 0, r.stderr
+    sets = env.work / ".tsb-sets"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("mine\n")
+    if kind == "open folder":
+        sets.chmod(0o777)
+    else:
+        import shutil
+
+        shutil.rmtree(sets)
+        if kind == "link":
+            sets.symlink_to(victim)
+        else:
+            sets.mkdir()
+        planted(sets)
+    before = sorted(os.listdir(sets))
+    r = cli([], env.request(custom_cmd="echo again"))
+    assert r.code == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: work_dir: {sets} is ") and "remove it" in line
+    assert sorted(os.listdir(victim)) == ["precious"]
+    assert sorted(os.listdir(sets)) == before
+    assert "again" not in "".join(p.read_text() for p in env.work.glob("*.slurm") if p.exists())
+
+
+def test_a_set_is_not_open_to_the_team_whatever_the_umask(
+    cli: Callable[..., Any], env: Env
+) -> None:
+    """A team's umask (002) made `.tsb-sets` and its generations group-writable: another
+    member could then swap the job's script between build and submit."""
+    old = os.umask(0o002)
+    try:
+        for cmd in ("echo one", "echo two"):  # the second build writes a generation
+            r = cli([], env.request(custom_cmd=cmd))
+            assert r.code == 0, r.stderr
+    finally:
+        os.umask(old)
+    sets = env.work / ".tsb-sets"
+    for d in [sets, *(p for p in sets.iterdir() if not p.is_symlink())]:
+        assert d.stat().st_mode & 0o022 == 0, d

@@ -12,7 +12,6 @@ import pwd
 import re
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from test_submit_watch import POLL, Live, cli, live, queued
@@ -37,7 +36,9 @@ def _missing() -> str | None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if "tsb2" not in res.stdout.split():
-        return f"{OTHER} has no Slurm association with account tsb2 (bash tests/slurm/cluster.sh up)"
+        return (
+            f"{OTHER} has no Slurm association with account tsb2 (bash tests/slurm/cluster.sh up)"
+        )
     return None
 
 
@@ -91,21 +92,27 @@ def test_another_users_allocation_with_this_checkouts_mark_is_neither_used_nor_c
     `release` refuses it."""
     theirs = other_allocation(others, "tsb-trtllm.persistent", checkout_mark(live.repo))
     assert queued(theirs) == "RUNNING"
-    assert cli("build", str(live.request("other_alloc_a", "echo a"))).code == 0
+    path = state_dir(live.repo) / STATE_FILE
+    mine: list[str] = []
     try:
-        res = cli("run", str(live.root / "other_alloc_a.json"), "--persistent", "--poll", POLL, "--json")
+        assert cli("build", str(live.request("other_alloc_a", "echo a"))).code == 0
+        res = cli(
+            "run", str(live.root / "other_alloc_a.json"), "--persistent", "--poll", POLL, "--json"
+        )
         assert res.code == 0, res.stderr
-        mine = res.json["job_id"]
-        assert mine != theirs and queued(theirs) == "RUNNING"
+        mine.append(res.json["job_id"])
+        assert mine[0] != theirs and queued(theirs) == "RUNNING"
         # the state file rewritten to name tsbother's allocation (by tsbother, in a checkout
         # whose work_dirs the team may write, or by anyone: the file stays root's)
-        path = state_dir(live.repo) / STATE_FILE
         state = json.loads(path.read_text())
         path.write_text(json.dumps({**state, "job_id": theirs}))
         assert cli("build", str(live.request("other_alloc_b", "echo b"))).code == 0
-        res = cli("run", str(live.root / "other_alloc_b.json"), "--persistent", "--poll", POLL, "--json")
+        res = cli(
+            "run", str(live.root / "other_alloc_b.json"), "--persistent", "--poll", POLL, "--json"
+        )
         assert res.code == 0, res.stderr
-        assert res.json["job_id"] != theirs
+        mine.append(res.json["job_id"])
+        assert mine[1] != theirs
         assert f"leaving allocation {theirs}" in res.stderr
         assert queued(theirs) == "RUNNING" and steps_of(theirs) == []
         path.write_text(json.dumps({**state, "job_id": theirs}))
@@ -113,7 +120,7 @@ def test_another_users_allocation_with_this_checkouts_mark_is_neither_used_nor_c
         assert res.code == 2 and f"allocation {theirs}" in res.stderr, res.stderr
         assert queued(theirs) == "RUNNING"
     finally:
-        path = state_dir(live.repo) / STATE_FILE
-        if path.exists() and theirs in path.read_text():
-            path.unlink()
-        cli("release", "--repo-root", str(live.repo))
+        path.unlink(missing_ok=True)
+        for job in mine:  # root's own allocations of this test (never tsbother's)
+            if job != theirs:
+                subprocess.run(["scancel", job], check=False)
