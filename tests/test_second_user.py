@@ -542,3 +542,47 @@ def test_a_set_is_not_open_to_the_team_whatever_the_umask(
     sets = env.work / ".tsb-sets"
     for d in [sets, *(p for p in sets.iterdir() if not p.is_symlink())]:
         assert d.stat().st_mode & 0o022 == 0, d
+
+
+@pytest.mark.parametrize("attack", ["job_spec.json", "script", "open script"])
+def test_submit_starts_no_file_another_user_could_have_written(
+    env: Env, docker: Path, run_cli: Callable[..., Any], cli: Callable[..., Any], attack: str
+) -> None:
+    """In a team's work_dir another member puts a job_spec.json of theirs naming a script of
+    theirs, or a script of theirs, in place of the links the build made, or the victim's
+    script is open to all: `submit` (as root, often) ran their script. It is refused with one
+    line, nothing runs and nothing is recorded."""
+    req = env.request(
+        "local_docker",
+        custom_cmd="echo mine",
+        container_image="nvcr.io/test/trtllm:x86_64-1",
+        skip_install=True,
+    )
+    assert cli([], req).code == 0
+    spec = json.loads((env.work / "job_spec.json").read_text())
+    script = Path(spec["script_path"])
+    ran = env.root / "theirs-ran"
+    theirs = f"#!/bin/bash\ntouch {ran}\n"
+    if attack == "job_spec.json":
+        mine = env.work / "their.sh"
+        mine.write_text(theirs)
+        mine.chmod(0o755)
+        planted(mine)
+        new = env.work / "spec.new"
+        new.write_text(json.dumps({**spec, "script_path": str(mine)}))
+        planted(new)
+        os.replace(new, env.work / "job_spec.json")
+    elif attack == "script":
+        new = env.work / "script.new"
+        new.write_text(theirs)
+        new.chmod(0o755)
+        planted(new)
+        os.replace(new, script)
+    else:
+        os.chmod(script, 0o777)
+    code, out, err = run_cli("submit", None, str(env.work))
+    assert code == 2, out + err
+    (line,) = err.strip().splitlines()
+    assert "submit starts only files of yours that nobody else may write" in line, line
+    assert not ran.exists()
+    assert not (env.work / "submission.json").exists()
