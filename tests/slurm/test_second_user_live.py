@@ -124,3 +124,36 @@ def test_another_users_allocation_with_this_checkouts_mark_is_neither_used_nor_c
         for job in mine:  # root's own allocations of this test (never tsbother's)
             if job != theirs:
                 subprocess.run(["scancel", job], check=False)
+
+
+def test_a_record_naming_another_users_job_makes_root_cancel_nothing(
+    live: Live, others: list[str]
+) -> None:
+    """A teammate who may write the work_dir replaces submission.json with one of theirs
+    naming a real job of theirs: root's `watch --timeout` follows it and cancels nothing,
+    `cancel` refuses it (decision records-acted-on-are-own), and their job keeps running."""
+    res = as_other(
+        "sbatch", "--parsable", "--partition=cpu", "--account=tsb2", "--time=00:05:00",
+        "--output=/dev/null", "--wrap=sleep 120",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    theirs = res.stdout.strip().split(";")[0]
+    others.append(theirs)
+    work = live.root / "shared_record"
+    assert cli("build", str(live.request("shared_record", "sleep 60"))).code == 0
+    res = cli("submit", str(work), "--json")
+    assert res.code == 0, res.stderr
+    mine = json.loads(res.stdout)["job_id"]
+    try:
+        record = work / "submission.json"
+        new = work / "record.new"
+        new.write_text(json.dumps({**json.loads(record.read_text()), "job_id": theirs}))
+        os.chown(new, pwd.getpwnam(OTHER).pw_uid, pwd.getpwnam(OTHER).pw_gid)
+        os.replace(new, record)
+        res = cli("watch", str(work), "--poll", POLL, "--timeout", "1")
+        assert queued(theirs) in ("PENDING", "RUNNING"), res.stderr
+        res = cli("cancel", str(work))
+        assert res.code == 2 and "not by you" in res.stderr, res.stderr
+        assert queued(theirs) in ("PENDING", "RUNNING")
+    finally:
+        subprocess.run(["scancel", mine], check=False)
