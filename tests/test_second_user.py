@@ -586,3 +586,37 @@ def test_submit_starts_no_file_another_user_could_have_written(
     assert "submit starts only files of yours that nobody else may write" in line, line
     assert not ran.exists()
     assert not (env.work / "submission.json").exists()
+
+
+@pytest.mark.parametrize("at", ["log", "exit status"])
+def test_a_job_writes_nothing_through_a_link_another_user_put_at_its_log(
+    env: Env, docker: Path, run_cli: Callable[..., Any], cli: Callable[..., Any], tmp_path: Path,
+    at: str,
+) -> None:  # fmt: skip
+    """In a team's work_dir another member puts a link at the log or exit-status path of the
+    job to be started, naming a file of the victim's: the job's output (or its exit status)
+    went through it, replacing that file (as root: any file). The job writes its own files
+    there, private to its user, and the victim's file is untouched."""
+    req = env.request(
+        "local_docker",
+        custom_cmd="echo job-output",
+        container_image="nvcr.io/test/trtllm:x86_64-1",
+        skip_install=True,
+    )
+    assert cli([], req).code == 0
+    victim = tmp_path / "victim.conf"
+    victim.write_text("precious\n")
+    from trtllm_script_builder.process.submission import RC_FILE
+
+    name = f"{json.loads((env.work / 'job_spec.json').read_text())['model_name']}_local.log"
+    target = env.work / (name if at == "log" else RC_FILE + ".tmp")
+    target.symlink_to(victim)
+    planted(target)
+    code, out, err = run_cli("submit", None, str(env.work))
+    assert code == 0, out + err
+    code, out, err = run_cli("watch", None, str(env.work), "--poll", "0.1", "--timeout", "20")
+    assert victim.read_text() == "precious\n"
+    log = env.work / name
+    assert not log.is_symlink() and "job-output" in log.read_text(), out + err
+    assert log.stat().st_mode & 0o077 == 0
+    assert (env.work / RC_FILE).read_text().strip() == "0"
