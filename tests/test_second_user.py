@@ -620,3 +620,24 @@ def test_a_job_writes_nothing_through_a_link_another_user_put_at_its_log(
     assert not log.is_symlink() and "job-output" in log.read_text(), out + err
     assert log.stat().st_mode & 0o077 == 0
     assert (env.work / RC_FILE).read_text().strip() == "0"
+
+
+def test_a_sweep_never_reaches_through_a_hard_link_or_a_linked_folder(tmp_path: Path) -> None:
+    """Planted temporaries with a dead pid: a hard link to a file of the victim's (its owner
+    is the victim's, so the name may go, never the file's content) and another user's link
+    to a folder of the victim's (left, and nothing in the folder is touched)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    secret = tmp_path / "secret"
+    secret.write_text("mine\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "keep").write_text("mine\n")
+    hard = shared / f".h.tsb-{atomic._HOST}-999999999-{'e' * 12}.tmp"
+    os.link(secret, hard)
+    linked = shared / f".f.tsb-{atomic._HOST}-999999999-{'f' * 12}.tmp"
+    linked.symlink_to(folder)
+    planted(linked)
+    atomic.sweep(shared)
+    assert secret.read_text() == "mine\n"
+    assert os.path.islink(linked) and sorted(os.listdir(folder)) == ["keep"]
