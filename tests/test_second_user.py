@@ -641,3 +641,36 @@ def test_a_sweep_never_reaches_through_a_hard_link_or_a_linked_folder(tmp_path: 
     atomic.sweep(shared)
     assert secret.read_text() == "mine\n"
     assert os.path.islink(linked) and sorted(os.listdir(folder)) == ["keep"]
+
+
+@pytest.mark.parametrize("how", ["theirs", "open to all"])
+def test_a_persistent_state_file_another_user_could_write_is_not_taken(
+    tmp_path: Path, how: str
+) -> None:
+    """In a team's checkout another member rewrites work_dirs/.slurm_alloc.json (the install
+    marked done, other mounts) naming the victim's own allocation: it is not reused on the
+    file's word; a new allocation is asked for."""
+    from trtllm_script_builder.errors import ToolFailed
+    from trtllm_script_builder.process.persistent import (
+        STATE_FILE,
+        checkout_mark,
+        ensure_allocation,
+        save_state,
+        state_dir,
+    )
+
+    from .test_persistent import FakeHost, held, spec
+
+    job = spec(2, 2, "gpu:2").model_copy(update={"repo_root": str(tmp_path)})
+    save_state(tmp_path, held(8))
+    path = state_dir(tmp_path) / STATE_FILE
+    if how == "theirs":
+        planted(path)
+    else:
+        path.chmod(0o666)
+    host = FakeHost([("7", "RUNNING", checkout_mark(tmp_path))], {"7": ["7.0"]})
+    said: list[str] = []
+    with pytest.raises(ToolFailed):  # past the file, to a new salloc (the fake has none)
+        ensure_allocation(job, None, said.append, host)  # type: ignore[arg-type]
+    assert not [s for s in said if s.startswith("reusing allocation")]
+    assert host.cancelled() == []  # a job runs in it: left

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trtllm_script_builder.atomic import read_regular, write_file
+from trtllm_script_builder.atomic import read_regular, read_regular_stat, write_file
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
@@ -111,8 +111,13 @@ def load_state(repo_root: str | Path) -> AllocState | None:
     path = state_dir(repo_root) / STATE_FILE
     # a state file is a few hundred bytes; never through a link nor from a named pipe, which
     # held submit and release for ever (decision shared-work-dir)
-    data = read_regular(str(path), 0, values.MAX_ARG_BYTES)
-    if data is None:
+    got = read_regular_stat(str(path), 0, values.MAX_ARG_BYTES)
+    if got is None:
+        return None
+    data, st = got
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        # another user's, or open to them, in a team's checkout: what it says (the image, the
+        # mounts, whether the install ran) is not taken (decision records-acted-on-are-own)
         return None
     try:
         return AllocState.model_validate(parse_json(data.decode()))
