@@ -674,3 +674,26 @@ def test_a_persistent_state_file_another_user_could_write_is_not_taken(
         ensure_allocation(job, None, said.append, host)  # type: ignore[arg-type]
     assert not [s for s in said if s.startswith("reusing allocation")]
     assert host.cancelled() == []  # a job runs in it: left
+
+
+@pytest.mark.parametrize("where", ["work_dir", "above it"])
+def test_a_work_dir_through_another_users_link_is_refused(
+    cli: Callable[..., Any], env: Env, tmp_path: Path, where: str
+) -> None:
+    """Another user makes the work_dir's path (or a folder above it) a link to a folder of the
+    victim's: the build wrote its files, `.tsb-sets` and links there (and could be sent
+    elsewhere between the checks and the writes). Refused with one line, nothing written."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("mine\n")
+    if where == "work_dir":
+        link, work = tmp_path / "their_link", tmp_path / "their_link"
+    else:
+        link, work = tmp_path / "their_link", tmp_path / "their_link" / "job"
+    link.symlink_to(victim)
+    planted(link)
+    r = cli([], {**env.request(custom_cmd="echo hi"), "work_dir": str(work)})
+    assert r.code == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert f"{link} is a link another user (uid {OTHER}) made" in line
+    assert sorted(os.listdir(victim)) == ["keep"]
