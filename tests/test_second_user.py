@@ -697,3 +697,23 @@ def test_a_work_dir_through_another_users_link_is_refused(
     (line,) = r.stderr.strip().splitlines()
     assert f"{link} is a link another user (uid {OTHER}) made" in line
     assert sorted(os.listdir(victim)) == ["keep"]
+
+
+def test_a_build_many_folder_that_is_another_users_link_is_refused(
+    cli: Callable[..., Any], env: Env, tmp_path: Path
+) -> None:
+    """build-many's folder as another user's link to a folder of the victim's: refused before
+    its index or any job is written there."""
+    from .test_batch import IDS, base_file
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    env.work.parent.mkdir(parents=True, exist_ok=True)
+    env.work.symlink_to(victim)
+    planted(env.work)
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join(IDS[:2]) + "\n")
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 2, r.stderr
+    assert f"{env.work} is a link another user (uid {OTHER}) made" in r.stderr
+    assert os.listdir(victim) == []

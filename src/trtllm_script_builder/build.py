@@ -148,7 +148,7 @@ def _guard(result: BuildResult, old: dict[str, Any]) -> None:
         )
 
 
-def _foreign_link(work_dir: Path) -> str | None:
+def foreign_link(work_dir: Path) -> str | None:
     """The first of work_dir and the folders above it that is a link neither this user nor
     root made (decision work-dir-links-are-own): another user may point it anywhere, at any
     moment, as the kernel's protected_symlinks keeps from sticky folders (when it is on)."""
@@ -179,7 +179,7 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
             "give a folder you can write to",
         )
 
-    link = _foreign_link(result.work_dir)
+    link = foreign_link(result.work_dir)
     if link is not None:
         raise BuildError(
             "work_dir",
