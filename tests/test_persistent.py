@@ -78,13 +78,14 @@ def test_a_held_allocation_is_reused_only_when_large_enough() -> None:
 
 class FakeHost:
     """The cluster's tools as persistent mode asks them: squeue answers from `rows` (job id,
-    state, comment) and `steps` (job id -> its running steps); every call is recorded."""
+    state, comment, and its user when not `me`) and `steps` (job id -> its running steps);
+    every call is recorded."""
 
     name = "this machine"
     remote = False
     ssh_host = None
 
-    def __init__(self, rows: list[tuple[str, str, str]], steps: dict[str, list[str]]) -> None:
+    def __init__(self, rows: list[tuple[str, ...]], steps: dict[str, list[str]]) -> None:
         self.rows, self.steps, self.calls = rows, steps, []  # type: list[list[str]]
 
     def check(self) -> CmdResult:
@@ -93,12 +94,14 @@ class FakeHost:
     def __call__(self, argv: Sequence[str], cwd: Path | None = None, **_: object) -> CmdResult:
         argv = list(argv)
         self.calls.append(argv)
-        if argv[:2] == ["squeue", "-u"]:
-            return CmdResult(0, "".join(f"{j} {st} {c}\n" for j, st, c in self.rows))
+        if argv[:2] == ["squeue", "-u"]:  # squeue -u: that user's jobs only
+            mine = [r for r in self.rows if (r[3:] or ("me",))[0] == argv[2]]
+            return CmdResult(0, "".join(f"{r[0]} {r[1]} {r[2]}\n" for r in mine))
         if argv[:3] == ["squeue", "-h", "-s"]:
             return CmdResult(0, "".join(f"{s}\n" for s in self.steps.get(argv[4], [])))
-        if argv[:3] == ["squeue", "-h", "-j"] and argv[-1] == "%k":  # the allocation's mark
-            return CmdResult(0, "".join(f"{c}\n" for j, _, c in self.rows if j == argv[3]))
+        if argv[:3] == ["squeue", "-h", "-j"] and argv[-1] == "%u %k":  # its user and mark
+            rows = [r for r in self.rows if r[0] == argv[3]]
+            return CmdResult(0, "".join(f"{(r[3:] or ('me',))[0]} {r[2]}\n" for r in rows))
         if argv[:3] == ["squeue", "-h", "-j"]:
             return CmdResult(0, "RUNNING 3:00:00\n")
         return CmdResult(0, "")
@@ -115,6 +118,7 @@ def test_only_this_checkouts_idle_lost_allocations_are_cancelled(tmp_path: Path)
             ("12", "RUNNING", "(null)"),  # not made by this tool (or by an older one)
             ("13", "RUNNING", checkout_mark(ours)),  # ours, a job running in it
             ("14", "PENDING", checkout_mark(ours)),  # ours, lost by the state file
+            ("15", "RUNNING", checkout_mark(ours), "them"),  # another user's, our mark
         ],
         {"13": ["13.0"]},
     )
@@ -148,17 +152,19 @@ def test_a_new_allocation_carries_the_checkouts_mark(tmp_path: Path) -> None:
     assert f"--comment={checkout_mark(tmp_path)}" in salloc
 
 
-@pytest.mark.parametrize("comment", ["another", "(null)"])
+@pytest.mark.parametrize("comment", ["another", "(null)", "another user's"])
 def test_a_state_file_naming_an_allocation_of_another_checkout_is_not_acted_on(
     tmp_path: Path, comment: str
 ) -> None:
-    """A checkout copied with its work_dirs (`cp -a`), or a state file another process wrote:
-    it names an allocation this checkout did not make. Neither a job that does not fit it nor
+    """A checkout copied with its work_dirs (`cp -a`), or a state file another process or user
+    wrote: it names an allocation this checkout did not make, or another user's that took this
+    checkout's mark as its comment (anyone may). Neither a job that does not fit it nor
     `release` cancels it, and no job of this checkout runs in it."""
     from trtllm_script_builder.process.persistent import release
 
-    mark = checkout_mark(tmp_path / "original") if comment == "another" else comment
-    host = FakeHost([("7", "RUNNING", mark)], {})
+    mark = {"another": checkout_mark(tmp_path / "original"), "(null)": comment}
+    row = ("7", "RUNNING", mark.get(comment, checkout_mark(tmp_path)))
+    host = FakeHost([row + (("them",) if comment == "another user's" else ())], {})
     job = spec(2, 2, "gpu:2").model_copy(update={"repo_root": str(tmp_path)})
     said: list[str] = []
     for state in (held(1), held(8)):  # too small: replaced; big enough: reused

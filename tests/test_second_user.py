@@ -489,3 +489,231 @@ def test_a_batch_record_another_user_wrote_is_followed_but_nothing_is_cancelled(
     res = CliRunner().invoke(main, ["cancel", str(folder)])
     assert res.exit_code == 2 and f"written by uid {OTHER}, not by you" in res.stderr
     assert not [c for c in fake.calls if c[0] == "scancel"]
+
+
+@pytest.mark.parametrize("kind", ["link", "their folder", "open folder"])
+def test_a_sets_folder_another_user_put_in_the_work_dir_is_refused(
+    cli: Callable[..., Any], env: Env, tmp_path: Path, kind: str
+) -> None:
+    """In a team's work_dir another member puts `.tsb-sets` there as a link to a folder of the
+    victim's (the rebuild's tidy-up removed its files), as a folder of theirs, or opens the
+    victim's to all (its `current` then names their scripts): the rebuild stops with one line
+    and touches neither folder."""
+    for cmd in ("echo one", "echo two"):  # the second build writes a generation
+        r = cli([], env.request(custom_cmd=cmd))
+        assert r.code == 0, r.stderr
+    sets = env.work / ".tsb-sets"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("mine\n")
+    if kind == "open folder":
+        sets.chmod(0o777)
+    else:
+        import shutil
+
+        shutil.rmtree(sets)
+        if kind == "link":
+            sets.symlink_to(victim)
+        else:
+            sets.mkdir()
+        planted(sets)
+    before = sorted(os.listdir(sets))
+    r = cli([], env.request(custom_cmd="echo again"))
+    assert r.code == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: work_dir: {sets} is ") and "remove it" in line
+    assert sorted(os.listdir(victim)) == ["precious"]
+    assert sorted(os.listdir(sets)) == before
+    assert "again" not in "".join(p.read_text() for p in env.work.glob("*.slurm") if p.exists())
+
+
+def test_a_set_is_not_open_to_the_team_whatever_the_umask(
+    cli: Callable[..., Any], env: Env
+) -> None:
+    """A team's umask (002) made `.tsb-sets` and its generations group-writable: another
+    member could then swap the job's script between build and submit."""
+    old = os.umask(0o002)
+    try:
+        for cmd in ("echo one", "echo two"):  # the second build writes a generation
+            r = cli([], env.request(custom_cmd=cmd))
+            assert r.code == 0, r.stderr
+    finally:
+        os.umask(old)
+    sets = env.work / ".tsb-sets"
+    for d in [sets, *(p for p in sets.iterdir() if not p.is_symlink())]:
+        assert d.stat().st_mode & 0o022 == 0, d
+
+
+@pytest.mark.parametrize("attack", ["job_spec.json", "script", "open script"])
+def test_submit_starts_no_file_another_user_could_have_written(
+    env: Env, docker: Path, run_cli: Callable[..., Any], cli: Callable[..., Any], attack: str
+) -> None:
+    """In a team's work_dir another member puts a job_spec.json of theirs naming a script of
+    theirs, or a script of theirs, in place of the links the build made, or the victim's
+    script is open to all: `submit` (as root, often) ran their script. It is refused with one
+    line, nothing runs and nothing is recorded."""
+    req = env.request(
+        "local_docker",
+        custom_cmd="echo mine",
+        container_image="nvcr.io/test/trtllm:x86_64-1",
+        skip_install=True,
+    )
+    assert cli([], req).code == 0
+    spec = json.loads((env.work / "job_spec.json").read_text())
+    script = Path(spec["script_path"])
+    ran = env.root / "theirs-ran"
+    theirs = f"#!/bin/bash\ntouch {ran}\n"
+    if attack == "job_spec.json":
+        mine = env.work / "their.sh"
+        mine.write_text(theirs)
+        mine.chmod(0o755)
+        planted(mine)
+        new = env.work / "spec.new"
+        new.write_text(json.dumps({**spec, "script_path": str(mine)}))
+        planted(new)
+        os.replace(new, env.work / "job_spec.json")
+    elif attack == "script":
+        new = env.work / "script.new"
+        new.write_text(theirs)
+        new.chmod(0o755)
+        planted(new)
+        os.replace(new, script)
+    else:
+        os.chmod(script, 0o777)
+    code, out, err = run_cli("submit", None, str(env.work))
+    assert code == 2, out + err
+    (line,) = err.strip().splitlines()
+    assert "submit starts only files of yours that nobody else may write" in line, line
+    assert not ran.exists()
+    assert not (env.work / "submission.json").exists()
+
+
+@pytest.mark.parametrize("at", ["log", "exit status"])
+def test_a_job_writes_nothing_through_a_link_another_user_put_at_its_log(
+    env: Env, docker: Path, run_cli: Callable[..., Any], cli: Callable[..., Any], tmp_path: Path,
+    at: str,
+) -> None:  # fmt: skip
+    """In a team's work_dir another member puts a link at the log or exit-status path of the
+    job to be started, naming a file of the victim's: the job's output (or its exit status)
+    went through it, replacing that file (as root: any file). The job writes its own files
+    there, private to its user, and the victim's file is untouched."""
+    req = env.request(
+        "local_docker",
+        custom_cmd="echo job-output",
+        container_image="nvcr.io/test/trtllm:x86_64-1",
+        skip_install=True,
+    )
+    assert cli([], req).code == 0
+    victim = tmp_path / "victim.conf"
+    victim.write_text("precious\n")
+    from trtllm_script_builder.process.submission import RC_FILE
+
+    name = f"{json.loads((env.work / 'job_spec.json').read_text())['model_name']}_local.log"
+    target = env.work / (name if at == "log" else RC_FILE + ".tmp")
+    target.symlink_to(victim)
+    planted(target)
+    code, out, err = run_cli("submit", None, str(env.work))
+    assert code == 0, out + err
+    code, out, err = run_cli("watch", None, str(env.work), "--poll", "0.1", "--timeout", "20")
+    assert victim.read_text() == "precious\n"
+    log = env.work / name
+    assert not log.is_symlink() and "job-output" in log.read_text(), out + err
+    assert log.stat().st_mode & 0o077 == 0
+    assert (env.work / RC_FILE).read_text().strip() == "0"
+
+
+def test_a_sweep_never_reaches_through_a_hard_link_or_a_linked_folder(tmp_path: Path) -> None:
+    """Planted temporaries with a dead pid: a hard link to a file of the victim's (its owner
+    is the victim's, so the name may go, never the file's content) and another user's link
+    to a folder of the victim's (left, and nothing in the folder is touched)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    secret = tmp_path / "secret"
+    secret.write_text("mine\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "keep").write_text("mine\n")
+    hard = shared / f".h.tsb-{atomic._HOST}-999999999-{'e' * 12}.tmp"
+    os.link(secret, hard)
+    linked = shared / f".f.tsb-{atomic._HOST}-999999999-{'f' * 12}.tmp"
+    linked.symlink_to(folder)
+    planted(linked)
+    atomic.sweep(shared)
+    assert secret.read_text() == "mine\n"
+    assert os.path.islink(linked) and sorted(os.listdir(folder)) == ["keep"]
+
+
+@pytest.mark.parametrize("how", ["theirs", "open to all"])
+def test_a_persistent_state_file_another_user_could_write_is_not_taken(
+    tmp_path: Path, how: str
+) -> None:
+    """In a team's checkout another member rewrites work_dirs/.slurm_alloc.json (the install
+    marked done, other mounts) naming the victim's own allocation: it is not reused on the
+    file's word; a new allocation is asked for."""
+    from trtllm_script_builder.errors import ToolFailed
+    from trtllm_script_builder.process.persistent import (
+        STATE_FILE,
+        checkout_mark,
+        ensure_allocation,
+        save_state,
+        state_dir,
+    )
+
+    from .test_persistent import FakeHost, held, spec
+
+    job = spec(2, 2, "gpu:2").model_copy(update={"repo_root": str(tmp_path)})
+    save_state(tmp_path, held(8))
+    path = state_dir(tmp_path) / STATE_FILE
+    if how == "theirs":
+        planted(path)
+    else:
+        path.chmod(0o666)
+    host = FakeHost([("7", "RUNNING", checkout_mark(tmp_path))], {"7": ["7.0"]})
+    said: list[str] = []
+    with pytest.raises(ToolFailed):  # past the file, to a new salloc (the fake has none)
+        ensure_allocation(job, None, said.append, host)  # type: ignore[arg-type]
+    assert not [s for s in said if s.startswith("reusing allocation")]
+    assert host.cancelled() == []  # a job runs in it: left
+
+
+@pytest.mark.parametrize("where", ["work_dir", "above it"])
+def test_a_work_dir_through_another_users_link_is_refused(
+    cli: Callable[..., Any], env: Env, tmp_path: Path, where: str
+) -> None:
+    """Another user makes the work_dir's path (or a folder above it) a link to a folder of the
+    victim's: the build wrote its files, `.tsb-sets` and links there (and could be sent
+    elsewhere between the checks and the writes). Refused with one line, nothing written."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("mine\n")
+    if where == "work_dir":
+        link, work = tmp_path / "their_link", tmp_path / "their_link"
+    else:
+        link, work = tmp_path / "their_link", tmp_path / "their_link" / "job"
+    link.symlink_to(victim)
+    planted(link)
+    r = cli([], {**env.request(custom_cmd="echo hi"), "work_dir": str(work)})
+    assert r.code == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert f"{link} is a link another user (uid {OTHER}) made" in line
+    assert sorted(os.listdir(victim)) == ["keep"]
+
+
+def test_a_build_many_folder_that_is_another_users_link_is_refused(
+    cli: Callable[..., Any], env: Env, tmp_path: Path
+) -> None:
+    """build-many's folder as another user's link to a folder of the victim's: refused before
+    its index or any job is written there."""
+    from .test_batch import IDS, base_file
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    env.work.parent.mkdir(parents=True, exist_ok=True)
+    env.work.symlink_to(victim)
+    planted(env.work)
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join(IDS[:2]) + "\n")
+    r = cli(["build-many", str(lst), "--base", str(base_file(env, tmp_path))])
+    assert r.code == 2, r.stderr
+    assert f"{env.work} is a link another user (uid {OTHER}) made" in r.stderr
+    assert os.listdir(victim) == []

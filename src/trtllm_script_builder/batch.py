@@ -550,7 +550,7 @@ def build_many(
 ) -> int:
     """Build every entry; `dry_run` builds each in memory and writes nothing, `as_json` ends
     standard output with one JSON object (the summary and the rows of jobs.json)."""
-    from trtllm_script_builder.build import build, finish, problems_of
+    from trtllm_script_builder.build import build, finish, foreign_link, problems_of
     from trtllm_script_builder.model.request import load_request
     from trtllm_script_builder.model.site_config import load_site_config
 
@@ -608,6 +608,14 @@ def build_many(
     # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
     stack = contextlib.ExitStack()
     index: IO[str] | None = None
+    link = foreign_link(root)
+    if link is not None and not dry_run:
+        raise BuildError(
+            "work_dir",
+            f"{link} is a link another user (uid {os.lstat(link).st_uid}) made: the job's files "
+            "would go wherever they point it",
+            "give the real folder's path, or one without another user's links",
+        )
     if not dry_run:
         try:
             # One run at a time writes a batch folder (decision build-many-folder-lock): a second

@@ -148,6 +148,22 @@ def _guard(result: BuildResult, old: dict[str, Any]) -> None:
         )
 
 
+def foreign_link(work_dir: Path) -> str | None:
+    """The first of work_dir and the folders above it that is a link neither this user nor
+    root made (decision work-dir-links-are-own): another user may point it anywhere, at any
+    moment, as the kernel's protected_symlinks keeps from sticky folders (when it is on)."""
+    path = "/"
+    for part in Path(os.path.abspath(work_dir)).parts[1:]:
+        path = os.path.join(path, part)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None  # missing from here on: made by the build
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (os.geteuid(), 0):
+            return path
+    return None
+
+
 def finish(result: BuildResult, force: bool = False) -> list[Path]:
     """Write the result as one set, or leave work_dir as it was (decision atomic-job-set); Category
     4 runs submit.py first, in a private folder.
@@ -163,6 +179,14 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
             "give a folder you can write to",
         )
 
+    link = foreign_link(result.work_dir)
+    if link is not None:
+        raise BuildError(
+            "work_dir",
+            f"{link} is a link another user (uid {os.lstat(link).st_uid}) made: the job's files "
+            "would go wherever they point it",
+            "give the real folder's path, or one without another user's links",
+        )
     try:
         mode: int | None = os.stat(result.work_dir).st_mode
     except OSError as exc:  # a name too long; a missing folder (or a parent that is a file)

@@ -17,7 +17,8 @@
 #   Partitions (EnforcePartLimits=ALL, so over-limit jobs are refused at submission):
 #     gpu  Default, gpunode[1-2], MaxTime=04:00:00      cpu  cpunode, MaxTime=01:00:00
 #   Accounting: MariaDB (own datadir, 127.0.0.1:$DB_PORT) + slurmdbd,
-#   AccountingStorageEnforce=associations,limits,qos; accounts tsb (root's default) and tsb2.
+#   AccountingStorageEnforce=associations,limits,qos; accounts tsb (root's default) and tsb2;
+#   the Unix user tsbother, when it exists, gets an association with tsb2 only.
 #   MaxArraySize=5: a batch of more than 5 jobs of one shape needs more than one array.
 #   MpiDefault=none; --mpi=pmix works (libpmix-dev). OpenMPI 4.1 and mpi4py (openmpi-bin,
 #   libopenmpi-dev, python3-mpi4py) are installed for the system /usr/bin/python3, which the
@@ -42,6 +43,7 @@ CONF_DIR=/etc/slurm
 CONF=$CONF_DIR/slurm.conf
 CLUSTER=tsb
 ACCOUNTS=(tsb tsb2)
+OTHER_USER=tsbother # a second Unix account, if present: associated with tsb2 only
 CTLD_PORT=6817
 GPU_PORT=6818 # gpunode1; gpunode2 on GPU2_PORT
 DBD_PORT=6819
@@ -272,6 +274,10 @@ start_accounting() { # fresh database, slurmdbd, cluster + accounts + root's ass
   sacctmgr -i add cluster "$CLUSTER" >/dev/null
   sacctmgr -i add account "$accts" Cluster="$CLUSTER" Description=tsb-tests Organization=tsb >/dev/null
   sacctmgr -i add user root Account="$accts" DefaultAccount="${ACCOUNTS[0]}" Cluster="$CLUSTER" >/dev/null
+  # the second account the shared-folder tests act as (runuser -u tsbother), when this machine has it
+  if id -u "$OTHER_USER" >/dev/null 2>&1; then
+    sacctmgr -i add user "$OTHER_USER" Account="${ACCOUNTS[1]}" Cluster="$CLUSTER" >/dev/null
+  fi
 }
 
 daemons_alive() {

@@ -22,6 +22,7 @@ import stat
 from collections.abc import Callable
 
 from trtllm_script_builder.atomic import folder_lock, remove, signals_held, temp_name
+from trtllm_script_builder.errors import BuildError
 
 SETS = ".tsb-sets"
 CURRENT = "current"
@@ -43,7 +44,9 @@ def install(stage: str, folder: str, stale: Callable[[str], set[str]] | None = N
         sets = os.path.join(folder, SETS)
         made = not os.path.lexists(sets)
         if made:
-            os.mkdir(sets)
+            os.mkdir(sets, 0o755)  # never open to the team, whatever the umask
+        else:
+            _check_own(sets)
         try:
             _tidy(sets)
             drop = (stale(folder) if stale else set()) - set(names)
@@ -130,6 +133,31 @@ def _link(folder: str, name: str) -> None:
     except BaseException:
         remove(tmp)
         raise
+
+
+def _check_own(sets: str) -> None:
+    """`.tsb-sets` is a real folder of this user's that nobody else may write (decision
+    sets-folder-is-own): in a team's work_dir another member could put a link there (the
+    tidy-up then removed the files of the folder it named) or a folder of theirs (the job
+    folder's links then read their scripts)."""
+    st = os.lstat(sets)
+    what = (
+        "a link"
+        if stat.S_ISLNK(st.st_mode)
+        else "not a folder"
+        if not stat.S_ISDIR(st.st_mode)
+        else f"owned by uid {st.st_uid}, not by you"
+        if st.st_uid != os.geteuid()
+        else "writable by others"
+        if st.st_mode & 0o022
+        else None
+    )
+    if what is not None:
+        raise BuildError(
+            "work_dir",
+            f"{sets} is {what}: it must be a folder of yours that only you may write",
+            "remove it (and check who else writes into this work_dir), then build again",
+        )
 
 
 def _switch(sets: str, gen: str) -> None:

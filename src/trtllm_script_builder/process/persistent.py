@@ -38,7 +38,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trtllm_script_builder.atomic import read_regular, write_file
+from trtllm_script_builder.atomic import read_regular, read_regular_stat, write_file
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
@@ -111,8 +111,13 @@ def load_state(repo_root: str | Path) -> AllocState | None:
     path = state_dir(repo_root) / STATE_FILE
     # a state file is a few hundred bytes; never through a link nor from a named pipe, which
     # held submit and release for ever (decision shared-work-dir)
-    data = read_regular(str(path), 0, values.MAX_ARG_BYTES)
-    if data is None:
+    got = read_regular_stat(str(path), 0, values.MAX_ARG_BYTES)
+    if got is None:
+        return None
+    data, st = got
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        # another user's, or open to them, in a team's checkout: what it says (the image, the
+        # mounts, whether the install ran) is not taken (decision records-acted-on-are-own)
         return None
     try:
         return AllocState.model_validate(parse_json(data.decode()))
@@ -200,19 +205,25 @@ def checkout_mark(repo_root: str | Path) -> str:
     return "tsb-persistent-" + hashlib.sha256(real.encode()).hexdigest()[:16]
 
 
-def made_here(job_id: str, repo_root: str | Path, host: Runner) -> bool:
-    """Whether the allocation carries this checkout's mark: a state file names an allocation,
-    but it may have come with a copied checkout (`cp -a`) or from another process, and its
-    allocation is another checkout's (decision persistent-own-allocation). An allocation that
-    is gone carries no mark."""
-    res = host(["squeue", "-h", "-j", job_id, "-o", "%k"])
-    return res.rc == 0 and res.out.split() == [checkout_mark(repo_root)]
+def host_user(host: Host) -> str:
+    """The user the scheduler's tools run as on `host`: the last word of its `check`."""
+    return (host.check().out.split() or [current_user()])[-1]
+
+
+def made_here(job_id: str, repo_root: str | Path, host: Host) -> bool:
+    """Whether the allocation is this user's and carries this checkout's mark: a state file
+    names an allocation, but it may have come with a copied checkout (`cp -a`), from another
+    process, or from another user of a team's checkout, and the mark is only a comment, which
+    anyone may give their own allocation (decision persistent-own-allocation). An allocation
+    that is gone carries no mark."""
+    res = host(["squeue", "-h", "-j", job_id, "-o", "%u %k"])
+    return res.rc == 0 and res.out.split() == [host_user(host), checkout_mark(repo_root)]
 
 
 def cancel_orphans(account: str, repo_root: str | Path, host: Host, say: Say) -> None:
     """This checkout's allocations under the persistent job name that its state file lost,
     when no step runs in them; any other is named and left alone."""
-    user = (host.check().out.split() or [current_user()])[-1]  # the host's user: its last word
+    user = host_user(host)
     res = host(["squeue", "-u", user, "-h", "-o", "%i %T %k", f"--name={job_name(account)}"])
     mark = checkout_mark(repo_root)
     for line in res.out.splitlines() if res.rc == 0 else []:
@@ -304,8 +315,9 @@ def ensure_allocation(
     state = load_state(spec.repo_root)
     if state is not None and not made_here(state.job_id, spec.repo_root, host):
         say(
-            f"leaving allocation {state.job_id}: the state file names an allocation without this "
-            "checkout's mark (a copied checkout, or another checkout's); not using it"
+            f"leaving allocation {state.job_id}: the state file names an allocation that is not "
+            "this user's with this checkout's mark (a copied checkout, another checkout's or "
+            "another user's); not using it"
         )
         remove_state(spec.repo_root)
         state = None
@@ -417,8 +429,8 @@ def release(repo_root: str | Path, host: Host | None = None) -> str | None:
                 path = state_dir(repo_root) / STATE_FILE
                 raise BuildError(
                     "repo_root",
-                    f"allocation {raw_id}, which {path} names, is not this checkout's (it carries "
-                    "another checkout's mark, or none): it was not cancelled",
+                    f"allocation {raw_id}, which {path} names, is not this checkout's (another "
+                    "user's, or it carries another checkout's mark, or none): it was not cancelled",
                     f"remove {path}; cancel that allocation from the checkout that made it",
                 )
             raw_id = None  # gone already: nothing to cancel

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from trtllm_script_builder.errors import BuildError
+
 NOT_FOUND = 127
 TIMED_OUT = 124
 DEFAULT_TIMEOUT = 120.0
@@ -217,26 +219,46 @@ class Session:
 
 # ---------------------------------------------------------------- background processes
 
-# Runs "$1" with bash, its output to "$2", and writes its exit status to "$3" when it ends,
-# so a later `watch` (not its parent) can read how it ended.
-_WRAPPER = 'bash "$1" >"$2" 2>&1 </dev/null; rc=$?; echo "$rc" >"$3.tmp" && mv "$3.tmp" "$3"'
+# Runs "$1" with bash (its output goes where the caller opened it), and writes its exit status
+# to "$2" when it ends, so a later `watch` (not its parent) can read how it ended. `set -C`: the
+# status is never written through a link someone put at the temporary name (decision
+# job-files-never-through-links).
+_WRAPPER = 'bash "$1" </dev/null; rc=$?; set -C; rm -f -- "$2.tmp"; echo "$rc" >"$2.tmp" && mv -f -- "$2.tmp" "$2"'
 
 
 def spawn_detached(
     script: Path, log: Path, rc_file: Path, cwd: Path, env: Mapping[str, str] | None = None
 ) -> int:
     """Start `bash script > log 2>&1` in its own session (it outlives this process);
-    returns its pid, which is also its process group id."""
+    returns its pid, which is also its process group id.
+
+    The log is made anew, readable by this user only, never through a link: a work_dir may be
+    a team's, and a link another member put at the log's path had the job's output replace the
+    file it named (decision job-files-never-through-links)."""
     rc_file.unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        ["bash", "-c", _WRAPPER, "tsb-run", str(script), str(log), str(rc_file)],
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+        os.unlink(log)  # whatever is there: a link is removed, never followed
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(log, flags, 0o600)
+    except OSError as exc:
+        raise BuildError(
+            "log_file",
+            f"{log} cannot be made ({exc.strerror})",
+            "remove what is in its place, or choose another log_file",
+        ) from None
+    try:
+        proc = subprocess.Popen(
+            ["bash", "-c", _WRAPPER, "tsb-run", str(script), str(rc_file)],
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        os.close(fd)
     return proc.pid
 
 

@@ -55,7 +55,7 @@ from trtllm_script_builder.process.host import Host
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.slurm import submitted_id
-from trtllm_script_builder.process.spec_file import read_job_spec
+from trtllm_script_builder.process.spec_file import check_own_files, read_job_spec
 from trtllm_script_builder.process.ssh import SshTarget
 from trtllm_script_builder.process.submission import (
     Record,
@@ -401,6 +401,7 @@ def load_jobs(members: list[Member], force: bool) -> list[_Job]:
                 "watch the batch with `trtllm-script-builder watch DIR`, or pass --force "
                 "to submit it again",
             )
+        check_own_files(m.work_dir, spec)
         script = Path(spec.script_path)
         try:
             text = script.read_text()

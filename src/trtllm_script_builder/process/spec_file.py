@@ -56,6 +56,52 @@ def read_job_spec(work_dir: Path) -> JobSpec:
     return spec
 
 
+def check_own_files(work_dir: Path, spec: JobSpec) -> None:
+    """Before submit starts anything: job_spec.json and every script it names are regular files
+    of this user's that nobody else may write, as are the folders inside work_dir that hold them,
+    and a link among them is the user's too (decision submitted-files-are-own). In a team's
+    work_dir another member put a job_spec.json of theirs, naming a script of theirs, in place of
+    the link, and the victim's submit (root's, often) sent their script to sbatch."""
+    paths = [str(Path(work_dir) / JOB_SPEC), spec.script_path]
+    paths += [e["script_path"] for e in spec.prerequisites or []]
+    for path in paths:
+        what = _not_own(path, os.path.realpath(work_dir))
+        if what is not None:
+            raise BuildError(
+                "work_dir",
+                f"{path} is {what}: submit starts only files of yours that nobody else may write",
+                "build the job again (and check who else writes into this work_dir)",
+            )
+
+
+def _not_own(path: str, top: str) -> str | None:
+    """What makes `path` (followed through its links) not a file of this user's alone."""
+    me = os.geteuid()
+    try:
+        link = os.lstat(path)
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except FileNotFoundError:
+        return None  # a missing file is named by the submit's own words
+    except OSError as exc:
+        return f"not readable ({exc.strerror})"
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != me:
+        return f"a link of uid {link.st_uid}'s"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_uid != me:
+        return f"owned by uid {st.st_uid}, not by you"
+    if st.st_mode & 0o022:
+        return "writable by others"
+    folder = os.path.dirname(real)
+    while folder.startswith(top + os.sep):  # the set folders between work_dir and the file
+        fst = os.lstat(folder)
+        if fst.st_uid != me or fst.st_mode & 0o022:
+            return f"in {folder}, which is not a folder of yours that only you may write"
+        folder = os.path.dirname(folder)
+    return None
+
+
 def _read(path: Path) -> str:
     """The file's text, through its link into the current set but never from a named pipe: a
     teammate's pipe there held submit, watch and cancel for ever (decision shared-work-dir)."""

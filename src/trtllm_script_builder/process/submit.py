@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.process.spec_file import read_job_spec
+from trtllm_script_builder.process.spec_file import check_own_files, read_job_spec
 from trtllm_script_builder.process.submission import Say, Submission, load_submission
 from trtllm_script_builder.resolve.backend import backend_of
 
@@ -101,6 +101,7 @@ def _submit(
             f"{work_dir} was already submitted ({what}, {previous.submitted_at})",
             "watch it with `trtllm-script-builder watch`, or pass --force to submit it again",
         )
+    check_own_files(work_dir, spec)
     backend = backend_of(spec.execution_scenario)
     backend.refuse_options(spec, ssh_host=ssh_host, persistent=persistent)
     sub: Submission = backend.submit(
