@@ -423,7 +423,7 @@ def test_a_failed_fetch_midway_removes_the_new_clone(
     fake = world.root / "fakebin"
     fake.mkdir()
     (fake / "git").write_text(
-        '#!/bin/sh\ncase "$1" in fetch) echo "fatal: disk full" >&2; exit 128;; esac\n'
+        '#!/bin/sh\ncase " $* " in *" fetch "*) echo "fatal: disk full" >&2; exit 128;; esac\n'
         f'exec {shutil.which("git")} "$@"\n'
     )
     (fake / "git").chmod(0o755)
@@ -850,7 +850,7 @@ def test_a_failing_sync_leaves_the_clone_another_sync_made(world: World) -> None
     fake = world.root / "fakebin"
     fake.mkdir()
     (fake / "git").write_text(
-        '#!/bin/sh\ncase "$1" in fetch) echo "fatal: disk full" >&2; exit 128;; esac\n'
+        '#!/bin/sh\ncase " $* " in *" fetch "*) echo "fatal: disk full" >&2; exit 128;; esac\n'
         f'exec {shutil.which("git")} "$@"\n'
     )
     (fake / "git").chmod(0o755)

@@ -408,9 +408,19 @@ exit 0
 )
 
 
+# Before every remote script (decision sync-cluster-git): the account's session may point git
+# at another repository (GIT_DIR, GIT_WORK_TREE from an rc file or sshd's environment), and a
+# clone others may write may hold hooks or an fsmonitor command of theirs; git runs neither.
+_CLUSTER_GIT = (
+    f"unset {' '.join(_GIT_LOCATION_VARS)}\n"
+    "export GIT_TERMINAL_PROMPT=0\n"
+    'git() { command git -c core.hooksPath=/dev/null -c core.fsmonitor= "$@"; }\n'
+)
+
+
 def _line(script: str, *args: str) -> str:
     """One remote shell line: `sh -c SCRIPT tsb-sync ARGS...`, every value quoted."""
-    return shlex.join(["sh", "-c", script, "tsb-sync", *args])
+    return shlex.join(["sh", "-c", _CLUSTER_GIT + script, "tsb-sync", *args])
 
 
 @dataclass

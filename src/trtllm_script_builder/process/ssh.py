@@ -132,13 +132,25 @@ class SshTarget:
             else hashlib.sha256(f"{self.config}\0{self.host}".encode()).hexdigest()[:_NAME]
         )
         folder = folder.replace("%", "%%")  # ssh expands `%` tokens in the path
+        control = f"{folder}/{name}"
+        if not _PLAIN.fullmatch(control):
+            # ssh splits an option's value at blanks (a home such as `/home/Jane Doe`) unless
+            # it is quoted, and reads `\\` and `"` inside quotes as escapes (its argv_split)
+            control = '"' + control.replace("\\", "\\\\").replace('"', '\\"') + '"'
         argv += [
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={self.connect_timeout}",
             "-o", "ControlMaster=auto",
-            "-o", f"ControlPath={folder}/{name}",
+            "-o", f"ControlPath={control}",
             "-o", f"ControlPersist={CONTROL_PERSIST}",
             "-o", "ServerAliveInterval=30",
+            # the user's ssh config must not turn our calls into something else: a command
+            # of its own (ssh then refuses ours), a terminal (it would mangle the bytes of a
+            # bundle on the input), a local command or forwardings (decision ssh-own-options)
+            "-o", "RemoteCommand=none",
+            "-o", "RequestTTY=no",
+            "-o", "PermitLocalCommand=no",
+            "-o", "ClearAllForwardings=yes",
         ]  # fmt: skip
         return argv
 
