@@ -783,18 +783,27 @@ def start_sync(
 
 
 def said_until(p: subprocess.Popen[str], start: str, timeout: float = 60) -> list[str]:
-    """The lines `p` prints on stderr up to the first that starts with `start`."""
+    """The lines `p` prints on stderr up to the first that starts with `start`. Read a byte at
+    a time from the pipe itself: a buffered reader may hold the awaited line already read
+    while `select` sees an empty pipe (two lines printed at once), and what follows the line
+    stays in the pipe for `communicate`."""
     assert p.stderr is not None
+    fd = p.stderr.fileno()
     lines: list[str] = []
+    line = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not select.select([p.stderr], [], [], 0.2)[0]:
+        if not select.select([fd], [], [], 0.2)[0]:
             continue
-        line = p.stderr.readline()
-        if not line:
+        byte = os.read(fd, 1)
+        if not byte:
             break
-        lines.append(line.rstrip("\n"))
-        if line.startswith(start):
+        if byte != b"\n":
+            line += byte
+            continue
+        lines.append(line.decode())
+        line = b""
+        if lines[-1].startswith(start):
             return lines
     pytest.fail(f"no line starting with {start!r} within {timeout}s: {lines}")
 

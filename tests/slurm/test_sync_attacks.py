@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,12 +24,14 @@ from test_git_sync import (
     lock_of,
     refused,
     remote_tree,
+    said_until,
+    start_sync,
     sync,
     untouched,
     world,
 )
 
-from trtllm_script_builder.errors import ToolFailed
+from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.process.gitsync import sync_checkout
 from trtllm_script_builder.process.ssh import SshRunner, SshTarget
 
@@ -349,3 +352,87 @@ def test_an_account_whose_login_shell_is_not_sh_syncs_paths_of_shell_characters(
         again = sync_checkout(SshTarget(HOST), world.work, str(there))
         assert again.method == "present"
         assert sorted(p.name for p in there.parent.iterdir()) == ["TensorRT-LLM"]
+
+
+# ---------------------------------------------------------------- stale code
+
+
+@pytest.mark.parametrize("stat", ["minimal", "default"])
+def test_an_edit_with_its_time_stamps_put_back_travels(world: World, stat: str) -> None:
+    """A file staged, then changed to other bytes of the same size and its times put back
+    (`touch -r`, as a tool that keeps times does), in a checkout whose git compares only
+    the time stamp and size (`core.checkStat=minimal`, `core.trustctime=false`): the
+    snapshot is of the content."""
+    git(world.work, "config", "core.trustctime", "false")
+    git(world.work, "config", "core.checkStat", stat)
+    f = world.work / "cpp" / "kept.cpp"
+    f.write_text("// staged version\n")
+    git(world.work, "add", "cpp/kept.cpp")
+    keep = world.root / "stamp"
+    subprocess.run(["touch", "-r", str(f), str(keep)], check=True)
+    f.write_text("// edited version\n")  # the same size
+    subprocess.run(["touch", "-r", str(keep), str(f)], check=True)
+    time.sleep(1.1)  # not racily clean: the index is older than this second
+    res = sync(world)
+    assert (world.remote / "cpp" / "kept.cpp").read_text() == "// edited version\n"
+    check_synced(world, res.commit, dirty=False)
+
+
+# ---------------------------------------------------------------- a sync killed at each step
+
+
+@pytest.mark.parametrize(
+    "step", ["_probe", "_create", "_send_bundle", "_checkout", "_build_outputs"]
+)
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_sync_killed_at_any_step_leaves_nothing_the_next_does_not_remove(
+    world: World, step: str, fresh: bool
+) -> None:
+    """SIGKILL (nothing of the sync runs after it) at each step, with and without a clone
+    there: the cluster side removes the lock and an unfinished clone, and the next sync ends
+    with nothing left anywhere: TMPDIR, the origin, the clone's .git, beside the clone."""
+    git(world.work, "remote", "remove", "origin")  # bundles
+    if not fresh:
+        git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    a = start_sync(world, world.work, step, world.root / "never")
+    if step == "_create" and not fresh:
+        a.wait(120)  # no clone to make: it never pauses there
+    else:
+        said_until(a, "tsb-pause")
+        a.kill()
+        a.communicate(timeout=30)
+    with untouched(world):  # nothing left, after the next sync
+        res = sync_checkout(SshTarget(HOST), world.work, str(world.remote), timeout=60)
+    check_synced(world, res.commit)
+    assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]
+    assert not (world.remote / ".git" / "tsb-sync.lock").exists()
+
+
+def test_a_clone_path_linked_to_another_users_clone_is_refused_and_left_alone(
+    world: World,
+) -> None:
+    _as_root()
+    base = Path(tempfile.mkdtemp(prefix="tsb-theirs-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        theirs = base / "TensorRT-LLM"
+        git(world.root, "clone", "-q", "--no-hardlinks", str(world.origin), str(theirs))
+        shutil.chown(base, OTHER_USER)
+        subprocess.run(["chown", "-R", OTHER_USER, str(theirs)], check=True)
+        world.remote.parent.mkdir(parents=True)
+        world.remote.symlink_to(theirs)
+        before = {str(p): p.stat().st_mtime_ns for p in theirs.rglob("*") if p.is_file()}
+        with pytest.raises(BuildError) as caught:
+            sync_checkout(SshTarget(HOST), world.work, str(world.remote))
+        err = caught.value
+        assert list(world.tmp.iterdir()) == []
+        assert {str(p): p.stat().st_mtime_ns for p in theirs.rglob("*") if p.is_file()} == before
+        assert sorted(p.name for p in base.iterdir()) == ["TensorRT-LLM"]
+        assert err.line() == (
+            f"error: remote_repo_path: {HOST}:{world.remote} is a clone of another account "
+            f"({OTHER_USER}), which git there refuses to work in; give a clone of your own (or "
+            "a path that does not exist yet); for a team's clone its owner must let you write "
+            "it and you must trust it (`git config --global --add safe.directory PATH` there)"
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -313,7 +313,15 @@ fi
 cd "$p" 2>/dev/null || { echo state=unreadable; exit 0; }
 [ -n "$(ls -A . 2>/dev/null)" ] || { echo state=empty; exit 0; }
 command -v git >/dev/null 2>&1 || { echo state=nogit; exit 0; }
-top=$(git rev-parse --show-toplevel 2>/dev/null) || { echo state=notgit; exit 0; }
+if ! top=$(git rev-parse --show-toplevel 2>/dev/null); then
+  # git refuses a repository another account owns (its safe.directory check)
+  if [ -d .git ] && [ ! -O . ]; then
+    printf 'state=foreign\nowner=%s\n' "$(ls -ld . | awk '{ print $3 }')"
+  else
+    echo state=notgit
+  fi
+  exit 0
+fi
 [ "$top" = "$(pwd -P)" ] || { echo state=notgit; exit 0; }
 echo state=repo
 printf 'top=%s\n' "$top"
@@ -426,6 +434,7 @@ def _line(script: str, *args: str) -> str:
 @dataclass
 class _Remote:
     state: str
+    owner: str = ""  # of a clone git refuses (state foreign)
     top: str = ""  # the clone's folder, symbolic links resolved
     inode: str = ""  # of that folder
     origin: str = ""
@@ -440,7 +449,7 @@ def _parse_probe(text: str) -> _Remote:
     r = _Remote(state="")
     for line in text.splitlines():
         key, _, value = line.partition("=")
-        if key in ("state", "top", "inode", "origin", "head"):
+        if key in ("state", "owner", "top", "inode", "origin", "head"):
             setattr(r, key, value)
         elif key == "has":
             r.has = value == "yes"
@@ -695,6 +704,15 @@ def _probe(there: _There, path: str, sha: str, where: str) -> _Remote:
     if remote.state == "unreadable":
         raise BuildError(
             "remote_repo_path", f"{where} cannot be entered", "check its permissions there"
+        )
+    if remote.state == "foreign":
+        raise BuildError(
+            "remote_repo_path",
+            f"{where} is a clone of another account ({plain(remote.owner)}), which git there "
+            "refuses to work in",
+            "give a clone of your own (or a path that does not exist yet); for a team's clone "
+            "its owner must let you write it and you must trust it (`git config --global --add "
+            "safe.directory PATH` there)",
         )
     if remote.state == "notgit":
         raise BuildError(

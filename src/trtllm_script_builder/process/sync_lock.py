@@ -88,14 +88,14 @@ take() {  # $1 the lock folder, $2 beside or inside: returns once this shell hol
   printf '%s\n' "$me" >"$L/owner" || { rm -rf -- "$L"; printf 'error=cannot write %s\n' "$L/owner"; quit 54; }
   case $2 in beside) beside=$L ;; *) inside=$L ;; esac
 }
-clone=
-[ ! -d "$p/.git" ] || [ -h "$p/.git" ] || clone=1  # a clone's own git folder
+clone=  # a clone's own git folder this account may write (else the sync changes nothing there)
+[ ! -d "$p/.git" ] || [ -h "$p/.git" ] || [ ! -w "$p/.git" ] || clone=1
 if [ -d "$parent" ] && [ ! -w "$parent" ] && [ -n "$clone" ]; then
   :  # no new clone can be made there: the clone's own lock only
 else
   mkdir -p -- "$parent" 2>/dev/null || { printf 'error=cannot make the folder %s\n' "$parent"; exit 54; }
   take "$parent/.$name.tsb-sync.lock" beside
-  [ ! -d "$p/.git" ] || [ -h "$p/.git" ] || clone=1  # made meanwhile by the sync before
+  [ ! -d "$p/.git" ] || [ -h "$p/.git" ] || [ ! -w "$p/.git" ] || clone=1  # made meanwhile
 fi
 [ -z "$clone" ] || take "$p/.git/tsb-sync.lock" inside
 ( while kill -0 $$ 2>/dev/null; do
