@@ -436,3 +436,61 @@ def test_a_clone_path_linked_to_another_users_clone_is_refused_and_left_alone(
         )
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_another_accounts_live_lock_that_looks_stale_is_not_taken(team_clone: Path) -> None:
+    """The second account's sync holds the lock, but its refresher is gone (killed): no
+    refresh for 10 minutes, yet its shell runs on this host. root, which could remove the
+    folder, waits and gives up naming it instead of taking it over."""
+    import signal
+
+    from trtllm_script_builder.process import gitsync
+    from trtllm_script_builder.process.host import Here
+    from trtllm_script_builder.process.sync_lock import LOCK
+
+    line = gitsync._line(LOCK, str(team_clone), "5", "theirs:1")
+    theirs = subprocess.Popen(
+        ["runuser", "-u", OTHER_USER, "--", "sh", "-c", line],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert theirs.stdout is not None and theirs.stdin is not None
+    lock = team_clone / ".git" / "tsb-sync.lock"
+    try:
+        assert theirs.stdout.readline() == f"lock={lock}\n"
+        assert theirs.stdout.readline() == "locked\n"
+        shell = (lock / "owner").read_text().split()[1]
+        kids = subprocess.run(["ps", "-o", "pid=", "--ppid", shell], capture_output=True, text=True)
+        for kid in kids.stdout.split():  # the refresher
+            os.kill(int(kid), signal.SIGKILL)
+        os.utime(lock, (time.time() - 600,) * 2)
+        mine = Here().start(gitsync._line(LOCK, str(team_clone), "3", "mine:1"))
+        said = [mine.line(30) for _ in range(4)]
+        mine.end(10)
+        assert said[2].startswith("held=") and said[3].startswith("busy="), said
+        assert said[3].split()[3:] == [OTHER_USER, "theirs:1"]
+        assert (lock / "owner").read_text().split()[3:] == [OTHER_USER, "theirs:1"]
+    finally:
+        theirs.stdin.close()
+        assert theirs.wait(30) == 0
+    assert not lock.exists()
+
+
+@pytest.mark.parametrize("part", ["config", "hooks", "."])
+def test_a_clone_whose_git_folder_anyone_may_write_is_refused(world: World, part: str) -> None:
+    """A git config every account may write can name programs git runs (core.sshCommand for
+    the fetch from origin, a submodule's update command, filters): refused before any git
+    step there, naming it; nothing it names runs."""
+    git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    proof = world.root / "ran"
+    git(world.remote, "config", "core.sshCommand", f"touch {proof}; ssh")
+    target = world.remote / ".git" / part
+    target.chmod(0o666 if target.is_file() else 0o777)
+    err = refused(world, BuildError)
+    shown = world.remote / ".git" if part == "." else target
+    assert err.line() == (
+        f"error: remote_repo_path: {HOST}:{world.remote}: {shown} may be changed by every "
+        "account there (world-writable), and git would run the programs its config names; "
+        "make it writable by its owner only (`chmod o-w` there), then sync again"
+    )
+    assert not proof.exists()
+    assert git(world.remote, "rev-parse", "HEAD") == git(world.origin, "rev-parse", "main")

@@ -324,6 +324,11 @@ if ! top=$(git rev-parse --show-toplevel 2>/dev/null); then
 fi
 [ "$top" = "$(pwd -P)" ] || { echo state=notgit; exit 0; }
 echo state=repo
+# what any account may change makes git run their programs (decision sync-cluster-git)
+gd=$(git rev-parse --absolute-git-dir 2>/dev/null)
+for f in "$gd" "$gd/config" "$gd/hooks" "$gd/info"; do
+  [ -z "$(find "$f" -prune -perm -0002 ! -type l 2>/dev/null)" ] || printf 'open=%s\n' "$f"
+done
 printf 'top=%s\n' "$top"
 printf 'inode=%s\n' "$(ls -di . | awk '{ print $1 }')"
 # where origin fetches from (the clone's own insteadOf rewrites applied)
@@ -435,6 +440,7 @@ def _line(script: str, *args: str) -> str:
 class _Remote:
     state: str
     owner: str = ""  # of a clone git refuses (state foreign)
+    open: list[str] = field(default_factory=list)  # its git folder's parts anyone may write
     top: str = ""  # the clone's folder, symbolic links resolved
     inode: str = ""  # of that folder
     origin: str = ""
@@ -451,6 +457,8 @@ def _parse_probe(text: str) -> _Remote:
         key, _, value = line.partition("=")
         if key in ("state", "owner", "top", "inode", "origin", "head"):
             setattr(r, key, value)
+        elif key == "open":
+            r.open.append(value)
         elif key == "has":
             r.has = value == "yes"
         elif key == "changes" and whole_number(value) is not None:
@@ -713,6 +721,13 @@ def _probe(there: _There, path: str, sha: str, where: str) -> _Remote:
             "give a clone of your own (or a path that does not exist yet); for a team's clone "
             "its owner must let you write it and you must trust it (`git config --global --add "
             "safe.directory PATH` there)",
+        )
+    if remote.open:
+        raise BuildError(
+            "remote_repo_path",
+            f"{where}: {plain(remote.open[0])} may be changed by every account there "
+            "(world-writable), and git would run the programs its config names",
+            "make it writable by its owner only (`chmod o-w` there), then sync again",
         )
     if remote.state == "notgit":
         raise BuildError(

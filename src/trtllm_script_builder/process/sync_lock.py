@@ -47,9 +47,13 @@ trap 'quit 57' HUP INT TERM PIPE  # PIPE: the sync is gone
 ended() {  # $1 a lock, $2 its owner line: its holder is gone from this host, or went quiet
   l=$1
   set -- $2
-  if [ "$1" = "$host" ] && [ "$3" = "$uid" ] && [ -n "$2" ] && ! kill -0 "$2" 2>/dev/null; then
-    return 0
-  fi
+  case $2 in ''|*[!0-9]*) ;; *)
+    if [ "$1" = "$host" ]; then
+      # its shell still runs here, whoever's: live, however long since its last refresh
+      ! ps -p "$2" >/dev/null 2>&1 || return 1
+      [ "$3" != "$uid" ] || return 0
+    fi
+  esac
   [ -n "$(find "$l" -prune -mmin +2 2>/dev/null)" ]
 }
 take() {  # $1 the lock folder, $2 beside or inside: returns once this shell holds it
