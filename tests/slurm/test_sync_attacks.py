@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -385,12 +386,14 @@ def test_an_edit_with_its_time_stamps_put_back_travels(world: World, stat: str) 
     "step", ["_probe", "_create", "_send_bundle", "_checkout", "_build_outputs"]
 )
 @pytest.mark.parametrize("fresh", [True, False])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_a_sync_killed_at_any_step_leaves_nothing_the_next_does_not_remove(
-    world: World, step: str, fresh: bool
+    world: World, step: str, fresh: bool, sig: int
 ) -> None:
-    """SIGKILL (nothing of the sync runs after it) at each step, with and without a clone
-    there: the cluster side removes the lock and an unfinished clone, and the next sync ends
-    with nothing left anywhere: TMPDIR, the origin, the clone's .git, beside the clone."""
+    """SIGKILL (nothing of the sync runs after it) or Ctrl-C at each step, with and without a
+    clone there: the cluster side removes the lock and an unfinished clone (after Ctrl-C the
+    sync's own temporaries are gone at once), and the next sync ends with nothing left
+    anywhere: TMPDIR, the origin, the clone's .git, beside the clone."""
     git(world.work, "remote", "remove", "origin")  # bundles
     if not fresh:
         git(world.root, "clone", "-q", str(world.origin), str(world.remote))
@@ -399,8 +402,16 @@ def test_a_sync_killed_at_any_step_leaves_nothing_the_next_does_not_remove(
         a.wait(120)  # no clone to make: it never pauses there
     else:
         said_until(a, "tsb-pause")
-        a.kill()
-        a.communicate(timeout=30)
+        a.send_signal(sig)
+        a.communicate(timeout=60)
+        if sig == signal.SIGINT:
+            assert a.returncode == -sig and list(world.tmp.iterdir()) == []
+            # a new clone goes unless it was whole already (in place before _build_outputs)
+            keep = [] if fresh and step != "_build_outputs" else [world.remote.name]
+            deadline = time.monotonic() + 30  # the cluster side ends with the ssh session
+            while [p.name for p in world.remote.parent.iterdir()] != keep:
+                assert time.monotonic() < deadline, list(world.remote.parent.iterdir())
+                time.sleep(0.1)
     with untouched(world):  # nothing left, after the next sync
         res = sync_checkout(SshTarget(HOST), world.work, str(world.remote), timeout=60)
     check_synced(world, res.commit)
@@ -494,3 +505,50 @@ def test_a_clone_whose_git_folder_anyone_may_write_is_refused(world: World, part
     )
     assert not proof.exists()
     assert git(world.remote, "rev-parse", "HEAD") == git(world.origin, "rev-parse", "main")
+
+
+def test_git_location_variables_here_are_not_followed(
+    world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """GIT_DIR, GIT_WORK_TREE and GIT_INDEX_FILE set in the user's shell (another checkout's):
+    the sync reads repo_root's own repository and changes neither."""
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(world.origin), str(other))
+    (other / "theirs.txt").write_text("the other checkout's\n")
+    for name, value in [
+        ("GIT_DIR", str(other / ".git")),
+        ("GIT_WORK_TREE", str(other)),
+        ("GIT_INDEX_FILE", str(other / ".git" / "index")),
+    ]:
+        monkeypatch.setenv(name, value)
+    before = {str(p): p.read_bytes() for p in other.rglob("*") if p.is_file()}
+    res = sync(world)
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    check_synced(world, res.commit)
+    assert not (world.remote / "theirs.txt").exists()
+    assert {str(p): p.read_bytes() for p in other.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(("length", "used"), [(69, "home"), (70, "tmpdir")])
+def test_a_home_at_the_socket_length_limit(
+    world: World, monkeypatch: pytest.MonkeyPatch, length: int, used: str
+) -> None:
+    """~/.ssh/tsb-control of 69 characters is used (its socket fits sun_path with ssh's
+    suffix); of 70, the private folder in TMPDIR."""
+    base = Path(tempfile.mkdtemp(prefix="tsb-hl-", dir="/tmp"))
+    try:
+        home = base / ("h" * (length - len(str(base)) - len("/.ssh/tsb-control") - 1))
+        home.mkdir()
+        control = home / ".ssh" / "tsb-control"
+        assert len(str(control)) == length
+        tmpdir = base / "t"
+        tmpdir.mkdir(mode=0o700)
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.setenv("TMPDIR", str(tmpdir))
+        monkeypatch.delenv("TSB_SSH_CONTROL_DIR")
+        want = control if used == "home" else tmpdir / f"tsb-ssh-{os.getuid()}"
+        assert _connects() == want
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
