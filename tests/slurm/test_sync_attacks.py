@@ -552,3 +552,40 @@ def test_a_home_at_the_socket_length_limit(
         assert _connects() == want
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("shell", ["tcsh", "bash"])
+def test_a_login_shell_that_prints_a_banner_still_syncs(world: World, shell: str) -> None:
+    """The account's rc file prints lines of its own (a welcome, a module system's notes,
+    one looking like the sync's own `key=value` lines) before every command."""
+    path = shutil.which(shell)
+    if path is None:
+        pytest.skip(f"{shell} is not installed")
+    git(world.work, "remote", "remove", "origin")
+    with account_sshd(f"tsbb{shell}", path) as home:
+        banner = "echo Welcome to the cluster; echo state=notdir; echo work=/tmp; echo locked\n"
+        import pwd
+
+        own = Path(pwd.getpwnam(f"tsbb{shell}").pw_dir)  # where the shell reads its rc files
+        for rc in (".cshrc", ".bashrc", ".profile"):
+            (own / rc).write_text(banner)
+        said = subprocess.run(
+            SshTarget(HOST).line_argv("true"), capture_output=True, text=True, check=True
+        )
+        assert said.stdout.startswith("Welcome to the cluster\n"), said
+        runner = SshRunner(SshTarget(HOST))
+        hello = runner.check().out.splitlines()
+        assert hello == [str(own), str(own), f"tsbb{shell}"]
+        log = home.parent / "job.log"
+        log.write_bytes(b"line one\nstate=x\n\xff")
+        assert runner.read_from(str(log), 5) == b"one\nstate=x\n\xff"
+        there = home / "TensorRT-LLM"
+        with untouched(world):
+            res = sync_checkout(SshTarget(HOST), world.work, str(there))
+        assert remote_tree(there) == expected_tree(world.work)
+        again = sync_checkout(SshTarget(HOST), world.work, str(there))
+        assert again.method == "present"
+        assert sorted(p.name for p in home.iterdir() if not p.name.startswith(".")) == [
+            "TensorRT-LLM"
+        ]
+        assert res.commit == again.commit

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import posixpath
 import re
 import secrets
 import shlex
@@ -470,6 +471,12 @@ def _parse_probe(text: str) -> _Remote:
     return r
 
 
+def _values(out: str, key: str) -> list[str]:
+    """The values of a script's `key=value` lines, the last first (an rc file's lines come
+    before the script's own)."""
+    return [ln.partition("=")[2] for ln in reversed(out.splitlines()) if ln.startswith(f"{key}=")]
+
+
 def repo_key(url: str) -> tuple[str, str]:
     """(host, path) naming one repository whatever the URL's form: scp-like, ssh://,
     https://, file:// or a path; `.git` and slashes at the end do not count, and hosted
@@ -771,7 +778,11 @@ def _create(
     if url:
         say(f"cloning {url} into {where}")
     res = there(_line(_CREATE, path, url))
-    work = next((ln[5:] for ln in res.out.splitlines() if ln.startswith("work=")), "")
+    # the folder _CREATE made, by its name (decision remote-output-marked): lines the
+    # account's rc files print come first and say anything; this folder is removed on failure
+    parent, name = posixpath.split(path)
+    made = re.compile(re.escape(f"{parent}/.{name}.tsb-sync-") + "[A-Za-z0-9]{6}")
+    work = next((w for w in _values(res.out, "work") if made.fullmatch(w)), "")
     if work.startswith("/"):
         lock.send(f"work={work}\n")  # removed there if this process dies before it is whole
     if res.rc != 0 or not work.startswith("/"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shlex
 from collections.abc import Callable, Iterator
 
@@ -25,9 +26,10 @@ _CLEANUP_TIMEOUT = 60.0
 # and refreshes their time every 10 s. A lock whose holder is gone from this host, or that went
 # 2 minutes without a refresh, is removed (one remover at a time, under `<lock>.break`). Lines
 # in: `work=DIR` (a folder this sync made, removed when the input ends without `done`), `done`.
-# Lines out: `lock=` (each lock as it is taken), `held=` (owner, while it waits), then
+# $4 a token: its line `begin=TOKEN` comes first. Lines out: `lock=` (each lock as it is taken), `held=` (owner, while it waits), then
 # `locked`, or `busy=`, `stuck=` (a lock of an ended sync it cannot remove), `error=`.
 LOCK = r"""
+[ -z "$4" ] || printf 'begin=%s\n' "$4"  # what the account's rc files printed is before it
 set -f
 p=$1 wait=$2 from=$3
 parent=$(dirname -- "$p") && name=$(basename -- "$p") || exit 50
@@ -128,11 +130,18 @@ def cluster_lock(
     a folder of this sync's that the host removes if this process dies."""
     wait = int(timeout)
     who = f"{plain(os.uname().nodename)}:{os.getpid()}"
-    session = host.start(shlex.join(["sh", "-c", LOCK, "tsb-sync", path, str(wait), who]))
+    token = secrets.token_hex(8)
+    session = host.start(shlex.join(["sh", "-c", LOCK, "tsb-sync", path, str(wait), who, token]))
     try:
-        lock, said = "", list[str]()
+        lock, said, begun = "", list[str](), False
         while True:
             line = session.line(timeout + 60)
+            if line is not None and not begun:
+                # lines before it are the account's rc files' (decision remote-output-marked)
+                begun = line == f"begin={token}"
+                if not begun:
+                    said.append(line)
+                continue
             if line is None:
                 rc = session.end(_CLEANUP_TIMEOUT)
                 res = CmdResult(rc, "", "\n".join(said) or f"exit status {rc}")
@@ -143,7 +152,7 @@ def cluster_lock(
                         "check the host name and that `ssh HOST true` works without a prompt "
                         "(open a ControlMaster first for MFA hosts)",
                     )
-                if not lock:  # not one line of the script: the login shell ran nothing
+                if not begun:  # not one line of the script: the login shell ran nothing
                     raise ToolFailed(
                         "ssh_host",
                         f"the account's login shell on {host.name} runs no command "
