@@ -195,7 +195,7 @@ def test_an_account_that_cannot_write_beside_the_clone_locks_inside_it(team_clon
     lock = team_clone / ".git" / "tsb-sync.lock"
     assert lock.stat().st_uid != 0
     owner = (lock / "owner").read_text().split()
-    assert owner[3:] == [OTHER_USER, "theirs:1"]
+    assert owner[3:5] == [OTHER_USER, "theirs:1"] and owner[5].isdigit()
     p.stdin.close()
     assert p.wait(30) == 0
     assert not lock.exists()
@@ -478,8 +478,8 @@ def test_another_accounts_live_lock_that_looks_stale_is_not_taken(team_clone: Pa
         said = [mine.line(30) for _ in range(4)]
         mine.end(10)
         assert said[2].startswith("held=") and said[3].startswith("busy="), said
-        assert said[3].split()[3:] == [OTHER_USER, "theirs:1"]
-        assert (lock / "owner").read_text().split()[3:] == [OTHER_USER, "theirs:1"]
+        assert said[3].split()[3:5] == [OTHER_USER, "theirs:1"]
+        assert (lock / "owner").read_text().split()[3:5] == [OTHER_USER, "theirs:1"]
     finally:
         theirs.stdin.close()
         assert theirs.wait(30) == 0
@@ -589,3 +589,19 @@ def test_a_login_shell_that_prints_a_banner_still_syncs(world: World, shell: str
             "TensorRT-LLM"
         ]
         assert res.commit == again.commit
+
+
+def test_a_lock_whose_pid_now_names_another_process_is_taken_over(world: World) -> None:
+    """A lock of a shell that died with its login node (no refresh for 10 minutes), whose pid
+    a process started since holds: not its holder (another start time), so the lock is
+    taken over, not waited for."""
+    node = os.uname().nodename
+    lock = lock_of(world)
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text(f"{node} {os.getpid()} 1001 alice laptop:7 1\n")
+    os.utime(lock, (time.time() - 600,) * 2)
+    said: list[str] = []
+    res = sync_checkout(SshTarget(HOST), world.work, str(world.remote), timeout=5, say=said.append)
+    assert not [s for s in said if s.startswith("waiting")], said
+    check_synced(world, res.commit)
+    assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]

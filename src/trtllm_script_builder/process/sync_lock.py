@@ -35,7 +35,11 @@ p=$1 wait=$2 from=$3
 parent=$(dirname -- "$p") && name=$(basename -- "$p") || exit 50
 host=$(uname -n)
 uid=$(id -u)
-me="$host $$ $uid $(id -un) $from"
+started() {  # $1 a pid: when its process started on this host (Linux's /proc), else -
+  s=$(cut -d')' -f2- "/proc/$1/stat" 2>/dev/null | awk '{ print $20 }')
+  printf '%s\n' "${s:--}"
+}
+me="$host $$ $uid $(id -un) $from $(started $$)"
 beside= inside= work= beat=
 finish() {
   [ -z "$work" ] || rm -rf -- "$work"
@@ -51,8 +55,11 @@ ended() {  # $1 a lock, $2 its owner line: its holder is gone from this host, or
   set -- $2
   case $2 in ''|*[!0-9]*) ;; *)
     if [ "$1" = "$host" ]; then
-      # its shell still runs here, whoever's: live, however long since its last refresh
-      ! ps -p "$2" >/dev/null 2>&1 || return 1
+      # its shell still runs here, whoever's (the same process: its start time, where the
+      # lock has one): live, however long since its last refresh
+      if ps -p "$2" >/dev/null 2>&1 && { [ "${6:--}" = - ] || [ "$(started "$2")" = "$6" ]; }; then
+        return 1
+      fi
       [ "$3" != "$uid" ] || return 0
     fi
   esac
@@ -207,7 +214,8 @@ def plain(text: str) -> str:
 
 
 def _holder(owner: str) -> str:
-    """Who holds a lock, from its owner line (host, pid, uid, user, machine:pid)."""
+    """Who holds a lock, from its owner line (host, pid, uid, user, machine:pid, the pid's
+    start time)."""
     words = owner.split()
     if len(words) < 5:
         return "another sync"
