@@ -605,3 +605,29 @@ def test_a_lock_whose_pid_now_names_another_process_is_taken_over(world: World) 
     assert not [s for s in said if s.startswith("waiting")], said
     check_synced(world, res.commit)
     assert sorted(p.name for p in world.remote.parent.iterdir()) == ["TensorRT-LLM"]
+
+
+def test_lfs_pointers_the_cluster_asked_for_are_named_in_a_note(
+    world: World, tmp_path: Path
+) -> None:
+    """GIT_LFS_SKIP_SMUDGE in the cluster's sessions (set to spare an LFS server): the files
+    stay pointer text there, as asked, and the sync says so instead of passing silently."""
+    from conftest import loopback_sshd
+    from test_git_sync import _committed_lfs_file
+
+    git(world.root, "clone", "-q", str(world.origin), str(world.remote))
+    head = _committed_lfs_file(world)
+    for key, value in [("process", ""), ("smudge", "cat"), ("required", "false")]:
+        git(world.remote, "config", f"filter.lfs.{key}", value)
+    (tmp_path / "srv").mkdir()
+    said: list[str] = []
+    with loopback_sshd(tmp_path / "srv", {"GIT_LFS_SKIP_SMUDGE": "1"}):
+        res = sync_checkout(SshTarget(HOST), world.work, str(world.remote), say=said.append)
+    assert res.commit == head
+    note = (
+        f"Git LFS files at {HOST}:{world.remote} hold pointer text, not their content "
+        "(libkernels.a): GIT_LFS_SKIP_SMUDGE is set there; run `git lfs pull` in the clone "
+        "for them"
+    )
+    assert note in res.notes and f"warning: {note}" in said
+    assert (world.remote / "libkernels.a").read_bytes().startswith(b"version https://git-lfs")

@@ -411,13 +411,16 @@ if [ -n "$4" ] && [ -f .gitmodules ]; then
     </dev/null || exit 53
 fi
 # Git LFS files checked out as pointer text: no git-lfs here, or not set up (decision sync-content)
-[ -n "$GIT_LFS_SKIP_SMUDGE" ] && exit 0
-git -c core.quotePath=false ls-files -- ':(attr:filter=lfs)' 2>/dev/null | while IFS= read -r f; do
-  if [ -f "$f" ] && [ ! -h "$f" ] && head -c 100 -- "$f" | grep -q '^version https://git-lfs'; then
-    printf 'pointer=%s\n' "$f"
-  fi
-done | head -n 3 | grep . && exit 58
-exit 0
+found=$(git -c core.quotePath=false ls-files -- ':(attr:filter=lfs)' 2>/dev/null |
+  while IFS= read -r f; do
+    if [ -f "$f" ] && [ ! -h "$f" ] && head -c 100 -- "$f" | grep -q '^version https://git-lfs'; then
+      printf 'pointer=%s\n' "$f"
+    fi
+  done | head -n 3)
+[ -n "$found" ] || exit 0
+printf '%s\n' "$found"
+[ -z "$GIT_LFS_SKIP_SMUDGE" ] || { echo skipped=yes; exit 0; }  # asked for there: a note
+exit 58
 """
 )
 
@@ -658,7 +661,11 @@ def sync_checkout(
                         _sweep_branches(local, remote, notes, there.timeout)
                     else:
                         method = _transfer(there, local, snap, remote, work, where, notes, say)
-                    _checkout(there, work, sha, where, force or fresh, submodules, force_hint)
+                    for note in _checkout(
+                        there, work, sha, where, force or fresh, submodules, force_hint
+                    ):
+                        notes.append(note)
+                        say(f"warning: {note}")
                     if fresh and there(_line(_PUBLISH, work, path)).rc != 0:
                         raise ToolFailed(
                             "remote_repo_path",
@@ -930,10 +937,17 @@ def _checkout(
     force: bool,
     submodules: bool,
     force_hint: str = FORCE_HINT,
-) -> None:
+) -> list[str]:
+    """Check `sha` out at `path`; the notes to give (LFS files left as pointers there)."""
     res = there(_line(_CHECKOUT, path, sha, "1" if force else "", "1" if submodules else ""))
     if res.rc == 0:
-        return
+        if "yes" not in _values(res.out, "skipped"):
+            return []
+        shown = ", ".join(plain(f) for f in reversed(_values(res.out, "pointer")))
+        return [
+            f"Git LFS files at {where} hold pointer text, not their content ({shown}): "
+            "GIT_LFS_SKIP_SMUDGE is set there; run `git lfs pull` in the clone for them"
+        ]
     if res.rc == _RC_DIRTY:
         probe = _probe(there, path, sha, where)
         raise _dirty(where, probe, force_hint)
