@@ -486,7 +486,7 @@ def test_another_accounts_live_lock_that_looks_stale_is_not_taken(team_clone: Pa
     assert not lock.exists()
 
 
-@pytest.mark.parametrize("part", ["config", "hooks", "."])
+@pytest.mark.parametrize("part", ["config", "hooks", ".", "modules"])
 def test_a_clone_whose_git_folder_anyone_may_write_is_refused(world: World, part: str) -> None:
     """A git config every account may write can name programs git runs (core.sshCommand for
     the fetch from origin, a submodule's update command, filters): refused before any git
@@ -495,6 +495,8 @@ def test_a_clone_whose_git_folder_anyone_may_write_is_refused(world: World, part
     proof = world.root / "ran"
     git(world.remote, "config", "core.sshCommand", f"touch {proof}; ssh")
     target = world.remote / ".git" / part
+    if part == "modules":  # the submodules' repositories and their configs
+        target.mkdir()
     target.chmod(0o666 if target.is_file() else 0o777)
     err = refused(world, BuildError)
     shown = world.remote / ".git" if part == "." else target

@@ -327,7 +327,7 @@ fi
 echo state=repo
 # what any account may change makes git run their programs (decision sync-cluster-git)
 gd=$(git rev-parse --absolute-git-dir 2>/dev/null)
-for f in "$gd" "$gd/config" "$gd/hooks" "$gd/info"; do
+for f in "$gd" "$gd/config" "$gd/hooks" "$gd/info" "$gd/modules"; do
   [ -z "$(find "$f" -prune -perm -0002 ! -type l 2>/dev/null)" ] || printf 'open=%s\n' "$f"
 done
 printf 'top=%s\n' "$top"
