@@ -423,7 +423,7 @@ def test_a_failed_fetch_midway_removes_the_new_clone(
     fake = world.root / "fakebin"
     fake.mkdir()
     (fake / "git").write_text(
-        '#!/bin/sh\ncase "$1" in fetch) echo "fatal: disk full" >&2; exit 128;; esac\n'
+        '#!/bin/sh\ncase " $* " in *" fetch "*) echo "fatal: disk full" >&2; exit 128;; esac\n'
         f'exec {shutil.which("git")} "$@"\n'
     )
     (fake / "git").chmod(0o755)
@@ -783,18 +783,27 @@ def start_sync(
 
 
 def said_until(p: subprocess.Popen[str], start: str, timeout: float = 60) -> list[str]:
-    """The lines `p` prints on stderr up to the first that starts with `start`."""
+    """The lines `p` prints on stderr up to the first that starts with `start`. Read a byte at
+    a time from the pipe itself: a buffered reader may hold the awaited line already read
+    while `select` sees an empty pipe (two lines printed at once), and what follows the line
+    stays in the pipe for `communicate`."""
     assert p.stderr is not None
+    fd = p.stderr.fileno()
     lines: list[str] = []
+    line = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not select.select([p.stderr], [], [], 0.2)[0]:
+        if not select.select([fd], [], [], 0.2)[0]:
             continue
-        line = p.stderr.readline()
-        if not line:
+        byte = os.read(fd, 1)
+        if not byte:
             break
-        lines.append(line.rstrip("\n"))
-        if line.startswith(start):
+        if byte != b"\n":
+            line += byte
+            continue
+        lines.append(line.decode())
+        line = b""
+        if lines[-1].startswith(start):
             return lines
     pytest.fail(f"no line starting with {start!r} within {timeout}s: {lines}")
 
@@ -850,7 +859,7 @@ def test_a_failing_sync_leaves_the_clone_another_sync_made(world: World) -> None
     fake = world.root / "fakebin"
     fake.mkdir()
     (fake / "git").write_text(
-        '#!/bin/sh\ncase "$1" in fetch) echo "fatal: disk full" >&2; exit 128;; esac\n'
+        '#!/bin/sh\ncase " $* " in *" fetch "*) echo "fatal: disk full" >&2; exit 128;; esac\n'
         f'exec {shutil.which("git")} "$@"\n'
     )
     (fake / "git").chmod(0o755)
@@ -981,7 +990,7 @@ def test_the_lock_between_two_accounts(tmp_path: Path) -> None:
             out = as_other()
             assert out[0] == f"lock={shared}/.TensorRT-LLM.tsb-sync.lock"
             assert out[1].startswith("held=") and out[2].startswith("busy=")
-            assert out[1].split()[-1] == "mine:1"
+            assert out[1].split()[4] == "mine:1"
         finally:
             assert held.end(10) == 0
         assert list(shared.iterdir()) == []  # root's lock gone with its session

@@ -272,7 +272,9 @@ def _check_reference(image: str, field: str) -> None:
 
 def check_host(host: str, field: str = "ssh_host") -> str:
     """A host as ssh takes it; a leading `-` would be an option (`-oProxyCommand=...`)."""
-    if not HOST.fullmatch(host) or len(host) > 255:
+    # `user@-oProxyCommand=...`: older ssh clients hand that host to a configured
+    # ProxyCommand's `%h`, where it reads as an option of the proxy program
+    if not HOST.fullmatch(host) or len(host) > 255 or "@-" in host:
         raise BuildError(
             field,
             f"{shown(host[:200])} is not a host name",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import posixpath
 import re
 import secrets
 import shlex
@@ -313,9 +314,22 @@ fi
 cd "$p" 2>/dev/null || { echo state=unreadable; exit 0; }
 [ -n "$(ls -A . 2>/dev/null)" ] || { echo state=empty; exit 0; }
 command -v git >/dev/null 2>&1 || { echo state=nogit; exit 0; }
-top=$(git rev-parse --show-toplevel 2>/dev/null) || { echo state=notgit; exit 0; }
+if ! top=$(git rev-parse --show-toplevel 2>/dev/null); then
+  # git refuses a repository another account owns (its safe.directory check)
+  if [ -d .git ] && [ ! -O . ]; then
+    printf 'state=foreign\nowner=%s\n' "$(ls -ld . | awk '{ print $3 }')"
+  else
+    echo state=notgit
+  fi
+  exit 0
+fi
 [ "$top" = "$(pwd -P)" ] || { echo state=notgit; exit 0; }
 echo state=repo
+# what any account may change makes git run their programs (decision sync-cluster-git)
+gd=$(git rev-parse --absolute-git-dir 2>/dev/null)
+for f in "$gd" "$gd/config" "$gd/hooks" "$gd/info" "$gd/modules"; do
+  [ -z "$(find "$f" -prune -perm -0002 ! -type l 2>/dev/null)" ] || printf 'open=%s\n' "$f"
+done
 printf 'top=%s\n' "$top"
 printf 'inode=%s\n' "$(ls -di . | awk '{ print $1 }')"
 # where origin fetches from (the clone's own insteadOf rewrites applied)
@@ -397,25 +411,40 @@ if [ -n "$4" ] && [ -f .gitmodules ]; then
     </dev/null || exit 53
 fi
 # Git LFS files checked out as pointer text: no git-lfs here, or not set up (decision sync-content)
-[ -n "$GIT_LFS_SKIP_SMUDGE" ] && exit 0
-git -c core.quotePath=false ls-files -- ':(attr:filter=lfs)' 2>/dev/null | while IFS= read -r f; do
-  if [ -f "$f" ] && [ ! -h "$f" ] && head -c 100 -- "$f" | grep -q '^version https://git-lfs'; then
-    printf 'pointer=%s\n' "$f"
-  fi
-done | head -n 3 | grep . && exit 58
-exit 0
+found=$(git -c core.quotePath=false ls-files -- ':(attr:filter=lfs)' 2>/dev/null |
+  while IFS= read -r f; do
+    if [ -f "$f" ] && [ ! -h "$f" ] && head -c 100 -- "$f" | grep -q '^version https://git-lfs'; then
+      printf 'pointer=%s\n' "$f"
+    fi
+  done | head -n 3)
+[ -n "$found" ] || exit 0
+printf '%s\n' "$found"
+[ -z "$GIT_LFS_SKIP_SMUDGE" ] || { echo skipped=yes; exit 0; }  # asked for there: a note
+exit 58
 """
+)
+
+
+# Before every remote script (decision sync-cluster-git): the account's session may point git
+# at another repository (GIT_DIR, GIT_WORK_TREE from an rc file or sshd's environment), and a
+# clone others may write may hold hooks or an fsmonitor command of theirs; git runs neither.
+_CLUSTER_GIT = (
+    f"unset {' '.join(_GIT_LOCATION_VARS)}\n"
+    "export GIT_TERMINAL_PROMPT=0\n"
+    'git() { command git -c core.hooksPath=/dev/null -c core.fsmonitor= "$@"; }\n'
 )
 
 
 def _line(script: str, *args: str) -> str:
     """One remote shell line: `sh -c SCRIPT tsb-sync ARGS...`, every value quoted."""
-    return shlex.join(["sh", "-c", script, "tsb-sync", *args])
+    return shlex.join(["sh", "-c", _CLUSTER_GIT + script, "tsb-sync", *args])
 
 
 @dataclass
 class _Remote:
     state: str
+    owner: str = ""  # of a clone git refuses (state foreign)
+    open: list[str] = field(default_factory=list)  # its git folder's parts anyone may write
     top: str = ""  # the clone's folder, symbolic links resolved
     inode: str = ""  # of that folder
     origin: str = ""
@@ -430,8 +459,10 @@ def _parse_probe(text: str) -> _Remote:
     r = _Remote(state="")
     for line in text.splitlines():
         key, _, value = line.partition("=")
-        if key in ("state", "top", "inode", "origin", "head"):
+        if key in ("state", "owner", "top", "inode", "origin", "head"):
             setattr(r, key, value)
+        elif key == "open":
+            r.open.append(value)
         elif key == "has":
             r.has = value == "yes"
         elif key == "changes" and whole_number(value) is not None:
@@ -441,6 +472,12 @@ def _parse_probe(text: str) -> _Remote:
         elif key == "tip" and _SHA.fullmatch(value) and value not in r.tips:
             r.tips.append(value)
     return r
+
+
+def _values(out: str, key: str) -> list[str]:
+    """The values of a script's `key=value` lines, the last first (an rc file's lines come
+    before the script's own)."""
+    return [ln.partition("=")[2] for ln in reversed(out.splitlines()) if ln.startswith(f"{key}=")]
 
 
 def repo_key(url: str) -> tuple[str, str]:
@@ -624,7 +661,11 @@ def sync_checkout(
                         _sweep_branches(local, remote, notes, there.timeout)
                     else:
                         method = _transfer(there, local, snap, remote, work, where, notes, say)
-                    _checkout(there, work, sha, where, force or fresh, submodules, force_hint)
+                    for note in _checkout(
+                        there, work, sha, where, force or fresh, submodules, force_hint
+                    ):
+                        notes.append(note)
+                        say(f"warning: {note}")
                     if fresh and there(_line(_PUBLISH, work, path)).rc != 0:
                         raise ToolFailed(
                             "remote_repo_path",
@@ -686,6 +727,22 @@ def _probe(there: _There, path: str, sha: str, where: str) -> _Remote:
         raise BuildError(
             "remote_repo_path", f"{where} cannot be entered", "check its permissions there"
         )
+    if remote.state == "foreign":
+        raise BuildError(
+            "remote_repo_path",
+            f"{where} is a clone of another account ({plain(remote.owner)}), which git there "
+            "refuses to work in",
+            "give a clone of your own (or a path that does not exist yet); for a team's clone "
+            "its owner must let you write it and you must trust it (`git config --global --add "
+            "safe.directory PATH` there)",
+        )
+    if remote.open:
+        raise BuildError(
+            "remote_repo_path",
+            f"{where}: {plain(remote.open[0])} may be changed by every account there "
+            "(world-writable), and git would run the programs its config names",
+            "make it writable by its owner only (`chmod o-w` there), then sync again",
+        )
     if remote.state == "notgit":
         raise BuildError(
             "remote_repo_path",
@@ -728,7 +785,11 @@ def _create(
     if url:
         say(f"cloning {url} into {where}")
     res = there(_line(_CREATE, path, url))
-    work = next((ln[5:] for ln in res.out.splitlines() if ln.startswith("work=")), "")
+    # the folder _CREATE made, by its name (decision remote-output-marked): lines the
+    # account's rc files print come first and say anything; this folder is removed on failure
+    parent, name = posixpath.split(path)
+    made = re.compile(re.escape(f"{parent}/.{name}.tsb-sync-") + "[A-Za-z0-9]{6}")
+    work = next((w for w in _values(res.out, "work") if made.fullmatch(w)), "")
     if work.startswith("/"):
         lock.send(f"work={work}\n")  # removed there if this process dies before it is whole
     if res.rc != 0 or not work.startswith("/"):
@@ -876,10 +937,17 @@ def _checkout(
     force: bool,
     submodules: bool,
     force_hint: str = FORCE_HINT,
-) -> None:
+) -> list[str]:
+    """Check `sha` out at `path`; the notes to give (LFS files left as pointers there)."""
     res = there(_line(_CHECKOUT, path, sha, "1" if force else "", "1" if submodules else ""))
     if res.rc == 0:
-        return
+        if "yes" not in _values(res.out, "skipped"):
+            return []
+        shown = ", ".join(plain(f) for f in reversed(_values(res.out, "pointer")))
+        return [
+            f"Git LFS files at {where} hold pointer text, not their content ({shown}): "
+            "GIT_LFS_SKIP_SMUDGE is set there; run `git lfs pull` in the clone for them"
+        ]
     if res.rc == _RC_DIRTY:
         probe = _probe(there, path, sha, where)
         raise _dirty(where, probe, force_hint)

@@ -17,10 +17,12 @@ master connection opened by hand first, e.g. `ssh -fNM -o ControlPath=<dir>/%C H
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import os
 import re
+import secrets
 import shlex
 import stat
 import tarfile
@@ -132,13 +134,25 @@ class SshTarget:
             else hashlib.sha256(f"{self.config}\0{self.host}".encode()).hexdigest()[:_NAME]
         )
         folder = folder.replace("%", "%%")  # ssh expands `%` tokens in the path
+        control = f"{folder}/{name}"
+        if not _PLAIN.fullmatch(control):
+            # ssh splits an option's value at blanks (a home such as `/home/Jane Doe`) unless
+            # it is quoted, and reads `\\` and `"` inside quotes as escapes (its argv_split)
+            control = '"' + control.replace("\\", "\\\\").replace('"', '\\"') + '"'
         argv += [
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={self.connect_timeout}",
             "-o", "ControlMaster=auto",
-            "-o", f"ControlPath={folder}/{name}",
+            "-o", f"ControlPath={control}",
             "-o", f"ControlPersist={CONTROL_PERSIST}",
             "-o", "ServerAliveInterval=30",
+            # the user's ssh config must not turn our calls into something else: a command
+            # of its own (ssh then refuses ours), a terminal (it would mangle the bytes of a
+            # bundle on the input), a local command or forwardings (decision ssh-own-options)
+            "-o", "RemoteCommand=none",
+            "-o", "RequestTTY=no",
+            "-o", "PermitLocalCommand=no",
+            "-o", "ClearAllForwardings=yes",
         ]  # fmt: skip
         return argv
 
@@ -193,12 +207,24 @@ class SshRunner:
         self.timeout = timeout or tool_timeout()
 
     def __call__(self, argv: Sequence[str], cwd: Cwd = None, *, timeout: Secs = None) -> CmdResult:
-        line = self.target.argv(argv, str(cwd) if cwd else None)
-        return run(line, timeout=timeout or self.timeout)
+        return self.shell(remote_line(argv, str(cwd) if cwd else None), timeout=timeout)
 
     def shell(self, line: str, input: Input = None, *, timeout: Secs = None) -> CmdResult:
-        """Run one shell line remotely (the caller quotes every value)."""
-        return run(self.target.line_argv(line), input=input, timeout=timeout or self.timeout)
+        """Run one shell line remotely (the caller quotes every value). Its output is what the
+        line printed: what the account's rc files print before it (a welcome, a module
+        system's notes) is left out, by a random mark the line prints first (decision
+        remote-output-marked)."""
+        mark = secrets.token_hex(8)
+        res = run(
+            self.target.line_argv(f"printf '%s\\n' {mark}; {line}"),
+            input=input,
+            timeout=timeout or self.timeout,
+        )
+        at = res.raw.find(f"{mark}\n".encode())
+        if at < 0:  # the line never ran: ssh failed, or the login shell runs nothing
+            return res
+        raw = res.raw[at + len(mark) + 1 :]
+        return dataclasses.replace(res, raw=raw, out=raw.decode(errors="replace"))
 
     def start(self, line: str) -> Session:
         """Run one shell line remotely, kept running beside the caller (`proc.Session`): its
