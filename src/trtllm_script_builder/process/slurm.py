@@ -223,6 +223,7 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
     res = runner(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT])
     queued = squeue_rows(res.out) if res.rc == 0 else {}
     gone = []
+    ending: dict[str, JobStatus] = {}  # sacct's start records of jobs still ending
     for job in job_ids:
         st = queued.get(job)
         if st is not None and not st.terminal and st.state != ENDING:
@@ -233,7 +234,6 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
         acct = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays(gone), "-o", SACCT_FIELDS])
         rows = sacct_rows(acct.out) if acct.rc == 0 else {}
         lagging: list[str] = []
-        ending: dict[str, JobStatus] = {}
         for job in gone:
             st = rows.get(job) or array_record(rows, job)
             if st is not None and st.terminal:

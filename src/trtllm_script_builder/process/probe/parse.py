@@ -201,7 +201,9 @@ def parse_gres(text: str | None) -> list[Gres]:
         return []
     out: list[Gres] = []
     for item in split_top_level(text):
-        item = re.sub(r"\(.*\)$", "", item).strip()
+        # `(S:0-1)` is cut without a pattern (decision linear-log-patterns)
+        if item.endswith(")") and "(" in item:
+            item = item[: item.index("(")].strip()
         parts = [p for p in item.split(":") if p]
         if not parts:
             continue
