@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +27,40 @@ TIMEOUT_VAR = "TSB_SLURM_TOOL_TIMEOUT"
 def tool_timeout() -> float:
     """Seconds a tool may take before it counts as not answering ($TSB_SLURM_TOOL_TIMEOUT)."""
     return float(os.environ.get(TIMEOUT_VAR) or DEFAULT_TIMEOUT)
+
+
+@dataclass
+class _Box:
+    until: float  # time.monotonic()
+
+
+_BOX: ContextVar[_Box | None] = ContextVar("tsb_time_box", default=None)
+
+
+@contextlib.contextmanager
+def time_box(seconds: float | None) -> Iterator[None]:
+    """Every tool `run` starts inside the block ends by `seconds` from now (None: no bound),
+    so a tool that never answers cannot hold a command past its `--timeout` (decision
+    timeout-bounds-wall-time)."""
+    token = _BOX.set(_Box(time.monotonic() + seconds) if seconds else _BOX.get())
+    try:
+        yield
+    finally:
+        _BOX.reset(token)
+
+
+def extend_time_box(seconds: float) -> None:
+    """Give the tools of the current time box `seconds` from now (the cancel after a timeout,
+    and reading how the jobs ended)."""
+    box = _BOX.get()
+    if box is not None:
+        box.until = max(box.until, time.monotonic() + seconds)
+
+
+def time_left() -> float | None:
+    """Seconds left in the current time box; None outside one."""
+    box = _BOX.get()
+    return None if box is None else box.until - time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -84,6 +119,11 @@ def run(
     limit = tool_timeout() if timeout is None else timeout
     if shutil.which(argv[0]) is None:
         return CmdResult(NOT_FOUND, "", f"{argv[0]}: command not found")
+    left = time_left()
+    if left is not None:
+        if left <= 0:
+            return CmdResult(TIMED_OUT, "", f"{argv[0]}: not run, the time is up", b"", True)
+        limit = min(limit, left)
     with contextlib.ExitStack() as files:
         stdin: Any = subprocess.DEVNULL
         data = input if isinstance(input, bytes) else None

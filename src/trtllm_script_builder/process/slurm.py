@@ -212,6 +212,9 @@ def squeue_rows(text: str) -> dict[str, JobStatus]:
     return rows
 
 
+NO_ANSWER = "no answer"  # JobStatus.source of a poll squeue did not answer in time
+
+
 def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str, JobStatus]:
     """The status of many jobs (plain ids and array tasks `ARRAY_TASK`) in one squeue call,
     plus one sacct call for those that ended; scontrol is asked one by one only about jobs
@@ -221,6 +224,8 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
     if not job_ids:
         return out
     res = runner(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT])
+    if res.timed_out:  # slurmctld does not answer: the other tools ask it too, or sacct lags
+        return {job: JobStatus(job, source=NO_ANSWER) for job in job_ids}
     queued = squeue_rows(res.out) if res.rc == 0 else {}
     gone = []
     ending: dict[str, JobStatus] = {}  # sacct's start records of jobs still ending
