@@ -1,6 +1,7 @@
-"""A selected test file that is no ordinary Python file (a named pipe, /dev/zero, nesting past
-the parser's limit, NULs, a byte order mark, CRLF, a timeout mark of 1e309): `build` ends with
-one clear line and exit 2, or reads it as Python would, never a traceback or a hang."""
+"""A selected test file or a test list that is no ordinary file (a named pipe, /dev/zero, nesting
+past the parser's limit, NULs, a byte order mark, CRLF, a timeout mark of 1e309, a 50 MB line):
+`build` and `build-many` end with one clear line and exit 2, or read it as Python would, never
+a traceback, a hang or memory without bound."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import Env, Run
+from .test_batch import many
 
 
 @pytest.fixture
@@ -75,3 +77,30 @@ def test_a_test_file_python_runs_is_read(
     r = cli([], env.request(test_cmd="pytest accuracy/test_x.py::test_a"))
     assert r.code == 0, r.stderr
     assert "Devices:      2 GPUs" in r.stdout, r.stdout
+
+
+LISTS: dict[str, tuple[str, Callable[[Path], None], str]] = {
+    "fifo": ("list.txt", os.mkfifo, "is not a regular file"),
+    "dev-zero": ("list.txt", lambda f: f.symlink_to("/dev/zero"), "is not a regular file"),
+    "yaml-fifo": ("list.yaml", os.mkfifo, "is not a regular file"),
+    "yaml-dev-zero": ("list.yaml", lambda f: f.symlink_to("/dev/zero"), "is not a regular file"),
+    "one-50-MB-line": (
+        "list.txt",
+        lambda f: f.write_bytes(b"x" * 50_000_000),
+        "error: test_cmd: is longer than 1048576 bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LISTS))
+def test_a_list_that_cannot_be_read_is_refused_in_one_line(
+    cli: Callable[..., Run], env: Env, tmp_path: Path, no_hang: None, kind: str
+) -> None:
+    name, make, reason = LISTS[kind]
+    lst = tmp_path / name
+    make(lst)
+    r = cli(many(env, tmp_path, lst))
+    assert r.code == 2, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert reason in line, line
+    assert not (env.work / "jobs.json").exists()  # nothing written
