@@ -3,6 +3,7 @@ linear in what it is given, and nothing a command waits for outlasts its bound."
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,11 +13,14 @@ import pytest
 from trtllm_script_builder.errors import ToolFailed
 from trtllm_script_builder.process import slurm
 from trtllm_script_builder.process.handles import SlurmJob, read_local
+from trtllm_script_builder.process.probe import parse
+from trtllm_script_builder.process.probe.collect import _probe
 from trtllm_script_builder.process.probe.parse import parse_gres
 from trtllm_script_builder.process.proc import (
+    MAX_OUTPUT,
     TIMED_OUT,
+    TOO_MUCH,
     CmdResult,
-    extend_time_box,
     run,
     time_box,
     time_left,
@@ -66,8 +70,6 @@ def test_a_tool_run_in_a_time_box_ends_with_the_box() -> None:
         assert (res.rc, res.timed_out) == (TIMED_OUT, True)
         assert res.err == "/bin/sh: not run, the time is up"
         assert time.monotonic() - late < 1.0  # not started at all
-        extend_time_box(30)
-        assert run(["/bin/sh", "-c", "echo hi"]).out == "hi\n"
     assert time_left() is None
 
 
@@ -89,3 +91,68 @@ def test_polls_squeue_did_not_answer_end_watch_naming_squeue() -> None:
     job.unknown_since = time.monotonic() - 100
     with pytest.raises(ToolFailed, match="squeue gave no answer about job 41 for 10"):
         job.update(got["41"])
+
+
+def test_a_tool_that_prints_without_end_is_stopped_at_the_output_limit() -> None:
+    """A cluster's `squeue` printing /dev/zero filled memory until its timeout (120 s)."""
+    start = time.monotonic()
+    res = run(["/bin/sh", "-c", "echo asking >&2; exec cat /dev/zero"], timeout=120)
+    assert res.rc == TOO_MUCH and not res.timed_out
+    assert len(res.raw) == MAX_OUTPUT and set(res.raw) == {0}
+    assert res.err == f"asking\n/bin/sh: printed more than {MAX_OUTPUT} bytes; stopped"
+    assert time.monotonic() - start < 60
+
+
+def test_a_tool_given_input_and_printing_both_streams_is_read_whole() -> None:
+    data = b"x" * (3 << 20)  # more than a pipe holds: written while its output is read
+    script = "import sys; d = sys.stdin.buffer.read(); sys.stdout.buffer.write(d); print(len(d), file=sys.stderr)"
+    res = run([sys.executable, "-c", script], input=data, timeout=120)
+    assert (res.rc, res.raw == data, res.err) == (0, True, f"{len(data)}\n")
+
+
+def test_a_big_clusters_nodes_are_read_once_not_once_per_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300 partitions of 5,000 nodes: each node's partition list was split twice per
+    partition (3 million splits, about two minutes when every node is in every partition), and
+    each partition was tried with its own `sbatch --test-only` (300 round trips)."""
+    parts = [f"p{i:03d}" for i in range(300)]
+    sinfo = "\n".join(f"{p}|up|4:00:00|5000|gpu:h100:8(S:0-1)" for p in parts)
+    nodes = "\n".join(
+        f"NodeName=gpu{i:04d} Arch={'aarch64' if i % 2 else 'x86_64'} CPUTot={64 + i % 3} "
+        f"RealMemory=900000 Gres=gpu:h100:8(S:0-1) Partitions={','.join(parts[i % 300 :][:10])}"
+        for i in range(5000)
+    )
+
+    def cluster(argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
+        answers = {
+            "sinfo": sinfo,
+            "sacctmgr": "tsb|tsb|\n",
+            "scontrol show node": nodes,
+            "srun": "MPI plugin types are...\n\tpmix\n",
+            "scontrol show config": "ClusterName = big\nMaxArraySize = 1001\n",
+            "sbatch": "",  # --test-only: every partition may be used
+        }
+        asked.append(argv[0])
+        key = " ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]
+        return CmdResult(0, answers[key]) if key in answers else CmdResult(1, "", "not here")
+
+    asked: list[str] = []
+    splits = 0
+    real = parse.node_partitions
+
+    def counted(node: dict[str, str]) -> list[str]:
+        nonlocal splits
+        splits += 1
+        return real(node)
+
+    monkeypatch.setattr(parse, "node_partitions", counted)
+    env, rc = _probe(None, cluster, "me")
+    assert splits <= 5000
+    assert asked.count("sbatch") == 1  # the preferred partition answered: no other is tried
+    assert (rc, env["errors"]) == (0, []), env["errors"][0][:300]
+    by_name = {p["name"]: p for p in env["partitions"]}
+    assert len(by_name) == 300
+    p0, p1 = by_name["p000"], by_name["p001"]
+    assert (p0["gpus_per_node"], p0["arch"], p0["cpus_per_node"]) == (8, "x86_64", 64)
+    assert p1["arch"] == "x86_64"  # gpu0000 (x86_64) is in p000-p009, gpu0001 from p001 on

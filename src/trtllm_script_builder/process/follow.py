@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.handles import JobHandle, Reader, final_decision
 from trtllm_script_builder.process.perf_sanity import add_perf_sanity
-from trtllm_script_builder.process.proc import extend_time_box, time_left
+from trtllm_script_builder.process.proc import time_left
 from trtllm_script_builder.process.verdict import (
     HANG_TEXT,
     MAX_EVIDENCE,
@@ -41,8 +41,9 @@ from trtllm_script_builder.process.verdict import (
 )
 
 CANCEL_WAIT = 60.0  # seconds to wait for a cancelled job to end
-# After --timeout: seconds the tools get to cancel the jobs, wait for them (CANCEL_WAIT) and read
-# how they ended, however long each would take (decision timeout-bounds-wall-time).
+# After --timeout: seconds the tools get to answer the poll under way, cancel the jobs, wait for
+# them (CANCEL_WAIT) and read how they ended, however long each would take (decision
+# timeout-bounds-wall-time).
 AFTER_TIMEOUT = CANCEL_WAIT + 30.0
 SETTLE = 0.5  # seconds for the last log lines of a job that just ended
 
@@ -459,7 +460,6 @@ class Loop:
                 now = self.clock()
                 if deadline is not None and now >= deadline and not self.timed_out:
                     self.timed_out = True
-                    extend_time_box(AFTER_TIMEOUT)
                     handles = [p.handle for p in open_prereqs] + [t.handle for t in open_jobs]
                     if self.keep_running:
                         what = self.named(handles)

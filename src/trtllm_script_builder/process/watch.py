@@ -18,6 +18,7 @@ from typing import TextIO
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import printable
+from trtllm_script_builder.process import follow
 from trtllm_script_builder.process import host as hosts
 from trtllm_script_builder.process.batch_results import (
     RESULTS_FILE,
@@ -122,7 +123,7 @@ def watch(
     sleep: Callable[[float], None] = time.sleep,
 ) -> WatchResult:
     """Follow the job submitted from work_dir to its end (or the deadline)."""
-    with time_box(timeout):  # a tool that never answers ends at the deadline too
+    with time_box(timeout and timeout + follow.AFTER_TIMEOUT):  # a tool that never answers too
         return _watch(work_dir, timeout, keep_running, poll, ssh_host, console, clock, sleep)
 
 
@@ -196,7 +197,7 @@ def watch_batch(
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchResult:
     """Follow every job of the submitted build-many folder to its end (or the deadline)."""
-    with time_box(timeout):  # a tool that never answers ends at the deadline too
+    with time_box(timeout and timeout + follow.AFTER_TIMEOUT):  # a tool that never answers too
         return _watch_batch(
             folder, timeout, keep_running, poll, console, on_interrupt, ssh_host, clock, sleep
         )
