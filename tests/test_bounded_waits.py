@@ -156,3 +156,22 @@ def test_a_big_clusters_nodes_are_read_once_not_once_per_partition(
     p0, p1 = by_name["p000"], by_name["p001"]
     assert (p0["gpus_per_node"], p0["arch"], p0["cpus_per_node"]) == (8, "x86_64", 64)
     assert p1["arch"] == "x86_64"  # gpu0000 (x86_64) is in p000-p009, gpu0001 from p001 on
+
+
+def test_an_exit_code_of_thousands_of_digits_is_no_exit_code() -> None:
+    """sacct's or scontrol's ExitCode `9999...:0` (5,000 digits) ended watch in a ValueError
+    traceback (Python converts at most 4,300 digits)."""
+    huge = "9" * 5000
+    assert slurm.parse_exit_code(f"{huge}:0") == (None, None)
+    rows = slurm.sacct_rows(f"5|FAILED|{huge}:0|00:01:00|n1|5|2026-12-04T10:00:00")
+    assert (rows["5"].state, rows["5"].exit_code) == ("FAILED", None)
+    st = slurm.status_from_scontrol("5", f"JobId=5 JobState=FAILED ExitCode=0:{huge}")
+    assert (st.state, st.exit_code, st.signal) == ("FAILED", None, None)
+    assert slurm.parse_exit_code(" 1:15 ") == (1, 15)
+
+
+def test_a_nodes_numbers_that_int_cannot_take_are_no_numbers() -> None:
+    huge = "9" * 5000
+    nodes = [{"CPUTot": huge, "RealMemory": "²"}, {"CPUEfctv": "٣", "CPUTot": "64"}]
+    assert parse.node_size(nodes) == (64, None)
+    assert parse.preferred_pmix([f"pmix_v{huge}", "pmix_v4", "pmix"]) == "pmix_v4"

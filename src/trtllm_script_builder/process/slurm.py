@@ -62,7 +62,8 @@ class JobStatus:
         return state.partition(" ")[0].rstrip("+") in TERMINAL
 
 
-_EXIT_CODE = re.compile(r"\s*(\d+):(\d+)\s*")
+# digits bounded: Python refuses to convert 4,300 of them, and a tool's answer may be hostile
+_EXIT_CODE = re.compile(r"\s*(\d{1,9}):(\d{1,9})\s*")
 
 
 def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
@@ -107,7 +108,7 @@ def _started_id(state: str | None, raw: str | None) -> str | None:
     return raw
 
 
-_TASK = re.compile(r"(\d+)_(\d+)")
+_TASK = re.compile(r"(\d{1,18})_(\d{1,9})")
 _ARRAY_ROW = re.compile(r"(\d+)(?:_\[([\d,-]+)(?:%\d+)?\])?")
 
 
