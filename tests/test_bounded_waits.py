@@ -80,12 +80,22 @@ def test_a_nested_box_without_seconds_keeps_the_outer_one() -> None:
 
 
 def test_polls_squeue_did_not_answer_end_watch_naming_squeue() -> None:
+    """slurmctld does not answer squeue: sacct (slurmdbd) is still asked, scontrol (slurmctld
+    again) is not, and a job nothing answered for is marked so."""
+    asked: list[str] = []
+
     def hung(argv: Sequence[str], cwd: Path | None = None) -> CmdResult:
-        assert argv[0] == "squeue"  # sacct and scontrol would ask the same slurmctld
-        return CmdResult(TIMED_OUT, "", "squeue: no answer after 120s", b"", True)
+        asked.append(argv[0])
+        if argv[0] == "sacct":
+            return CmdResult(0, "41|RUNNING|0:0|00:01:00|n1|41|Unknown\n")
+        return CmdResult(TIMED_OUT, "", f"{argv[0]}: no answer after 120s", b"", True)
 
     got = slurm.query_many(hung, ["41", "42_3"], accounting=True)
-    assert {j: s.source for j, s in got.items()} == {"41": NO_ANSWER, "42_3": NO_ANSWER}
+    assert asked == ["squeue", "sacct"]
+    assert (got["41"].state, got["41"].source) == ("RUNNING", "sacct")
+    assert (got["42_3"].known, got["42_3"].source) == (False, NO_ANSWER)
+    got = slurm.query_many(hung, ["41"], accounting=False)
+    assert got["41"].source == NO_ANSWER and asked[-1] == "squeue"
     job = SlurmJob("41", hung, read_local, None, None, None)
     assert not job.update(got["41"])
     job.unknown_since = time.monotonic() - 100

@@ -225,8 +225,7 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
     if not job_ids:
         return out
     res = runner(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT])
-    if res.timed_out:  # slurmctld does not answer: the other tools ask it too, or sacct lags
-        return {job: JobStatus(job, source=NO_ANSWER) for job in job_ids}
+    silent = res.timed_out  # slurmctld does not answer: slurmdbd (sacct) still may
     queued = squeue_rows(res.out) if res.rc == 0 else {}
     gone = []
     ending: dict[str, JobStatus] = {}  # sacct's start records of jobs still ending
@@ -249,8 +248,12 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
                 if st is not None:
                     ending[job] = st
             else:
-                out[job] = st or JobStatus(job)
+                out[job] = st or JobStatus(job, source=NO_ANSWER if silent else "")
         gone = lagging  # squeue has no exit code: slurmctld's record has, while it lasts
+    if gone and silent:  # scontrol would ask the slurmctld that did not answer squeue
+        for job in gone:
+            out[job] = ending.get(job) or JobStatus(job, source=NO_ANSWER)
+        return out
     if gone:
         for job in gone:
             show = runner(["scontrol", "show", "job", "-o", job])
