@@ -185,3 +185,16 @@ def test_a_nodes_numbers_that_int_cannot_take_are_no_numbers() -> None:
     nodes = [{"CPUTot": huge, "RealMemory": "²"}, {"CPUEfctv": "٣", "CPUTot": "64"}]
     assert parse.node_size(nodes) == (64, None)
     assert parse.preferred_pmix([f"pmix_v{huge}", "pmix_v4", "pmix"]) == "pmix_v4"
+
+
+@pytest.mark.parametrize("entry", ["watch", "watch_batch"])
+def test_watch_and_a_batchs_watch_run_in_a_time_box_of_the_timeout_and_after(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, entry: str
+) -> None:
+    from trtllm_script_builder.process import follow
+    from trtllm_script_builder.process import watch as watching
+
+    monkeypatch.setattr(watching, f"_{entry}", lambda *_: time_left())
+    left = getattr(watching, entry)(tmp_path, timeout=5, console=None)
+    assert 5 + follow.AFTER_TIMEOUT - 2 < left <= 5 + follow.AFTER_TIMEOUT
+    assert getattr(watching, entry)(tmp_path, console=None) is None  # no --timeout: no box
