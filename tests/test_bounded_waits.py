@@ -7,11 +7,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from trtllm_script_builder.errors import ToolFailed
-from trtllm_script_builder.process import slurm
+from trtllm_script_builder.process import slurm, slurm_submit
 from trtllm_script_builder.process.handles import SlurmJob, read_local
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import _probe
@@ -198,3 +199,37 @@ def test_watch_and_a_batchs_watch_run_in_a_time_box_of_the_timeout_and_after(
     left = getattr(watching, entry)(tmp_path, timeout=5, console=None)
     assert 5 + follow.AFTER_TIMEOUT - 2 < left <= 5 + follow.AFTER_TIMEOUT
     assert getattr(watching, entry)(tmp_path, console=None) is None  # no --timeout: no box
+
+
+@pytest.mark.parametrize(
+    ("said", "arrays"),
+    [
+        ("0", []),  # arrays off: every job alone
+        ("1", []),  # only index 0: every job alone
+        ("2", ["#SBATCH --array=0-1", "#SBATCH --array=0-1"]),  # and the fifth alone
+        ("1e3", ["#SBATCH --array=0-4"]),  # not a number: Slurm's default, 1001
+        ("9" * 5000, ["#SBATCH --array=0-4"]),
+    ],
+)
+def test_max_array_size_0_1_and_unparsable_in_scontrols_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: str, arrays: list[str]
+) -> None:
+    from .test_batch_submit_watch import COMPILE_KEY, chain_folder
+    from .test_max_array_size import CONFIG, LimitedSbatch, _ask, _driver_ranges
+
+    folder = chain_folder(tmp_path, [COMPILE_KEY] * 5)
+    _ask(folder, None)
+
+    class Said(LimitedSbatch):
+        def __call__(self, argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
+            if list(argv[:3]) == ["scontrol", "show", "config"]:
+                return CmdResult(0, CONFIG.format(said))
+            return super().__call__(argv, cwd)
+
+    fake = Said(int(said) if said.isdigit() and len(said) < 5 else 1001)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
+    batch = slurm_submit.submit_batch(folder, say=lambda _: None)
+    assert _driver_ranges(fake) == arrays
+    assert len({j.job_id for j in batch.jobs}) == 5  # each job submitted once
+    alone = [c for c in fake.calls if c[0] == "sbatch" and c[-1].endswith("x.slurm")]
+    assert len(alone) == 5 - sum(int(a.rsplit("-", 1)[1]) + 1 for a in arrays)
