@@ -13,15 +13,16 @@ import json
 import os
 import re
 import shlex
+import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any, BinaryIO, TextIO
 
 from trtllm_script_builder.atomic import sweep
 from trtllm_script_builder.errors import BuildError
-from trtllm_script_builder.model.values import text_problem
+from trtllm_script_builder.model.values import printable, text_problem
 from trtllm_script_builder.resolve.backend import over_ssh, queued
 from trtllm_script_builder.resolve.commands import normalise_name
 from trtllm_script_builder.resolve.workflow import workflows
@@ -256,9 +257,38 @@ def read_entries(path: Path, target: Target | None = None) -> Iterable[Entry | B
     return _list_entries(path)
 
 
+# A YAML list is read whole: 64 MiB holds tens of thousands of requests.
+MAX_YAML_LIST = 64 << 20
+# A test-list line longer than this is no test id: it is refused without being read whole.
+MAX_LIST_LINE = 1 << 20
+
+
+def _open_list(path: Path) -> BinaryIO:
+    """The list opened for reading when it is a regular file: a named pipe would block
+    build-many for ever and /dev/zero fill its memory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BuildError(
+            "LIST", f"cannot read {path} ({exc.strerror})", "give a readable file"
+        ) from None
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fh.close()
+        raise BuildError("LIST", f"{path} is not a regular file", "give a test list or YAML file")
+    return fh
+
+
 def _list_entries(path: Path) -> Iterator[Entry | Bad]:
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
+    with _open_list(path) as fh:
+        for lineno, raw in enumerate(iter(lambda: fh.readline(MAX_LIST_LINE + 1), b""), 1):
+            if len(raw) > MAX_LIST_LINE and not raw.endswith(b"\n"):
+                yield Bad(
+                    lineno,
+                    printable(raw[:80].decode(errors="replace")),
+                    BuildError("test_cmd", f"is longer than {MAX_LIST_LINE} bytes", "split it"),
+                )
+                return  # the rest of that line is no line of its own
             try:
                 text = (raw.removeprefix(codecs.BOM_UTF8) if lineno == 1 else raw).decode()
             except UnicodeDecodeError:
@@ -281,7 +311,11 @@ def _yaml_entries(path: Path, target: Target) -> list[Entry | Bad]:
 
     loader = yaml_loader()  # as a request file is read: an unquoted 4:00:00 stays a time
     try:
-        root = compose_yaml(path.read_bytes().decode("utf-8-sig"), loader)
+        with _open_list(path) as fh:
+            data = fh.read(MAX_YAML_LIST + 1)
+        if len(data) > MAX_YAML_LIST:
+            raise BuildError("LIST", f"{path} is larger than {MAX_YAML_LIST} bytes", "split it")
+        root = compose_yaml(data.decode("utf-8-sig"), loader)
     except UnicodeDecodeError:
         raise BuildError("LIST", f"{path} is not UTF-8 text", "save it as UTF-8") from None
     except (yaml.YAMLError, ValueError) as exc:

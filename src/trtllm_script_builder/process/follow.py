@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process.handles import JobHandle, Reader, final_decision
 from trtllm_script_builder.process.perf_sanity import add_perf_sanity
+from trtllm_script_builder.process.proc import time_left
 from trtllm_script_builder.process.verdict import (
     HANG_TEXT,
     MAX_EVIDENCE,
@@ -40,6 +41,10 @@ from trtllm_script_builder.process.verdict import (
 )
 
 CANCEL_WAIT = 60.0  # seconds to wait for a cancelled job to end
+# After --timeout: seconds the tools get to answer the poll under way, cancel the jobs, wait for
+# them (CANCEL_WAIT) and read how they ended, however long each would take (decision
+# timeout-bounds-wall-time).
+AFTER_TIMEOUT = CANCEL_WAIT + 30.0
 SETTLE = 0.5  # seconds for the last log lines of a job that just ended
 
 
@@ -399,6 +404,11 @@ class Loop:
         waiting = [p for p in self.open_prereqs() if p.cancelled is not None and not p.shared]
         return not waiting or self.clock() >= self.chain_deadline
 
+    def out_of_time(self) -> bool:
+        """The time after --timeout is used up: what is still open is decided as it stands."""
+        left = time_left()
+        return self.timed_out and left is not None and left <= 0
+
     def run(self) -> Outcome:
         timeout, poll, on_interrupt = self.timeout, max(self.poll, 0.05), self.on_interrupt
         deadline = self.start + timeout if timeout else None
@@ -406,6 +416,14 @@ class Loop:
         while True:
             try:
                 if self.waiting_over():
+                    break
+                if self.out_of_time():
+                    handles = [p.handle for p in self.open_prereqs()]
+                    handles += [t.handle for t in self.open_jobs()]
+                    self.console.say(
+                        f"[watch] no answer within {AFTER_TIMEOUT:g}s after the timeout: "
+                        f"{self.named(handles)} may still be running"
+                    )
                     break
                 open_jobs, open_prereqs = self.open_jobs(), self.open_prereqs()
                 handles = [p.handle for p in open_prereqs] + [t.handle for t in open_jobs]

@@ -266,6 +266,13 @@ class SlurmJob:
         else:
             now = time.monotonic()
             self.unknown_since = self.unknown_since or now
+            if now - self.unknown_since > UNKNOWN_GRACE and st.source == slurm.NO_ANSWER:
+                raise ToolFailed(
+                    "job_id",
+                    f"squeue gave no answer about job {self.job_id} for "
+                    f"{now - self.unknown_since:.0f}s",
+                    "check that slurmctld answers (`squeue`), then watch again",
+                )
             if now - self.unknown_since > UNKNOWN_GRACE:
                 raise ToolFailed(
                     "job_id",

@@ -163,7 +163,7 @@ def _tasks_per_node(spec: JobSpec) -> int:
     lets a later job of the same GPU count run one rank per GPU)."""
     p = spec.slurm_params
     assert p is not None
-    m = re.fullmatch(r"gpu:(?:[^:,]+:)?(\d+)", p.gres or "")
+    m = re.fullmatch(r"gpu:(?:[^:,]+:)?(\d{1,9})", p.gres or "")
     gpus = int(m.group(1)) if m else spec.required_devices // max(p.nodes, 1)
     return max(p.ntasks_per_node, gpus, 1)
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +24,8 @@ from trtllm_script_builder.errors import BuildError
 
 NOT_FOUND = 127
 TIMED_OUT = 124
+TOO_MUCH = 125  # the tool printed more than MAX_OUTPUT bytes on a stream and was stopped
+MAX_OUTPUT = 64 << 20  # decision tool-output-bounded
 DEFAULT_TIMEOUT = 120.0
 TIMEOUT_VAR = "TSB_SLURM_TOOL_TIMEOUT"
 
@@ -28,6 +33,32 @@ TIMEOUT_VAR = "TSB_SLURM_TOOL_TIMEOUT"
 def tool_timeout() -> float:
     """Seconds a tool may take before it counts as not answering ($TSB_SLURM_TOOL_TIMEOUT)."""
     return float(os.environ.get(TIMEOUT_VAR) or DEFAULT_TIMEOUT)
+
+
+@dataclass
+class _Box:
+    until: float  # time.monotonic()
+
+
+_BOX: ContextVar[_Box | None] = ContextVar("tsb_time_box", default=None)
+
+
+@contextlib.contextmanager
+def time_box(seconds: float | None) -> Iterator[None]:
+    """Every tool `run` starts inside the block ends by `seconds` from now (None: no bound),
+    so a tool that never answers cannot hold a command past its `--timeout` (decision
+    timeout-bounds-wall-time)."""
+    token = _BOX.set(_Box(time.monotonic() + seconds) if seconds else _BOX.get())
+    try:
+        yield
+    finally:
+        _BOX.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds left in the current time box; None outside one."""
+    box = _BOX.get()
+    return None if box is None else box.until - time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -86,6 +117,11 @@ def run(
     limit = tool_timeout() if timeout is None else timeout
     if shutil.which(argv[0]) is None:
         return CmdResult(NOT_FOUND, "", f"{argv[0]}: command not found")
+    left = time_left()
+    if left is not None:
+        if left <= 0:
+            return CmdResult(TIMED_OUT, "", f"{argv[0]}: not run, the time is up", b"", True)
+        limit = min(limit, left)
     with contextlib.ExitStack() as files:
         stdin: Any = subprocess.DEVNULL
         data = input if isinstance(input, bytes) else None
@@ -108,7 +144,15 @@ def run(
             return CmdResult(NOT_FOUND, "", f"{argv[0]}: {exc.strerror}")
         with proc:  # as subprocess.run, and the group killed on every way out
             try:
-                out, err = proc.communicate(data, timeout=limit)
+                out, err = _communicate(proc, data, limit)
+            except _TooMuch as exc:
+                _end(proc, own_group)
+                proc.wait()
+                note = f"{argv[0]}: printed more than {MAX_OUTPUT} bytes; stopped"
+                said = _decode(exc.err).rstrip()
+                return CmdResult(
+                    TOO_MUCH, _decode(exc.out), f"{said}\n{note}" if said else note, exc.out
+                )
             except subprocess.TimeoutExpired as exc:
                 _end(proc, own_group)
                 proc.wait()
@@ -126,6 +170,58 @@ def run(
                 if own_group:
                     kill_group(proc.pid, signal.SIGKILL)
     return CmdResult(proc.returncode, _decode(out), _decode(err), out)
+
+
+class _TooMuch(Exception):
+    def __init__(self, out: bytes, err: bytes) -> None:
+        self.out, self.err = out, err
+
+
+def _communicate(
+    proc: subprocess.Popen[bytes], data: bytes | None, limit: float
+) -> tuple[bytes, bytes]:
+    """`proc.communicate(data, limit)`, with at most MAX_OUTPUT bytes kept of each stream: a
+    tool that prints without end (a hostile cluster's `squeue`, /dev/zero) raises _TooMuch
+    instead of filling this process's memory until its timeout."""
+    deadline = time.monotonic() + limit
+    if data is not None and proc.stdin is not None:
+        stdin = proc.stdin
+
+        def feed() -> None:
+            with contextlib.suppress(OSError):  # it ended without reading it all
+                stdin.write(data)
+            with contextlib.suppress(OSError):
+                stdin.close()
+
+        threading.Thread(target=feed, daemon=True).start()
+    fds = [s.fileno() if s is not None else -1 for s in (proc.stdout, proc.stderr)]
+    got = {fd: bytearray() for fd in fds}
+
+    def both() -> tuple[bytes, bytes]:
+        return bytes(got[fds[0]][:MAX_OUTPUT]), bytes(got[fds[1]][:MAX_OUTPUT])
+
+    with selectors.DefaultSelector() as sel:
+        for fd in fds:
+            if fd >= 0:
+                sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            ready = sel.select(left) if left > 0 else []
+            if not ready:
+                raise subprocess.TimeoutExpired(proc.args, limit, *both())
+            for key, _ in ready:
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                got[key.fd] += chunk
+                if len(got[key.fd]) > MAX_OUTPUT:
+                    raise _TooMuch(*both())
+    try:
+        proc.wait(max(deadline - time.monotonic(), 0.01))
+    except subprocess.TimeoutExpired:
+        raise subprocess.TimeoutExpired(proc.args, limit, *both()) from None
+    return both()
 
 
 def _die_with(parent: int) -> Callable[[], None] | None:

@@ -62,7 +62,8 @@ class JobStatus:
         return state.partition(" ")[0].rstrip("+") in TERMINAL
 
 
-_EXIT_CODE = re.compile(r"\s*(\d+):(\d+)\s*")
+# digits bounded: Python refuses to convert 4,300 of them, and a tool's answer may be hostile
+_EXIT_CODE = re.compile(r"\s*(\d{1,9}):(\d{1,9})\s*")
 
 
 def parse_exit_code(text: str | None) -> tuple[int | None, int | None]:
@@ -107,7 +108,7 @@ def _started_id(state: str | None, raw: str | None) -> str | None:
     return raw
 
 
-_TASK = re.compile(r"(\d+)_(\d+)")
+_TASK = re.compile(r"(\d{1,18})_(\d{1,9})")
 _ARRAY_ROW = re.compile(r"(\d+)(?:_\[([\d,-]+)(?:%\d+)?\])?")
 
 
@@ -235,6 +236,9 @@ def squeue_rows(text: str) -> dict[str, JobStatus]:
     return rows
 
 
+NO_ANSWER = "no answer"  # JobStatus.source of a poll squeue did not answer in time
+
+
 def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str, JobStatus]:
     """The status of many jobs (plain ids and array tasks `ARRAY_TASK`) in one squeue call,
     plus one sacct call for those that ended; scontrol is asked one by one only about jobs
@@ -244,8 +248,11 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
     if not job_ids:
         return out
     res = runner(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", SQUEUE_FORMAT])
+    silent = res.timed_out  # slurmctld does not answer: slurmdbd (sacct) still may
     queued = squeue_rows(res.out) if res.rc == 0 else {}
     gone = []
+    ending: dict[str, JobStatus] = {}  # sacct's start records of jobs still ending
+    unseen: set[str] = set()  # array tasks of an array accounting knows, not known themselves
     for job in job_ids:
         st = queued.get(job)
         if st is not None and not st.terminal and st.state != ENDING:
@@ -256,8 +263,6 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
         acct = runner(["sacct", "-X", "-n", "-P", "-j", _with_arrays(gone), "-o", SACCT_FIELDS])
         rows = sacct_rows(acct.out) if acct.rc == 0 else {}
         lagging: list[str] = []
-        ending: dict[str, JobStatus] = {}
-        unseen: set[str] = set()
         for job in gone:
             st = rows.get(job) or array_record(rows, job)
             if st is not None and st.terminal:
@@ -270,8 +275,12 @@ def query_many(runner: Runner, job_ids: list[str], accounting: bool) -> dict[str
                 lagging.append(job)  # started a moment ago, or removed before it started
                 unseen.add(job)
             else:
-                out[job] = st or JobStatus(job)
+                out[job] = st or JobStatus(job, source=NO_ANSWER if silent else "")
         gone = lagging  # squeue has no exit code: slurmctld's record has, while it lasts
+    if gone and silent:  # scontrol would ask the slurmctld that did not answer squeue
+        for job in gone:
+            out[job] = ending.get(job) or JobStatus(job, source=NO_ANSWER)
+        return out
     if gone:
         for job in gone:
             show = runner(["scontrol", "show", "job", "-o", job])

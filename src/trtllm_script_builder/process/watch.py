@@ -18,6 +18,7 @@ from typing import TextIO
 
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import printable
+from trtllm_script_builder.process import follow
 from trtllm_script_builder.process import host as hosts
 from trtllm_script_builder.process.batch_results import (
     RESULTS_FILE,
@@ -36,6 +37,7 @@ from trtllm_script_builder.process.follow import (
     link,
 )
 from trtllm_script_builder.process.handles import LogNames, SlurmJob, SlurmPoller
+from trtllm_script_builder.process.proc import time_box
 from trtllm_script_builder.process.slurm_submit import BatchSubmission, load_batch_submission
 from trtllm_script_builder.process.spec_file import read_job_spec
 from trtllm_script_builder.process.submission import load_submission, write_json
@@ -121,6 +123,20 @@ def watch(
     sleep: Callable[[float], None] = time.sleep,
 ) -> WatchResult:
     """Follow the job submitted from work_dir to its end (or the deadline)."""
+    with time_box(timeout and timeout + follow.AFTER_TIMEOUT):  # a tool that never answers too
+        return _watch(work_dir, timeout, keep_running, poll, ssh_host, console, clock, sleep)
+
+
+def _watch(
+    work_dir: Path,
+    timeout: float | None,
+    keep_running: bool,
+    poll: float,
+    ssh_host: str | None,
+    console: Console | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> WatchResult:
     work_dir = work_dir.resolve()
     console = console or Console(sys.stdout, sys.stderr)
     spec = read_job_spec(work_dir)
@@ -181,6 +197,23 @@ def watch_batch(
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchResult:
     """Follow every job of the submitted build-many folder to its end (or the deadline)."""
+    with time_box(timeout and timeout + follow.AFTER_TIMEOUT):  # a tool that never answers too
+        return _watch_batch(
+            folder, timeout, keep_running, poll, console, on_interrupt, ssh_host, clock, sleep
+        )
+
+
+def _watch_batch(
+    folder: Path,
+    timeout: float | None,
+    keep_running: bool,
+    poll: float,
+    console: Console,
+    on_interrupt: Callable[[int], bool] | None,
+    ssh_host: str | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> BatchResult:
     folder = folder.resolve()
     batch = load_batch_submission(folder)
     if batch is None:

@@ -7,8 +7,11 @@ Only the source is read; nothing is imported or run, so a test file with heavy i
 from __future__ import annotations
 
 import ast
+import math
+import os
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -433,15 +436,25 @@ def _refuse_huge_integers(tree: ast.AST) -> None:
             raise ValueError(f"line {line}: an integer of about {_MAX_DIGITS} digits or more")
 
 
+def read_source(path: str) -> str:
+    """A test file's text: a regular file (a named pipe would block for ever, /dev/zero never
+    ends) of at most MAX_TEST_FILE_CHARS bytes, its UTF-8 byte order mark dropped as Python
+    does; OSError or ValueError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = fh.read(MAX_TEST_FILE_CHARS + 1)
+    if len(data) > MAX_TEST_FILE_CHARS:
+        raise ValueError(f"larger than {MAX_TEST_FILE_CHARS} characters")
+    return data.decode("utf-8-sig", errors="replace")
+
+
 @lru_cache(maxsize=256)
 def inspect_file(path: str) -> FileInfo:
     """Parse one test file once per run, however many selections point at it."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read(MAX_TEST_FILE_CHARS + 1)
-        if len(text) > MAX_TEST_FILE_CHARS:
-            raise ValueError(f"larger than {MAX_TEST_FILE_CHARS} characters")
-        tree = ast.parse(text, filename=path)
+        tree = ast.parse(read_source(path), filename=path)
         _refuse_huge_integers(tree)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         # A 5,000-digit literal (ValueError), a 3,000-term sum (RecursionError in the parser),
@@ -893,8 +906,9 @@ def _timeout_of(decorators: list[ast.expr]) -> int | None:
                 value = ast.literal_eval(d.args[0])
             except ValueError:
                 continue
+            # 1e309 is a float infinity: no number of seconds
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                return int(-(-value // 1))
+                return int(-(-value // 1)) if math.isfinite(value) else None
     return None
 
 
@@ -904,8 +918,8 @@ def _file_timeout_marks(path: str) -> tuple[tuple[str | None, str, int], ...]:
     or of its class: parsed once per run, however many selections point at the file (a group
     of 2,000 lines of one file parsed it 2,000 times)."""
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = ast.parse(read_source(path))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return ()  # size_pytest reports an unreadable file
     scopes: list[tuple[ast.ClassDef | None, list[ast.stmt]]] = [(None, tree.body)]
     scopes += [(c, c.body) for c in tree.body if isinstance(c, ast.ClassDef)]

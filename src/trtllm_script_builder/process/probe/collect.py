@@ -144,6 +144,10 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
         else:
             errors.append(f"scontrol show node failed: {first_line(show)}")
 
+    in_partition: dict[str, list[dict[str, str]]] = {}  # one pass: 5,000 nodes x 300 partitions
+    for n in nodes:
+        for name in dict.fromkeys(parse.node_partitions(n)):
+            in_partition.setdefault(name, []).append(n)
     for name, rs in by_name.items():
         part: dict[str, Any] = {
             "name": name,
@@ -162,15 +166,13 @@ def _probe(partitions: list[str] | None, runner: Runner, user: str) -> tuple[dic
             part["gres"] = gres
             part["gpus_per_node"] = parse.gpu_count(gres)
             part["requires_gres"] = part["gpus_per_node"] is not None
+            mine = in_partition.get(name, [])
             arches = [
                 n["Arch"]
-                for n in nodes
-                if name in parse.node_partitions(n)
-                and n.get("Arch") not in (None, "", "(null)")
-                and _ARCH.fullmatch(n["Arch"])
+                for n in mine
+                if n.get("Arch") not in (None, "", "(null)") and _ARCH.fullmatch(n["Arch"])
             ]
             part["arch"] = arches[0] if arches else None
-            mine = [n for n in nodes if name in parse.node_partitions(n)]
             # a GPU job's share is of the nodes with GPUs
             gpu = [n for n in mine if "gpu" in n.get("Gres", "")]
             part["cpus_per_node"], part["mem_per_node_mb"] = parse.node_size(gpu or mine)
@@ -227,27 +229,26 @@ def choose_default(
     runner: Runner,
     errors: list[str],
 ) -> str:
-    accessible: list[str] = []
     refusals: list[str] = []
-    for name in probed:
+    order = {name: i for i, name in enumerate(rows)}
+
+    def preference(n: str) -> tuple[int, bool, int]:
+        return parse.partition_score(n), not rows[n][0].default, order[n]
+
+    # the best first, up to the first the account may use: one sbatch per partition was 300
+    # round trips to slurmctld on a big cluster
+    for name in sorted(probed, key=preference):
         argv = ["sbatch", "--test-only", f"--partition={name}"]
         if account:
             argv.append(f"--account={account}")
         argv += ["--nodes=1", "--ntasks=1", "--time=00:01:00", "--wrap=true"]
         result = runner(argv)
         if result.rc == 0:
-            accessible.append(name)
-        else:
-            reason = "; ".join(ln.strip() for ln in result.text.splitlines() if ln.strip())
-            refusals.append(f"{name}: {reason or f'exit status {result.rc}'}")
-    if not accessible:
-        errors.append(f"{FALLBACK_ERROR} ({' | '.join(refusals)})")
-        return probed[0]
-    order = {name: i for i, name in enumerate(rows)}
-    return min(
-        accessible,
-        key=lambda n: (parse.partition_score(n), not rows[n][0].default, order[n]),
-    )
+            return name
+        reason = "; ".join(ln.strip() for ln in result.text.splitlines() if ln.strip())
+        refusals.append(f"{name}: {reason or f'exit status {result.rc}'}")
+    errors.append(f"{FALLBACK_ERROR} ({' | '.join(refusals)})")
+    return probed[0]
 
 
 def _name_ok(name: str, what: str, errors: list[str]) -> bool:

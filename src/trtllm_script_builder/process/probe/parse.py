@@ -140,10 +140,10 @@ def node_size(nodes: list[dict[str, str]]) -> tuple[int | None, int | None]:
 
     def least(keys: tuple[str, ...]) -> int | None:
         found = []
-        for n in nodes:
-            value = next((n[k] for k in keys if n.get(k, "").isdigit()), None)
-            if value is not None and int(value) > 0:
-                found.append(int(value))
+        for n in nodes:  # an ASCII number of a sane length: `²` and 5,000 digits are none
+            value = next((v for k in keys if (v := whole_number(n.get(k))) is not None), None)
+            if value is not None and value > 0:
+                found.append(value)
         return min(found) if found else None
 
     return least(("CPUEfctv", "CPUTot")), least(("RealMemory",))
@@ -201,7 +201,9 @@ def parse_gres(text: str | None) -> list[Gres]:
         return []
     out: list[Gres] = []
     for item in split_top_level(text):
-        item = re.sub(r"\(.*\)$", "", item).strip()
+        # `(S:0-1)` is cut without a pattern (decision linear-log-patterns)
+        if item.endswith(")") and "(" in item:
+            item = item[: item.index("(")].strip()
         parts = [p for p in item.split(":") if p]
         if not parts:
             continue
@@ -234,7 +236,7 @@ def pick_gres(values: list[str]) -> str:
 
 # ---------------------------------------------------------------- srun --mpi=list
 
-_PMIX = re.compile(r"pmix(_v\d+)?")
+_PMIX = re.compile(r"pmix(_v[0-9]{1,9})?")  # int() takes it
 
 
 def parse_mpi_list(text: str) -> list[str]:
