@@ -255,8 +255,10 @@ def test_watch_timeout_cancels_the_whole_batch(site: BatchSite, cleanup: list[Pa
     results = json.loads(out.strip().splitlines()[-1])
     assert results["summary"]["verdicts"] == {"TIMEOUT": 4}
     assert results["cancelled_by_watch"] == "timeout"
+    # Throttled to one: one task runs, two wait. The cancel may let the scheduler start a waiting
+    # one before its own kill arrives (decision array-task-removed), so at least one never started.
     never = [r for r in results["jobs"] if r["array_task"] and r["job_id"] == r["array_task"]]
-    assert len(never) >= 2  # throttled to one: at least two tasks never started
+    assert len(never) >= 1
     assert squeue("-j", ",".join(ids), "-o", "%i,%T") == []
     assert squeue("-j", ",".join(ids), "-t", "all", "-o", "%i,%T") == [] or all(
         t[1] in ("CANCELLED", "COMPLETED", "FAILED")
