@@ -28,9 +28,18 @@ def folder(path: Path, mode: int) -> Path:
     return path
 
 
-def refusal(folders: Sequence[Path | str]) -> list[str]:
+class ShellHost:
+    """A cluster's login node for the check alone: its folders are this machine's and its
+    shell lines run here under sh, as over ssh."""
+
+    remote = True
+    name = "login"
+    shell = staticmethod(shell_here)
+
+
+def refusal(folders: Sequence[Path | str], host: Any = None) -> list[str]:
     with pytest.raises(BuildError) as err:
-        check_log_folders(Here(), [str(f) for f in folders])
+        check_log_folders(host or Here(), [str(f) for f in folders])
     return err.value.line().splitlines()
 
 
@@ -204,3 +213,50 @@ def test_a_remote_host_that_cannot_answer_stops_the_submit(
         submit_mod.submit(env.work)
     assert "could not be checked on login (sh: 1: stat: not found)" in err.value.line()
     assert Ssh.made[-1].events == ["shell"]
+
+
+@needs_root
+@pytest.mark.parametrize("host", [Here(), ShellHost()], ids=["here", "over ssh"])
+def test_a_link_another_user_made_on_the_way_to_the_log_folder_is_refused(
+    tmp_path: Path, host: Any
+) -> None:
+    """A sticky /tmp-like folder, a private folder of ours, and a link to it another user made
+    there: they can point it elsewhere between the check and the job."""
+    tmp = folder(tmp_path / "tmp", 0o1777)
+    real = folder(tmp_path / "real", 0o755)
+    link = tmp / "jobs"
+    link.symlink_to(real)
+    os.lchown(link, OTHER_UID, OTHER_UID)
+    (line,) = refusal([link / "w"], host)
+    where = " on login" if host.remote else ""
+    field = "remote_work_dir" if host.remote else "work_dir"
+    assert line == (
+        f"error: {field}: {link}{where} is a link uid {OTHER_UID} made on the way to the log "
+        f"folder {link}/w: they can point it elsewhere between this check and the job; give "
+        "the real folder's path (or a work_dir in a folder only you can write)"
+    )
+    os.lchown(link, 0, 0)
+    check_log_folders(host, [str(link / "w")])
+
+
+@needs_root
+@pytest.mark.parametrize("host", [Here(), ShellHost()], ids=["here", "over ssh"])
+def test_the_same_rules_hold_here_and_over_ssh(tmp_path: Path, host: Any) -> None:
+    where = " on login" if host.remote else ""
+    shared = folder(tmp_path / "shared", 0o777)
+    sticky = folder(tmp_path / "sticky", 0o1777)
+    theirs = folder(tmp_path / "theirs", 0o755)
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    mine = folder(tmp_path / "mine", 0o755)
+    (mine / "planted").symlink_to("/root/.netrc")
+    os.lchown(mine / "planted", OTHER_UID, OTHER_UID)
+    lines = refusal(
+        [folder(shared / "a", 0o755), folder(sticky / "b", 0o755), theirs, mine, sticky / "new"],
+        host,
+    )
+    assert [ln.split(": ", 2)[2].split(":")[0] for ln in lines] == [
+        f"{shared} (holding the log folder {shared}/a){where} can be written by its group and "
+        "others and is not sticky, so they can move the log folder away and put their own there",
+        f"{theirs}{where} is owned by uid {OTHER_UID}, not by you (uid 0)",
+        f"{mine}{where} holds 1 file(s) or link(s) another user made while they could write it",
+    ]

@@ -114,13 +114,15 @@ class _Folder:
     """A log folder as found where the job runs: `at`, the nearest folder of it that exists
     (itself when it does), its physical path, and (uid, mode) of that one and of every folder
     above it up to `/`, in that order; `foreign`, how many entries of the log folder are
-    another user's; `unseen` says why none of it could be read."""
+    another user's; `link`, a link on the way to it that another user made (uid, path);
+    `unseen` says why none of it could be read."""
 
     folder: str
     at: str = ""
     physical: str = ""
     chain: tuple[tuple[int, int], ...] = ()
     foreign: int = 0
+    link: tuple[int, str] | None = None
     unseen: str = ""
 
 
@@ -165,8 +167,22 @@ def _seen_here(folders: list[str]) -> tuple[int, list[_Folder]]:
             found.append(_Folder(folder, unseen=f"{at} is not a folder"))
             continue
         foreign = _foreign_entries(physical) if at == folder else 0
-        found.append(_Folder(folder, at, physical, tuple(chain), foreign))
+        found.append(_Folder(folder, at, physical, tuple(chain), foreign, _foreign_link(folder)))
     return os.geteuid(), found
+
+
+def _foreign_link(path: str) -> tuple[int, str] | None:
+    """The last link on `path` (its own parts, not where they lead) another user made."""
+    me, found = os.geteuid(), None
+    while path not in ("/", ""):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode) and st.st_uid not in (me, 0):
+            found = found or (st.st_uid, path)
+        path = os.path.dirname(path)
+    return found
 
 
 def _foreign_entries(folder: str) -> int:
@@ -179,8 +195,9 @@ def _foreign_entries(folder: str) -> int:
 
 
 # Per folder: the nearest part that exists, its physical path, how many entries in it are
-# another user's (when it is the folder itself), then `uid rawmode` (hex) of it and of each
-# folder above it; `?` when it is not a folder that can be entered.
+# another user's (when it is the folder itself), the first link on the folder's path another
+# user made (`uid path`), then `uid rawmode` (hex) of the nearest part and of each folder above
+# it; `?` when it is not a folder that can be entered.
 _SEE = r"""
 u=$(id -u) || exit 9
 echo "$u"
@@ -192,7 +209,13 @@ for f in {folders}; do
   if [ "$d" = "$f" ]; then
     n=$(find "$p" -mindepth 1 -maxdepth 1 ! -uid "$u" ! -uid 0 -printf x 2>/dev/null | wc -c)
   fi
-  printf '=\t%s\t%s\t%s\n' "$d" "$p" "$n"
+  k=; q=$f
+  while [ "$q" != / ]; do
+    if [ -z "$k" ] && [ -h "$q" ] && o=$(stat -c %u -- "$q") && [ "$o" != "$u" ] &&
+      [ "$o" != 0 ]; then k="$o $q"; fi
+    q=$(dirname -- "$q")
+  done
+  printf '=\t%s\t%s\t%s\t%s\n' "$d" "$p" "$n" "$k"
   while :; do
     stat -c '%u %f' -- "$p" || exit 9
     [ "$p" = / ] && break
@@ -220,18 +243,20 @@ def _seen_remote(runner: Host, folders: list[str]) -> tuple[int, list[_Folder]]:
         if head[0] == "?" and len(head) == 2:
             found.append(_Folder(folder, unseen=f"{head[1]} is not a folder that can be entered"))
             continue
-        if head[0] != "=" or len(head) != 4 or not head[3].strip().isdigit():
+        if head[0] != "=" or len(head) != 5 or not head[3].strip().isdigit():
             raise BuildError(
                 "remote_work_dir",
                 f"{runner.name} answered the check of {folder} with {values.shown(head[0])}",
                 "submit again",
             )
-        _, at, physical, foreign = head
+        _, at, physical, foreign, by = head
+        owner, _, link = by.partition(" ")
         chain = []
         for _ in range(physical.count("/") if physical != "/" else 0):
             chain.append(_uid_mode(next(rows, "")))
         chain.append(_uid_mode(next(rows, "")))
-        found.append(_Folder(folder, at, physical, tuple(chain), int(foreign)))
+        theirs = (int(owner), link) if owner.isdigit() and link else None
+        found.append(_Folder(folder, at, physical, tuple(chain), int(foreign), theirs))
     return int(lines[0]), found
 
 
@@ -260,6 +285,17 @@ def _log_folder_problems(found: _Folder, me: int, where: str) -> list[BuildError
             )
         ]
     out = []
+    if found.link is not None:
+        uid, link = found.link
+        place = f"{link}{where}"
+        out.append(
+            BuildError(
+                field,
+                f"{place} is a link uid {uid} made on the way to the log folder "
+                f"{found.folder}: they can point it elsewhere between this check and the job",
+                "give the real folder's path (or a work_dir in a folder only you can write)",
+            )
+        )
     exists = found.at == found.folder
     paths = [found.physical]
     while paths[-1] != "/":
