@@ -260,3 +260,27 @@ def test_the_same_rules_hold_here_and_over_ssh(tmp_path: Path, host: Any) -> Non
         f"{theirs}{where} is owned by uid {OTHER_UID}, not by you (uid 0)",
         f"{mine}{where} holds 1 file(s) or link(s) another user made while they could write it",
     ]
+
+
+def test_the_log_folders_are_each_jobs_folder_its_patterns_and_its_scripts_options(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import job_spec
+    from trtllm_script_builder.process.slurm_submit import Member, _Job, log_folders
+
+    work = tmp_path / "a%b"
+    spec = job_spec(
+        work_dir=str(work),
+        script_path=str(work / "x.slurm"),
+        log_file_pattern="logs/x_%j.out",
+        error_file_pattern="x_%j.err",
+    )
+    lines = ["#SBATCH --output=/elsewhere/a%%b/x_%j.out", "#SBATCH -e /errs/x_%j.err"]
+    job = _Job(Member(work, ""), spec, work / "x.slurm", lines)
+    assert log_folders([job], False, str(tmp_path)) == [
+        str(tmp_path),
+        str(work),
+        f"{work}/logs",
+        "/elsewhere/a%b",
+        "/errs",
+    ]

@@ -490,7 +490,8 @@ def log_folders(jobs: list[_Job], remote: bool, driver_dir: str | None) -> list[
             patterns += [p.get("log_file_pattern"), p.get("error_file_pattern")]
         for line in j.lines:
             m = _LOG_OPTION.fullmatch(line)
-            patterns.append(m.group(1) if m else None)
+            # sbatch reads `%%` in a path as `%` (a folder's own `%`, escaped by the build)
+            patterns.append(m.group(1).replace("%%", "%") if m else None)
         found.append(base)
         found += [posixpath.dirname(posixpath.join(base, p)) for p in patterns if p]
     return list(dict.fromkeys(found))
