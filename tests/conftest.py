@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 
 from trtllm_script_builder.backends import BACKENDS
 from trtllm_script_builder.cli import main
+from trtllm_script_builder.process.proc import CmdResult
 from trtllm_script_builder.workflows import WORKFLOWS
 
 assert WORKFLOWS.names(), "the built-in workflows are registered for every test"
@@ -346,3 +348,10 @@ def materialise_tests(repo: Path, ids: list[str]) -> None:
             if cls and not funcs:
                 lines.append("    pass")
         path.write_text("\n".join(lines) + "\n")
+
+
+def shell_here(line: str, input: bytes | None = None, **_: Any) -> CmdResult:
+    """What a stand-in for a cluster's login node answers to a shell line: the line run under
+    `sh` on this machine, whose folders play the cluster's (a real host runs it the same way)."""
+    res = subprocess.run(["sh", "-c", line], input=input, capture_output=True, check=False)
+    return CmdResult(res.returncode, res.stdout.decode(), res.stderr.decode(), raw=res.stdout)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import shell_here
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.jobspec import SlurmParams
 from trtllm_script_builder.process import batch_results, host, slurm
@@ -1065,7 +1066,11 @@ def test_the_progress_line_shows_the_compiles_percent(tmp_path: Path) -> None:
 
 
 class FakeSsh(FakeSbatch):
-    """SshRunner of a remote batch: check, copy and remote commands, all recorded in order."""
+    """SshRunner of a remote batch: check, copy and remote commands, all recorded in order;
+    shell lines run here (the log folders' check)."""
+
+    remote = True
+    name = "login1"
 
     def __init__(self, target: Any) -> None:
         super().__init__()
@@ -1082,6 +1087,10 @@ class FakeSsh(FakeSbatch):
     def copy(self, files: list[Path], remote_dir: str) -> CmdResult:
         self.events.append(f"copy {remote_dir}")
         return CmdResult(0)
+
+    def shell(self, line: str, input: Any = None, **_: Any) -> CmdResult:
+        self.events.append("shell")
+        return shell_here(line, input)
 
     def __call__(self, argv: Any, cwd: Any = None, **_: Any) -> CmdResult:
         self.events.append(f"{argv[0]} in {cwd}")
@@ -1133,9 +1142,10 @@ def test_a_remote_batch_syncs_each_checkout_once_and_submits_the_remote_scripts(
     (ssh,) = FakeSsh.made
     # once for the three, named after the first job's folder (its `sync --force` hint)
     assert synced == [("/ROOT/repo", "/remote/TensorRT-LLM", "job0", SshTarget(ssh.target))]
-    # the sync first, then the copies, then the import and compile from the first job's
-    # remote folder and the array after them
-    assert ssh.events[:2] == ["check", "sync"]
+    # the log folders checked first (one command for all), then the sync, then the copies,
+    # then the import and compile from the first job's remote folder and the array after them
+    assert ssh.events[:3] == ["check", "shell", "sync"]
+    assert ssh.events.count("shell") == 1
     assert [e for e in ssh.events if e.startswith("sbatch")] == [
         "sbatch in /remote/batch/job0",
         "sbatch in /remote/batch/job0",

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import shell_here
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process import submit as submit_mod
 from trtllm_script_builder.process.chain import (
@@ -469,6 +470,10 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
     seen: dict[str, list[Any]] = {"copied": [], "argv": []}
 
     class FakeSsh:
+        remote = True
+        name = "login"
+        shell = staticmethod(shell_here)
+
         def __init__(self, target: object) -> None:
             pass
 

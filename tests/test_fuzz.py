@@ -45,14 +45,19 @@ from .conftest import SLURM_ENV, make_repo
 
 IMAGE = "nvcr.io/test/trtllm:x86_64-1"
 RECORDER = """#!/usr/bin/env python3
-# Recording stand-in for {name}: writes its argv and environment as JSON, runs nothing.
+# Recording stand-in for {name}: writes its argv and environment as JSON, runs nothing but
+# ssh's check of the log folders, which it runs under sh here as a login node would (this
+# machine's folders playing the cluster's, where /remote/... is not made yet).
 import json, os, sys
 folder = os.environ["REC_DIR"]
 n = len([f for f in os.listdir(folder) if f.startswith("{name}.")])
 with open(os.path.join(folder, "{name}.%d.json" % n), "w") as f:
     json.dump({{"argv": sys.argv[1:], "env": dict(os.environ)}}, f)
-if "sbatch --parsable" in (sys.argv[-1:] or [""])[0]:
+line = (sys.argv[-1:] or [""])[0]
+if "sbatch --parsable" in line:
     print("4242")  # as sbatch --parsable answers
+if "{name}" == "ssh" and "stat -c" in line:
+    os.execvp("sh", ["sh", "-c", line])
 """
 
 

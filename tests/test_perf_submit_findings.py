@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import shell_here
+
 from .conftest import Env, shared_file, snapshot
 
 PERF = "pytest perf/test_perf_sanity.py::test_e2e[aggr_upload-tiny_cfg-tiny_tp2pp3]"
@@ -195,6 +197,10 @@ def test_folder_submit_py_makes_is_an_expected_output(
     copies: dict[str, list[str]] = {}
 
     class Ssh:
+        remote = True
+        name = "login"
+        shell = staticmethod(shell_here)
+
         def __init__(self, target: object) -> None:
             pass
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import shell_here
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.process import submit as submit_mod
 from trtllm_script_builder.process.chain import decide_prerequisite
@@ -40,6 +41,10 @@ def _build(cli, env: Env, scenario: str = "remote_slurm", **fields: Any):
 
 class _Ssh:
     """SshRunner of a single-job remote submit: sbatch answers 70, 71, ...; all kept."""
+
+    remote = True
+    name = "login"
+    shell = staticmethod(shell_here)
 
     def __init__(self, target: object) -> None:
         self.argvs: list[list[str]] = []

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import shell_here
 from trtllm_script_builder.process import submit as submit_mod
 from trtllm_script_builder.process.proc import CmdResult
 from trtllm_script_builder.process.submission import log_path
@@ -42,6 +43,10 @@ def test_local_submit_records_the_absolute_logs(
 
 
 class _FakeSsh:
+    remote = True
+    name = "login"
+    shell = staticmethod(shell_here)
+
     def __init__(self, target: object) -> None:
         pass
 

@@ -120,3 +120,24 @@ def test_an_unreachable_host_exits_3(remote: Remote) -> None:
     res = CliRunner().invoke(main, ["check", str(work), "--ssh-host", "nohost.invalid"])
     assert res.exit_code == 3, res.output
     assert res.stdout.startswith("problem: ssh_host: ssh nohost.invalid: ")
+
+
+def test_a_remote_log_folder_others_may_write_is_refused_on_the_cluster(remote: Remote) -> None:
+    """The folder the job's Slurm logs go to on the cluster is open to its group: submit
+    checks it there, over ssh, and refuses before copying or submitting anything; closed, the
+    job goes in (decision slurm-logs-folder-is-private)."""
+    there = remote.root / "team_remote"
+    there.mkdir()
+    there.chmod(0o2775)  # a team's folder on the cluster
+    work = remote.build("team", remote_work_dir=str(there))
+    res = CliRunner().invoke(main, ["submit", str(work), "--json"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(
+        f"error: remote_work_dir: {there} on {remote.host} can be written by its group: "
+    )
+    assert f"chmod go-w {there}" in res.stderr
+    assert list(there.iterdir()) == [] and not (work / "submission.json").exists()
+    there.chmod(0o755)
+    res = CliRunner().invoke(main, ["submit", str(work), "--json"])
+    assert res.exit_code == 0, res.output
+    subprocess.run(["scancel", json.loads(res.stdout)["job_id"]], check=False)

@@ -10,8 +10,11 @@ import json
 import os
 import pwd
 import re
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from test_submit_watch import POLL, Live, cli, live, queued
@@ -157,3 +160,65 @@ def test_a_record_naming_another_users_job_makes_root_cancel_nothing(
         assert queued(theirs) in ("PENDING", "RUNNING")
     finally:
         subprocess.run(["scancel", mine], check=False)
+
+
+def test_links_planted_at_the_next_log_names_in_a_team_work_dir_are_never_followed(
+    live: Live, others: list[str]
+) -> None:
+    """The red-team reproduction: tsbother, in the team's group, plants links at the log names
+    of the next job ids (they come in order) in a group-writable work_dir, each naming a file of
+    root's. Root's submit is refused, nothing is submitted and the file is untouched (decision
+    slurm-logs-folder-is-private). Made `chmod go-w`, the folder is still refused while the
+    links made while it was open are in it; without them the job runs and passes."""
+    other = pwd.getpwnam(OTHER)
+    base = Path(tempfile.mkdtemp(prefix="tsb-team-", dir="/tmp"))
+    private = Path(tempfile.mkdtemp(prefix="tsb-victim-", dir="/tmp"))  # root's alone, 0700
+    try:
+        base.chmod(0o755)  # the team reaches its folders
+        victim = private / "victim"
+        victim.write_text("root's file\n")
+        work = base / "team_logs"
+        req = live.request("team_logs", 'echo "1 passed in 0.01s"', work_dir=str(work))
+        assert cli("build", str(req)).code == 0
+        os.chown(work, 0, other.pw_gid)
+        work.chmod(0o2775)  # the team's folder, as umask 002 and a setgid folder make it
+        pattern = json.loads((work / "job_spec.json").read_text())["log_file_pattern"]
+        res = as_other(
+            "sbatch", "--parsable", "--hold", "--partition=cpu", "--account=tsb2",
+            "--time=00:01:00", "--output=/dev/null", "--wrap=true",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        last = res.stdout.strip().split(";")[0]
+        others.append(last)
+        as_other("scancel", last)
+        names = [pattern.replace("%j", str(int(last) + n)) for n in range(1, 41)]
+        names += [n.removesuffix(".out") + ".err" for n in names]
+        for name in names:
+            planted = as_other("ln", "-s", str(victim), str(work / name))
+            assert planted.returncode == 0, planted.stderr
+        res = cli("submit", str(work), "--json")
+        assert res.code == 2, res.stdout + res.stderr
+        assert f"{work} can be written by its group: " in res.stderr
+        assert f"chmod go-w {work}" in res.stderr
+        # and a line for what was planted: closing the folder leaves the links in it
+        assert len(res.stderr.splitlines()) == 2
+        assert f"{work} holds {len(names)} file(s) or link(s) another user made" in res.stderr
+        assert not (work / "submission.json").exists()
+        assert victim.read_text() == "root's file\n"
+
+        work.chmod(0o755)
+        res = cli("submit", str(work), "--json")
+        assert res.code == 2 and f"holds {len(names)} file(s) or link(s)" in res.stderr, res.stderr
+        for name in names:
+            (work / name).unlink()
+        res = cli("submit", str(work), "--json")
+        assert res.code == 0, res.stderr
+        job = json.loads(res.stdout)["job_id"]
+        res = cli("watch", str(work), "--poll", POLL, "--json")
+        assert res.code == 0, res.stderr
+        assert res.json["verdict"] == "PASSED"
+        assert (work / pattern.replace("%j", job)).is_file()
+        assert victim.read_text() == "root's file\n"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)

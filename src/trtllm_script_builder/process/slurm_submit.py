@@ -55,7 +55,11 @@ from trtllm_script_builder.process.host import Host
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.slurm import submitted_id
-from trtllm_script_builder.process.spec_file import check_own_files, read_job_spec
+from trtllm_script_builder.process.spec_file import (
+    check_log_folders,
+    check_own_files,
+    read_job_spec,
+)
 from trtllm_script_builder.process.ssh import SshTarget
 from trtllm_script_builder.process.submission import (
     Record,
@@ -77,6 +81,7 @@ SLURM_MAX_ARRAY_SIZE = 1001  # its default; probe reads the cluster's (decision 
 # The options that name one job's own things; all other #SBATCH lines make the shape.
 _OWN = re.compile(r"#SBATCH\s+(--job-name|--output|--error|-J|-o|-e)(=|\s|$)")
 _DIRECTIVE = re.compile(r"#SBATCH\s.*")
+_LOG_OPTION = re.compile(r"#SBATCH\s+(?:--output|--error|-o|-e)(?:=|\s+)(\S+)\s*")
 
 
 def is_batch(folder: Path) -> bool:
@@ -473,12 +478,36 @@ class _Target:
         return job
 
 
-def _target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
-    """This machine's Slurm, or the remote one the jobs name: reached, its checkouts synced
-    for the compiles, and the jobs' files copied to their remote_work_dir."""
+def log_folders(jobs: list[_Job], remote: bool, driver_dir: str | None) -> list[str]:
+    """Every folder Slurm writes a log of these jobs into, where they run: each job's folder
+    (sbatch's default `slurm-%j.out`), the folders of its log patterns, its prerequisites' and
+    its script's `--output`/`--error`, and the array drivers' folder."""
+    found = [] if driver_dir is None else [driver_dir]
+    for j in jobs:
+        base = _where(j, remote).work_dir
+        patterns = [j.spec.log_file_pattern, j.spec.error_file_pattern]
+        for p in j.spec.prerequisites or []:
+            patterns += [p.get("log_file_pattern"), p.get("error_file_pattern")]
+        for line in j.lines:
+            m = _LOG_OPTION.fullmatch(line)
+            # sbatch reads `%%` in a path as `%` (a folder's own `%`, escaped by the build)
+            patterns.append(m.group(1).replace("%%", "%") if m else None)
+        found.append(base)
+        found += [posixpath.dirname(posixpath.join(base, p)) for p in patterns if p]
+    return list(dict.fromkeys(found))
+
+
+def _target(
+    jobs: list[_Job], override: str | None, say: Say, driver_dir: str | None = None
+) -> _Target:
+    """This machine's Slurm, or the remote one the jobs name: reached, the folders their logs
+    go to checked (decision slurm-logs-folder-is-private), its checkouts synced for the
+    compiles, and the jobs' files copied to their remote_work_dir."""
     be.refuse_options(jobs[0].spec, ssh_host=override)
     if not be.over_ssh(jobs[0].spec.execution_scenario):
-        return _Target(hosts.host_for(None), socket.gethostname())
+        here = hosts.host_for(None)
+        check_log_folders(here, log_folders(jobs, False, driver_dir))
+        return _Target(here, socket.gethostname())
     names = {resolve_ssh_host(j.spec, override) for j in jobs}
     if len(names) > 1:
         raise BuildError(
@@ -491,6 +520,7 @@ def _target(jobs: list[_Job], override: str | None, say: Say) -> _Target:
     hello = on.check()
     if hello.rc != 0:
         raise ssh_failed(hello, host)
+    check_log_folders(on, log_folders(jobs, True, driver_dir))
     commits = _sync_checkouts(jobs, SshTarget(host), say)
     for repo in dict.fromkeys(j.spec.remote_repo_path for j in jobs if j.spec.remote_repo_path):
         if on(["test", "-d", repo]).rc != 0:
@@ -641,13 +671,14 @@ def submit_slurm(
 
     _refuse_shared_wheel_dirs(jobs)
     groups = group_by_shape([shape(j.spec) for j in jobs])
-    target = _target(jobs, ssh_host, say)
-    remote = target.ssh_host is not None
+    remote = be.over_ssh(jobs[0].spec.execution_scenario)
     driver_dir = str(folder)
     if folder is not None:
         if remote and any(len(g) > 1 for g in groups):
             driver_dir = remote_batch_dir([_remote(j).work_dir for j in jobs], folder.name)
         check_sbatch_value(driver_dir, "remote_work_dir" if remote else "work_dir")
+    arrays = folder is not None and any(len(g) > 1 for g in groups)
+    target = _target(jobs, ssh_host, say, driver_dir if arrays else None)
     started: list[str] = []
     try:
         return _submit_all(folder, jobs, groups, target, started, driver_dir, max_running, say)

@@ -1,18 +1,25 @@
-"""Reading WORK_DIR/job_spec.json back: the one reader check, submit, watch and run share."""
+"""Reading WORK_DIR/job_spec.json back: the one reader check, submit, watch and run share; and
+the checks submit makes of what it hands to Slurm, in a work_dir that may be a team's
+(decisions submitted-files-are-own and slurm-logs-folder-is-private)."""
 
 from __future__ import annotations
 
 import errno
 import os
+import posixpath
+import shlex
 import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from trtllm_script_builder.errors import BuildError
+from trtllm_script_builder.errors import BuildError, refusal
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import DataError, parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
+from trtllm_script_builder.process.host import Host
 
 JOB_SPEC = "job_spec.json"
 MAX_SPEC = 64 * 1024 * 1024  # bytes of a job_spec.json
@@ -100,6 +107,246 @@ def _not_own(path: str, top: str) -> str | None:
             return f"in {folder}, which is not a folder of yours that only you may write"
         folder = os.path.dirname(folder)
     return None
+
+
+@dataclass
+class _Folder:
+    """A log folder as found where the job runs: `at`, the nearest folder of it that exists
+    (itself when it does), its physical path, and (uid, mode) of that one and of every folder
+    above it up to `/`, in that order; `foreign`, how many entries of the log folder are
+    another user's; `link`, a link on the way to it that another user made (uid, path);
+    `unseen` says why none of it could be read."""
+
+    folder: str
+    at: str = ""
+    physical: str = ""
+    chain: tuple[tuple[int, int], ...] = ()
+    foreign: int = 0
+    link: tuple[int, str] | None = None
+    unseen: str = ""
+
+
+def check_log_folders(runner: Host, folders: Iterable[str]) -> None:
+    """Before anything goes to sbatch: slurmstepd opens a job's `--output`/`--error` itself,
+    as the submitting user (root, often), following a link at the log's name, before the
+    script runs. So each folder the logs go to must be the user's (or root's) and not writable
+    by group or others, and each folder above it writable by none but its owner and root, or
+    sticky; else one line per folder and nothing is submitted (decision
+    slurm-logs-folder-is-private). Checked where the jobs run: here, or over ssh in one
+    command for all the folders."""
+    wanted = list(dict.fromkeys(posixpath.normpath(f) for f in folders))
+    if not wanted:
+        return
+    me, found = _seen_remote(runner, wanted) if runner.remote else _seen_here(wanted)
+    where = f" on {runner.name}" if runner.remote else ""
+    problems = [p for f in found for p in _log_folder_problems(f, me, where)]
+    if problems:
+        raise refusal(problems)
+
+
+def _seen_here(folders: list[str]) -> tuple[int, list[_Folder]]:
+    found = []
+    for folder in folders:
+        at = folder
+        while not os.path.exists(at) and at != "/":
+            at = os.path.dirname(at)
+        physical = os.path.realpath(at)
+        chain = []
+        path = physical
+        try:
+            while True:
+                st = os.stat(path)
+                chain.append((st.st_uid, st.st_mode))
+                if path == "/":
+                    break
+                path = os.path.dirname(path)
+        except OSError as exc:
+            found.append(_Folder(folder, unseen=f"{path} cannot be read ({exc.strerror})"))
+            continue
+        if not stat.S_ISDIR(chain[0][1]):
+            found.append(_Folder(folder, unseen=f"{at} is not a folder"))
+            continue
+        foreign = _foreign_entries(physical) if at == folder else 0
+        found.append(_Folder(folder, at, physical, tuple(chain), foreign, _foreign_link(folder)))
+    return os.geteuid(), found
+
+
+def _foreign_link(path: str) -> tuple[int, str] | None:
+    """The last link on `path` (its own parts, not where they lead) another user made."""
+    me, found = os.geteuid(), None
+    while path not in ("/", ""):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode) and st.st_uid not in (me, 0):
+            found = found or (st.st_uid, path)
+        path = os.path.dirname(path)
+    return found
+
+
+def _foreign_entries(folder: str) -> int:
+    me = os.geteuid()
+    try:
+        with os.scandir(folder) as entries:
+            return sum(1 for e in entries if e.stat(follow_symlinks=False).st_uid not in (me, 0))
+    except OSError:
+        return 0  # gone or unreadable: the checks of its owner and mode still hold
+
+
+# Per folder: the nearest part that exists, its physical path, how many entries in it are
+# another user's (when it is the folder itself), the first link on the folder's path another
+# user made (`uid path`), then `uid rawmode` (hex) of the nearest part and of each folder above
+# it; `?` when it is not a folder that can be entered.
+_SEE = r"""
+u=$(id -u) || exit 9
+echo "$u"
+for f in {folders}; do
+  d=$f
+  while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname -- "$d"); done
+  p=$(cd -P -- "$d" 2>/dev/null && pwd -P) || {{ printf '?\t%s\n' "$d"; continue; }}
+  n=0
+  if [ "$d" = "$f" ]; then
+    n=$(find "$p" -mindepth 1 -maxdepth 1 ! -uid "$u" ! -uid 0 -printf x 2>/dev/null | wc -c)
+  fi
+  k=; q=$f
+  while [ "$q" != / ]; do
+    if [ -z "$k" ] && [ -h "$q" ] && o=$(stat -c %u -- "$q") && [ "$o" != "$u" ] &&
+      [ "$o" != 0 ]; then k="$o $q"; fi
+    q=$(dirname -- "$q")
+  done
+  printf '=\t%s\t%s\t%s\t%s\n' "$d" "$p" "$n" "$k"
+  while :; do
+    stat -c '%u %f' -- "$p" || exit 9
+    [ "$p" = / ] && break
+    p=$(dirname -- "$p")
+  done
+done
+"""
+
+
+def _seen_remote(runner: Host, folders: list[str]) -> tuple[int, list[_Folder]]:
+    res = runner.shell(_SEE.format(folders=" ".join(shlex.quote(f) for f in folders)))
+    lines = res.out.splitlines()
+    if res.rc != 0 or not lines or not lines[0].isdigit():
+        said = (res.err.strip().splitlines() or ["no answer"])[-1]
+        raise BuildError(
+            "remote_work_dir",
+            f"the folders the jobs' logs go to could not be checked on {runner.name} ({said})",
+            "check that the host has a POSIX sh, GNU stat and the folders can be read, "
+            "then submit again",
+        )
+    found: list[_Folder] = []
+    rows = iter(lines[1:])
+    for folder in folders:
+        head = next(rows, "").split("\t")
+        if head[0] == "?" and len(head) == 2:
+            found.append(_Folder(folder, unseen=f"{head[1]} is not a folder that can be entered"))
+            continue
+        if head[0] != "=" or len(head) != 5 or not head[3].strip().isdigit():
+            raise BuildError(
+                "remote_work_dir",
+                f"{runner.name} answered the check of {folder} with {values.shown(head[0])}",
+                "submit again",
+            )
+        _, at, physical, foreign, by = head
+        owner, _, link = by.partition(" ")
+        chain = []
+        for _ in range(physical.count("/") if physical != "/" else 0):
+            chain.append(_uid_mode(next(rows, "")))
+        chain.append(_uid_mode(next(rows, "")))
+        theirs = (int(owner), link) if owner.isdigit() and link else None
+        found.append(_Folder(folder, at, physical, tuple(chain), int(foreign), theirs))
+    return int(lines[0]), found
+
+
+def _uid_mode(row: str) -> tuple[int, int]:
+    uid, _, mode = row.partition(" ")
+    try:
+        return int(uid), int(mode, 16)
+    except ValueError:
+        return -1, 0o777  # unreadable: taken as open to all, so it is refused
+
+
+def _log_folder_problems(found: _Folder, me: int, where: str) -> list[BuildError]:
+    """One line per folder that lets another user put a link at a log's name."""
+    field = "remote_work_dir" if where else "work_dir"
+    why = (
+        "Slurm opens the job's logs there itself, following a link another user plants at a "
+        "log's name, so the job's output would replace the file it names"
+    )
+    if found.unseen:
+        place = f"{found.folder}{where}"
+        return [
+            BuildError(
+                field,
+                f"{place}: {found.unseen}, so the folder the job's logs go to cannot be checked",
+                "check the folder",
+            )
+        ]
+    out = []
+    if found.link is not None:
+        uid, link = found.link
+        place = f"{link}{where}"
+        out.append(
+            BuildError(
+                field,
+                f"{place} is a link uid {uid} made on the way to the log folder "
+                f"{found.folder}: they can point it elsewhere between this check and the job",
+                "give the real folder's path (or a work_dir in a folder only you can write)",
+            )
+        )
+    exists = found.at == found.folder
+    paths = [found.physical]
+    while paths[-1] != "/":
+        paths.append(posixpath.dirname(paths[-1]))
+    for i, (path, (uid, mode)) in enumerate(zip(paths, found.chain, strict=True)):
+        named = path if path == found.folder else f"{path} (holding the log folder {found.folder})"
+        place = f"{named}{where}"
+        if i == 0 and exists:
+            if uid not in (me, 0):
+                out.append(
+                    BuildError(
+                        field,
+                        f"{place} is owned by uid {uid}, not by you (uid {me}): {why}",
+                        "give a work_dir in a folder of yours that only you can write",
+                    )
+                )
+            elif mode & 0o022:
+                out.append(
+                    BuildError(
+                        field,
+                        f"{place} can be written by {_who(mode)}: {why}",
+                        f"chmod go-w {shlex.quote(path)}, or give a work_dir in a folder only "
+                        "you can write",
+                    )
+                )
+        elif mode & 0o022 and not mode & stat.S_ISVTX:
+            out.append(
+                BuildError(
+                    field,
+                    f"{place} can be written by {_who(mode)} and is not sticky, so "
+                    f"they can move the log folder away and put their own there: {why}",
+                    f"chmod go-w {shlex.quote(path)}, or give a work_dir in a folder only you "
+                    "can write",
+                )
+            )
+    if exists and found.foreign:
+        place = f"{found.folder}{where}"
+        out.append(
+            BuildError(
+                field,
+                f"{place} holds {found.foreign} file(s) or link(s) another user "
+                f"made while they could write it: {why}",
+                f"remove them (find {shlex.quote(found.physical)} -maxdepth 1 ! -user "
+                '"$(id -u)" -ls shows them), then submit again',
+            )
+        )
+    return out
+
+
+def _who(mode: int) -> str:
+    return " and ".join(w for w, bit in (("its group", 0o020), ("others", 0o002)) if mode & bit)
 
 
 def _read(path: Path) -> str:

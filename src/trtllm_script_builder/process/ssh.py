@@ -245,7 +245,9 @@ class SshRunner:
             for f in files:
                 tar.add(str(f), arcname=f.name, recursive=False)
         q = shlex.quote(remote_dir)
-        line = f"mkdir -p -- {q} && tar -x -m --no-same-owner -f - -C {q}"
+        # folders it makes are open to nobody else, whatever the login's umask: the jobs'
+        # logs go there (decision slurm-logs-folder-is-private)
+        line = f"umask 022 && mkdir -p -- {q} && tar -x -m --no-same-owner -f - -C {q}"
         return self.shell(line, input=buf.getvalue())
 
     def read_from(self, path: str, offset: int) -> bytes | None:
