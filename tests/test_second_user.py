@@ -544,6 +544,23 @@ def test_a_set_is_not_open_to_the_team_whatever_the_umask(
         assert d.stat().st_mode & 0o022 == 0, d
 
 
+def test_a_new_work_dir_and_its_parents_are_not_open_to_the_team_whatever_the_umask(
+    cli: Callable[..., Any], env: Env
+) -> None:
+    """Under a team's umask (002) the build made a new work_dir, and the folders above it,
+    group-writable; Slurm writes the job's logs there, so submit refused the folder the build
+    had just made (decision slurm-logs-folder-is-private)."""
+    work = env.root / "new" / "deeper" / "work"
+    old = os.umask(0o002)
+    try:
+        r = cli([], env.request(custom_cmd="echo one", work_dir=str(work)))
+        assert r.code == 0, r.stderr
+    finally:
+        os.umask(old)
+    for d in (work, work.parent, work.parent.parent):
+        assert d.stat().st_mode & 0o777 == 0o755, d
+
+
 @pytest.mark.parametrize("attack", ["job_spec.json", "script", "open script"])
 def test_submit_starts_no_file_another_user_could_have_written(
     env: Env, docker: Path, run_cli: Callable[..., Any], cli: Callable[..., Any], attack: str

@@ -270,7 +270,9 @@ def open_atomically(path: Path, mode: int = 0o644, binary: bool = False) -> Iter
 
 
 def make_folders(folder: str, made: list[str]) -> None:
-    """`mkdir -p folder`, noting in `made` each folder this call made (outermost first)."""
+    """`mkdir -p folder`, noting in `made` each folder this call made (outermost first). The
+    folders are never writable by group or others, whatever the umask: a job's Slurm logs go
+    below them (decision slurm-logs-folder-is-private)."""
     missing: list[str] = []
     d = os.path.abspath(folder)
     while not os.path.lexists(d):
@@ -278,12 +280,12 @@ def make_folders(folder: str, made: list[str]) -> None:
         d = os.path.dirname(d)
     for m in reversed(missing):
         try:
-            os.mkdir(m)
+            os.mkdir(m, 0o755)
         except FileExistsError:  # made by another run meanwhile: not ours to remove
             continue
         made.append(m)
     if not os.path.isdir(folder):
-        os.mkdir(folder)  # what is in the way (a file, a dangling link) says so
+        os.mkdir(folder, 0o755)  # what is in the way (a file, a dangling link) says so
 
 
 def remove_made(made: list[str]) -> None:

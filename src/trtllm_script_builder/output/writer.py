@@ -57,9 +57,9 @@ def staged_set(work_dir: Path, stale: Callable[[str], set[str]] | None = None) -
             sweep_once(work_dir)
         made.append(stage)  # first: a signal right after the mkdir must still remove it
         try:
-            # a set inside a work_dir is never open to the team (decision sets-folder-is-own);
-            # a new work_dir is made as the umask says
-            os.mkdir(stage, 0o777 if fresh else 0o755)
+            # never open to the team, whatever the umask: a set (decision sets-folder-is-own),
+            # nor a new work_dir, where Slurm writes the logs (slurm-logs-folder-is-private)
+            os.mkdir(stage, 0o755)
         except FileExistsError:
             made.remove(stage)  # a new random name already taken: not ours to remove
             raise
