@@ -51,7 +51,10 @@ def test_cancel_a_whole_batch(site: BatchSite) -> None:
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert len(lines) == 4 and all(ln.startswith("cancelled job ") for ln in lines), lines
-    assert squeue("-j", ",".join(ids), "-o", "%i,%T") == []
+    # a cancelled job that ran is COMPLETING while its node cleans up after it (longer on a busy
+    # machine): it no longer runs, and nothing is left pending or running
+    left = squeue("-j", ",".join(ids), "-o", "%i,%T")
+    assert all(state == "COMPLETING" for _, state in left), left
     for job in json.loads((folder / "batch_submission.json").read_text())["jobs"]:
         assert job["job_id"] in res.stdout
     assert Path(folder / "batch_submission.json").is_file()  # the record stays for watch
