@@ -50,7 +50,12 @@ def test_cancel_a_whole_batch(site: BatchSite) -> None:
     res = tsb(site.env, "cancel", str(folder))
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert len(lines) == 4 and all(ln.startswith("cancelled job ") for ln in lines), lines
+    # the three sleepers are cancelled; the quick job may have ended before the cancel (a busy
+    # machine leaves time between submit and cancel), and is then named as such
+    assert len(lines) == 4, lines
+    assert [ln.startswith("cancelled job ") for ln in lines if "test_sleeps" in ln] == [True] * 3
+    tiny = [ln for ln in lines if "test_tiny" in ln]
+    assert len(tiny) == 1 and tiny[0].startswith(("cancelled job ", "already ended: job ")), lines
     # a cancelled job that ran is COMPLETING while its node cleans up after it (longer on a busy
     # machine): it no longer runs, and nothing is left pending or running
     left = squeue("-j", ",".join(ids), "-o", "%i,%T")
