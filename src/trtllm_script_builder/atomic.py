@@ -236,6 +236,35 @@ def read_regular_stat(
         return fh.read(limit), st
 
 
+def open_regular(path: str | Path) -> IO[bytes]:
+    """`path` opened for reading, through its links, when it is a regular file: a named pipe
+    would block the reader for ever and /dev/zero never ends. OSError when it cannot be opened,
+    ValueError when it is not a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        fh.close()
+        raise ValueError("not a regular file")
+    return fh
+
+
+def foreign_links(path: str | Path) -> list[tuple[int, str]]:
+    """(uid, path) of each part of the absolute `path` (its own parts, not where they lead)
+    that is a link neither this user nor root made, outermost first: another user may point
+    it anywhere, at any moment (decisions work-dir-links-are-own and
+    slurm-logs-folder-is-private)."""
+    me, found, part = os.geteuid(), [], "/"
+    for name in Path(os.path.abspath(path)).parts[1:]:
+        part = os.path.join(part, name)
+        try:
+            st = os.lstat(part)
+        except OSError:
+            break  # missing from here on
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (me, 0):
+            found.append((st.st_uid, part))
+    return found
+
+
 def write_file(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     """One file replaced whole, its folder made when missing."""
     with open_atomically(path, mode, binary=isinstance(data, bytes)) as fh:

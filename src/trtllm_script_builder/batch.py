@@ -13,14 +13,13 @@ import json
 import os
 import re
 import shlex
-import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, TextIO
+from typing import IO, Any, TextIO
 
-from trtllm_script_builder.atomic import sweep
+from trtllm_script_builder.atomic import open_regular, sweep
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.model.values import printable, text_problem
 from trtllm_script_builder.resolve.backend import over_ssh, queued
@@ -263,20 +262,19 @@ MAX_YAML_LIST = 64 << 20
 MAX_LIST_LINE = 1 << 20
 
 
-def _open_list(path: Path) -> BinaryIO:
+def _open_list(path: Path) -> IO[bytes]:
     """The list opened for reading when it is a regular file: a named pipe would block
     build-many for ever and /dev/zero fill its memory."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return open_regular(path)
     except OSError as exc:
         raise BuildError(
             "LIST", f"cannot read {path} ({exc.strerror})", "give a readable file"
         ) from None
-    fh = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        fh.close()
-        raise BuildError("LIST", f"{path} is not a regular file", "give a test list or YAML file")
-    return fh
+    except ValueError:
+        raise BuildError(
+            "LIST", f"{path} is not a regular file", "give a test list or YAML file"
+        ) from None
 
 
 def _list_entries(path: Path) -> Iterator[Entry | Bad]:
@@ -584,7 +582,7 @@ def build_many(
 ) -> int:
     """Build every entry; `dry_run` builds each in memory and writes nothing, `as_json` ends
     standard output with one JSON object (the summary and the rows of jobs.json)."""
-    from trtllm_script_builder.build import build, finish, foreign_link, problems_of
+    from trtllm_script_builder.build import build, finish, problems_of, refuse_foreign_link
     from trtllm_script_builder.model.request import load_request
     from trtllm_script_builder.model.site_config import load_site_config
 
@@ -642,15 +640,8 @@ def build_many(
     # Interrupted or failed: the jobs built so far stay whole, but no index is left half-written.
     stack = contextlib.ExitStack()
     index: IO[str] | None = None
-    link = foreign_link(root)
-    if link is not None and not dry_run:
-        raise BuildError(
-            "work_dir",
-            f"{link} is a link another user (uid {os.lstat(link).st_uid}) made: the job's files "
-            "would go wherever they point it",
-            "give the real folder's path, or one without another user's links",
-        )
     if not dry_run:
+        refuse_foreign_link(root)
         try:
             # One run at a time writes a batch folder (decision build-many-folder-lock): a second
             # one, even with --force, would mix its jobs and its index with this one's.

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from trtllm_script_builder.atomic import write_file
+from trtllm_script_builder.atomic import foreign_links, open_regular, write_file
 from trtllm_script_builder.backends import BACKENDS
 from trtllm_script_builder.errors import BuildError, refusal
 from trtllm_script_builder.model import values
@@ -148,20 +148,19 @@ def _guard(result: BuildResult, old: dict[str, Any]) -> None:
         )
 
 
-def foreign_link(work_dir: Path) -> str | None:
-    """The first of work_dir and the folders above it that is a link neither this user nor
-    root made (decision work-dir-links-are-own): another user may point it anywhere, at any
-    moment, as the kernel's protected_symlinks keeps from sticky folders (when it is on)."""
-    path = "/"
-    for part in Path(os.path.abspath(work_dir)).parts[1:]:
-        path = os.path.join(path, part)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return None  # missing from here on: made by the build
-        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (os.geteuid(), 0):
-            return path
-    return None
+def refuse_foreign_link(work_dir: Path) -> None:
+    """work_dir, or a folder above it, must not be a link another user made (decision
+    work-dir-links-are-own): they may point it anywhere, at any moment, as the kernel's
+    protected_symlinks keeps from sticky folders (when it is on)."""
+    links = foreign_links(work_dir)
+    if links:
+        uid, link = links[0]
+        raise BuildError(
+            "work_dir",
+            f"{link} is a link another user (uid {uid}) made: the job's files would go "
+            "wherever they point it",
+            "give the real folder's path, or one without another user's links",
+        )
 
 
 def finish(result: BuildResult, force: bool = False) -> list[Path]:
@@ -179,14 +178,7 @@ def finish(result: BuildResult, force: bool = False) -> list[Path]:
             "give a folder you can write to",
         )
 
-    link = foreign_link(result.work_dir)
-    if link is not None:
-        raise BuildError(
-            "work_dir",
-            f"{link} is a link another user (uid {os.lstat(link).st_uid}) made: the job's files "
-            "would go wherever they point it",
-            "give the real folder's path, or one without another user's links",
-        )
+    refuse_foreign_link(result.work_dir)
     try:
         mode: int | None = os.stat(result.work_dir).st_mode
     except OSError as exc:  # a name too long; a missing folder (or a parent that is a file)
@@ -218,12 +210,9 @@ def _old_spec(work_dir: Path) -> dict[str, Any]:
     """The folder's previous job_spec.json ({} when there is none that can be read, or when
     it is no regular file: a named pipe of that name would hang the build)."""
     try:
-        fd = os.open(work_dir / "job_spec.json", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return {}
+        with open_regular(work_dir / "job_spec.json") as f:
             old = parse_json(f.read(4 << 20).decode())
-    except (OSError, ValueError):  # UnicodeDecodeError and DataError are ValueErrors
+    except (OSError, ValueError):  # not regular; UnicodeDecodeError and DataError: ValueErrors
         return {}
     return old if isinstance(old, dict) else {}
 

@@ -266,14 +266,14 @@ class SlurmJob:
         else:
             now = time.monotonic()
             self.unknown_since = self.unknown_since or now
-            if now - self.unknown_since > UNKNOWN_GRACE and st.source == slurm.NO_ANSWER:
-                raise ToolFailed(
-                    "job_id",
-                    f"squeue gave no answer about job {self.job_id} for "
-                    f"{now - self.unknown_since:.0f}s",
-                    "check that slurmctld answers (`squeue`), then watch again",
-                )
             if now - self.unknown_since > UNKNOWN_GRACE:
+                if st.source == slurm.NO_ANSWER:
+                    raise ToolFailed(
+                        "job_id",
+                        f"squeue gave no answer about job {self.job_id} for "
+                        f"{now - self.unknown_since:.0f}s",
+                        "check that slurmctld answers (`squeue`), then watch again",
+                    )
                 raise ToolFailed(
                     "job_id",
                     f"Slurm knows no job {self.job_id} (scontrol, squeue, sacct)",

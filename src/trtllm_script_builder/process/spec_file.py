@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from trtllm_script_builder.atomic import foreign_links
 from trtllm_script_builder.errors import BuildError, refusal
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import DataError, parse_json
@@ -167,22 +168,10 @@ def _seen_here(folders: list[str]) -> tuple[int, list[_Folder]]:
             found.append(_Folder(folder, unseen=f"{at} is not a folder"))
             continue
         foreign = _foreign_entries(physical) if at == folder else 0
-        found.append(_Folder(folder, at, physical, tuple(chain), foreign, _foreign_link(folder)))
+        links = foreign_links(folder)  # the deepest is named
+        theirs = links[-1] if links else None
+        found.append(_Folder(folder, at, physical, tuple(chain), foreign, theirs))
     return os.geteuid(), found
-
-
-def _foreign_link(path: str) -> tuple[int, str] | None:
-    """The last link on `path` (its own parts, not where they lead) another user made."""
-    me, found = os.geteuid(), None
-    while path not in ("/", ""):
-        try:
-            st = os.lstat(path)
-        except OSError:
-            st = None
-        if st is not None and stat.S_ISLNK(st.st_mode) and st.st_uid not in (me, 0):
-            found = found or (st.st_uid, path)
-        path = os.path.dirname(path)
-    return found
 
 
 def _foreign_entries(folder: str) -> int:

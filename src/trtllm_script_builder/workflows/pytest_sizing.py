@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import ast
 import math
-import os
 import re
 import shlex
-import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from trtllm_script_builder.atomic import open_regular
 from trtllm_script_builder.errors import BuildError
 from trtllm_script_builder.resolve.commands import normalise_name
 
@@ -440,10 +439,7 @@ def read_source(path: str) -> str:
     """A test file's text: a regular file (a named pipe would block for ever, /dev/zero never
     ends) of at most MAX_TEST_FILE_CHARS bytes, its UTF-8 byte order mark dropped as Python
     does; OSError or ValueError otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
+    with open_regular(path) as fh:
         data = fh.read(MAX_TEST_FILE_CHARS + 1)
     if len(data) > MAX_TEST_FILE_CHARS:
         raise ValueError(f"larger than {MAX_TEST_FILE_CHARS} characters")
