@@ -561,6 +561,17 @@ def test_a_new_work_dir_and_its_parents_are_not_open_to_the_team_whatever_the_um
         assert d.stat().st_mode & 0o777 == 0o755, d
 
 
+def docker_job(env: Env, cli: Callable[..., Any], cmd: str) -> None:
+    """A local Docker job of `cmd` built in env.work, its image's install skipped."""
+    req = env.request(
+        "local_docker",
+        custom_cmd=cmd,
+        container_image="nvcr.io/test/trtllm:x86_64-1",
+        skip_install=True,
+    )
+    assert cli([], req).code == 0
+
+
 @pytest.mark.parametrize("attack", ["job_spec.json", "script", "open script"])
 def test_submit_starts_no_file_another_user_could_have_written(
     env: Env, docker: Path, run_cli: Callable[..., Any], cli: Callable[..., Any], attack: str
@@ -569,13 +580,7 @@ def test_submit_starts_no_file_another_user_could_have_written(
     theirs, or a script of theirs, in place of the links the build made, or the victim's
     script is open to all: `submit` (as root, often) ran their script. It is refused with one
     line, nothing runs and nothing is recorded."""
-    req = env.request(
-        "local_docker",
-        custom_cmd="echo mine",
-        container_image="nvcr.io/test/trtllm:x86_64-1",
-        skip_install=True,
-    )
-    assert cli([], req).code == 0
+    docker_job(env, cli, "echo mine")
     spec = json.loads((env.work / "job_spec.json").read_text())
     script = Path(spec["script_path"])
     ran = env.root / "theirs-ran"
@@ -614,13 +619,7 @@ def test_a_job_writes_nothing_through_a_link_another_user_put_at_its_log(
     job to be started, naming a file of the victim's: the job's output (or its exit status)
     went through it, replacing that file (as root: any file). The job writes its own files
     there, private to its user, and the victim's file is untouched."""
-    req = env.request(
-        "local_docker",
-        custom_cmd="echo job-output",
-        container_image="nvcr.io/test/trtllm:x86_64-1",
-        skip_install=True,
-    )
-    assert cli([], req).code == 0
+    docker_job(env, cli, "echo job-output")
     victim = tmp_path / "victim.conf"
     victim.write_text("precious\n")
     from trtllm_script_builder.process.submission import RC_FILE
