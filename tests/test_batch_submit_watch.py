@@ -715,7 +715,10 @@ class FakeSbatch:
         return CmdResult(0)
 
     def sbatches(self) -> list[tuple[str, list[str]]]:
-        return [(Path(c[-1]).name, c[2:-1]) for c in self.calls if c[0] == "sbatch"]
+        """Each sbatch's script and options, after the comment all of one submit carry."""
+        calls = [c for c in self.calls if c[0] == "sbatch"]
+        assert len({c[2] for c in calls}) == 1 and calls[0][2].startswith("--comment=tsb-submit-")
+        return [(Path(c[-1]).name, c[3:-1]) for c in calls]
 
 
 def test_a_batch_submits_each_prerequisite_once_and_the_arrays_after_them(
@@ -830,6 +833,98 @@ def test_a_refused_sbatch_cancels_everything_the_submit_started(
     assert f"cancelled the {len(started)} already submitted" in str(exc.value)
     assert not (folder / BATCH_SUBMISSION).exists()
     assert not list(folder.glob("*/submission.json"))
+
+
+class Unanswered(FakeSbatch):
+    """sbatch of `fail` submits its job (id 900, as a busy slurmctld does after the client gave
+    up) yet names none: it timed out, or said Slurm's "Socket timed out on send/recv
+    operation"; squeue lists the user's jobs with their comments (or does not answer)."""
+
+    def __init__(self, fail: str, squeue_rc: int = 0) -> None:
+        super().__init__()
+        self.fail_on, self.squeue_rc, self.queued = fail, squeue_rc, [("55", "(null)")]
+
+    def __call__(self, argv: Any, cwd: Any = None, **k: Any) -> CmdResult:
+        argv = list(argv)
+        if argv[0] == "squeue":
+            self.calls.append(argv)
+            rows = "".join(f"{job} {comment}\n" for job, comment in self.queued)
+            return CmdResult(self.squeue_rc, rows if self.squeue_rc == 0 else "")
+        got = super().__call__(argv, cwd, **k)
+        if argv[0] == "sbatch":
+            self.queued.append((got.out.strip(), argv[2].removeprefix("--comment=")))
+            if argv[-1].endswith(self.fail_on):
+                return CmdResult(124, "", "sbatch: no answer after 120s", b"", True)
+        return got
+
+
+@pytest.mark.parametrize("fail", ["import.slurm", "batch_array0.slurm"])
+def test_a_job_whose_sbatch_named_none_is_found_by_its_comment_and_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str
+) -> None:
+    """Decision sbatch-without-answer: the job was made all the same; nothing of this submit
+    is left running (the user's other job 55, without the comment, is left alone)."""
+    from trtllm_script_builder.errors import ToolFailed
+    from trtllm_script_builder.process import slurm_submit
+
+    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
+    fake = Unanswered(fail)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
+    with pytest.raises(ToolFailed) as exc:
+        slurm_submit.submit_batch(folder)
+    made = ["100"] if fail == "import.slurm" else ["100", "101", "102"]
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", *made]]
+    assert str(exc.value).startswith(
+        f"error: sbatch: sbatch: no answer after 120s; cancelled the {len(made)} already "
+        f"submitted (job {made[-1]} by this submit's comment: its sbatch named none)"
+    )
+    assert not (folder / BATCH_SUBMISSION).exists()
+
+
+def test_a_refused_sbatch_with_no_squeue_answer_says_how_to_find_its_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtllm_script_builder.errors import ToolFailed
+    from trtllm_script_builder.process import slurm_submit
+
+    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
+    fake = Unanswered("compile.slurm", squeue_rc=1)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
+    with pytest.raises(ToolFailed) as exc:
+        slurm_submit.submit_batch(folder)
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "100"]]
+    mark = fake.queued[-1][1]
+    assert (
+        f"; cancelled the 1 already submitted; sbatch may have submitted a job all the same, "
+        f"with the comment {mark} (squeue -u "
+    ) in str(exc.value)
+
+
+def test_a_submit_interrupted_in_sbatch_cancels_the_job_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while sbatch runs: whether it submitted is known only from the comment."""
+    from trtllm_script_builder.process import slurm_submit
+
+    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
+    fake = Unanswered("none")
+    real = fake.__call__
+
+    def interrupted(argv: Any, cwd: Any = None, **k: Any) -> CmdResult:
+        got = real(argv, cwd, **k)
+        if list(argv)[0] == "sbatch" and str(list(argv)[-1]).endswith("compile.slurm"):
+            raise KeyboardInterrupt  # after slurmctld took the job, before sbatch said so
+        return got
+
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", interrupted)
+    said: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        slurm_submit.submit_batch(folder, say=said.append)
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "100", "101"]]
+    assert said[-1] == (
+        "cancelled the 2 already submitted (job 101 by this submit's comment: its sbatch "
+        "named none)"
+    )
 
 
 def chain_batch(tmp_path: Path, compile_log: str) -> Path:

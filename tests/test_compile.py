@@ -381,6 +381,7 @@ def test_submit_chains_the_test_job(env: Env, cli, monkeypatch: pytest.MonkeyPat
     assert argvs[-1] == [
         "sbatch",
         "--parsable",
+        argvs[0][2],  # the comment of every job of this submit
         "--dependency=afterok:41:42",
         "--kill-on-invalid-dep=yes",
         str(env.work / "tiny_auto_test.slurm"),
@@ -495,11 +496,14 @@ def test_a_remote_import_chain_is_copied_and_submitted_there(
     remote = "/lustre/rtester/TensorRT-LLM/work_dirs/work"
     assert "import.slurm" in seen["copied"] and "tiny_auto_test.slurm" in seen["copied"]
     sbatches = [a for a in seen["argv"] if a[0] == "sbatch"]
+    mark = sbatches[0][2]  # one Slurm comment for every job of one submit
+    assert mark.startswith("--comment=tsb-submit-")
     assert sbatches == [
-        ["sbatch", "--parsable", f"{remote}/import.slurm"],
+        ["sbatch", "--parsable", mark, f"{remote}/import.slurm"],
         [
             "sbatch",
             "--parsable",
+            mark,
             f"--dependency=afterok:{70 + seen['argv'].index(sbatches[0]) + 1}",
             "--kill-on-invalid-dep=yes",
             f"{remote}/tiny_auto_test.slurm",

@@ -100,7 +100,7 @@ def test_the_probed_limit_is_used_and_the_throttle_holds_across_the_arrays(
     assert not [c for c in fake.calls if c[0] == "scontrol"]  # probe said it
     assert _driver_ranges(fake) == ["#SBATCH --array=0-1%2", "#SBATCH --array=0-1%2"]
     # each part waits for the one before to end, so never more than 2 run at once
-    deps = [c[2:-1] for c in fake.calls if c[0] == "sbatch"][2:]
+    deps = [opts for _, opts in fake.sbatches()][2:]
     assert deps == [
         ["--dependency=afterok:100:101", "--kill-on-invalid-dep=yes"],
         ["--dependency=afterok:100:101,afterany:102", "--kill-on-invalid-dep=yes"],

@@ -55,6 +55,11 @@ class Host(Protocol):
     def close(self) -> None: ...
 
 
+def host_user(host: Host) -> str:
+    """The user the scheduler's tools run as on `host`: the last word of its `check`."""
+    return (host.check().out.split() or [current_user()])[-1]
+
+
 class Here:
     """This machine: programs run directly, files are read and copied in place."""
 

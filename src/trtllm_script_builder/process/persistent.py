@@ -43,7 +43,7 @@ from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
-from trtllm_script_builder.process.host import Here, Host, current_user
+from trtllm_script_builder.process.host import Here, Host, host_user
 from trtllm_script_builder.process.probe.collect import first_line
 from trtllm_script_builder.process.proc import Runner, spawn_detached, start_time
 from trtllm_script_builder.process.submission import RC_FILE, Say, Submission, write_json
@@ -203,11 +203,6 @@ def checkout_mark(repo_root: str | Path) -> str:
     """The Slurm comment of the allocations this checkout makes: which checkout holds one."""
     real = os.path.realpath(repo_root)
     return "tsb-persistent-" + hashlib.sha256(real.encode()).hexdigest()[:16]
-
-
-def host_user(host: Host) -> str:
-    """The user the scheduler's tools run as on `host`: the last word of its `check`."""
-    return (host.check().out.split() or [current_user()])[-1]
 
 
 def made_here(job_id: str, repo_root: str | Path, host: Host) -> bool:

@@ -22,13 +22,15 @@ Each job folder gets its `submission.json` (so `watch JOBDIR` follows one job, i
 included), and a batch folder gets `batch_submission.json`, which `watch DIR` reads. On a
 remote cluster the jobs' files are copied to their remote_work_dir first and the drivers go
 beside them (remote_batch_dir). When one sbatch fails or the submit is interrupted, everything
-it started is cancelled.
+it started is cancelled, a job whose sbatch named none included: every job of one submit
+carries one Slurm comment, by which squeue finds it (decision sbatch-without-answer).
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+import secrets
 import shlex
 import socket
 from collections import Counter
@@ -40,6 +42,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from trtllm_script_builder.errors import BuildError, ToolFailed
+from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
 from trtllm_script_builder.model.jobspec import JobSpec
 from trtllm_script_builder.process import host as hosts
@@ -446,6 +449,10 @@ class _Target:
     ssh_host: str | None = None
     # (repo_root, remote_repo_path) -> the commit synced there (decision source-commit-check)
     commits: dict[tuple[str, str | None], str | None] = field(default_factory=dict)
+    # the Slurm comment of every job this submit makes: it finds a job whose sbatch named
+    # none (decision sbatch-without-answer)
+    mark: str = field(default_factory=lambda: "tsb-submit-" + secrets.token_hex(8))
+    unsure: bool = False  # an sbatch ended without naming its job, or was interrupted
 
     def commit(self, spec: JobSpec) -> str | None:
         """The commit the job's compile chain checks its clone against; None without one."""
@@ -461,21 +468,52 @@ class _Target:
         job_dir: Path,
         extra: Sequence[str] = (),
     ) -> str:
-        res = self.runner(["sbatch", "--parsable", *extra, script], cwd)
+        self.unsure = True
+        res = self.runner(["sbatch", "--parsable", f"--comment={self.mark}", *extra, script], cwd)
         job = submitted_id(res) if res.rc == 0 else None
         if job is None:
-            undone = f"; cancelled the {len(started)} already submitted" if started else ""
-            if started:  # nothing half-submitted: the arrays and jobs already in go again
-                self.runner(["scancel", *started])
-                started.clear()
             where = f"on {self.ssh_host}: " if self.ssh_host else ""
             raise ToolFailed(
                 "sbatch",
-                f"{where}{first_line(res)}{undone}",
+                f"{where}{first_line(res)}{self.undo(started)}",
                 f"check the job against the cluster: trtllm-script-builder check {job_dir}",
             )
+        self.unsure = False
         started.append(job)
         return job
+
+    def undo(self, started: list[str]) -> str:
+        """Cancel every job this submit made (nothing half-submitted: they all go again), and
+        after an sbatch that named no job, any job carrying this submit's comment; says what
+        it did, for the error."""
+        lost, extra = "", []
+        if self.unsure:
+            user = hosts.host_user(self.runner)
+            found = self.marked(user)
+            if found is None:
+                lost = (
+                    f"; sbatch may have submitted a job all the same, with the comment "
+                    f"{self.mark} (squeue -u {user} -o '%A %k' shows it)"
+                )
+            elif extra := [j for j in found if j not in started]:
+                lost = f" (job {', '.join(extra)} by this submit's comment: its sbatch named none)"
+        every = [*started, *extra]
+        started.clear()
+        self.unsure = False
+        if not every:
+            return lost
+        self.runner(["scancel", *every])
+        return f"; cancelled the {len(every)} already submitted{lost}"
+
+    def marked(self, user: str) -> list[str] | None:
+        """`user`'s jobs that carry this submit's comment (an array by its array job id);
+        None when squeue does not answer."""
+        res = self.runner(["squeue", "-h", "-u", user, "-o", "%A %k"])
+        if res.rc != 0:
+            return None
+        rows = (line.split() for line in res.out.splitlines())
+        found = (w[0] for w in rows if w[1:] == [self.mark] and values.JOB_ID.fullmatch(w[0]))
+        return list(dict.fromkeys(found))
 
 
 def log_folders(jobs: list[_Job], remote: bool, driver_dir: str | None) -> list[str]:
@@ -683,14 +721,14 @@ def submit_slurm(
     try:
         return _submit_all(folder, jobs, groups, target, started, driver_dir, max_running, say)
     except BaseException:  # interrupted, or failed: nothing of this run is left running
-        if started:
-            cleanly(lambda: _cancel(target, started))
+        if started or target.unsure:
+            cleanly(lambda: _say_undone(target.undo(started), say))
         raise
 
 
-def _cancel(target: _Target, started: list[str]) -> None:
-    target.runner(["scancel", *started])
-    started.clear()
+def _say_undone(note: str, say: Say) -> None:
+    if note:
+        say(note.removeprefix("; "))
 
 
 def _submit_all(
@@ -812,9 +850,7 @@ def _submit_all(
         write_file(driver, text)
         if remote:
             copied = target.runner.copy([driver], driver_dir)
-            if copied.rc != 0:
-                if started:
-                    _cancel(target, started)
+            if copied.rc != 0:  # what this submit started is cancelled on the way out
                 raise ToolFailed(
                     "remote_work_dir",
                     f"copying to {target.host}:{driver_dir} failed: {first_line(copied)}",
