@@ -89,7 +89,7 @@ def test_a_remote_compile_chain_gets_the_synced_commit(
         "compile.slurm",
         "tiny_auto_test.slurm",
     ]
-    assert all(a[2] == PIN for a in sbatches), sbatches
+    assert all(a[3] == PIN for a in sbatches), sbatches  # after the submit's comment
     assert sub.source_commit == SHA
     assert json.loads((env.work / "submission.json").read_text())["source_commit"] == SHA
 
@@ -216,7 +216,7 @@ def test_a_remote_batch_pins_every_job_to_the_synced_commit(
         "compile.slurm",
         "batch_array0.slurm",
     ]
-    assert all(c[2] == PIN for c in sbatches), sbatches
+    assert all(c[3] == PIN for c in sbatches), sbatches  # after the submit's comment
     assert [j.source_commit for j in batch.jobs] == [SHA] * 3
     saved = json.loads((folder / "batch_submission.json").read_text())
     assert [j["source_commit"] for j in saved["jobs"]] == [SHA] * 3
