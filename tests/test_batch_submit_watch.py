@@ -835,14 +835,22 @@ def test_a_refused_sbatch_cancels_everything_the_submit_started(
     assert not list(folder.glob("*/submission.json"))
 
 
-class Unanswered(FakeSbatch):
-    """sbatch of `fail` submits its job (id 900, as a busy slurmctld does after the client gave
-    up) yet names none: it timed out, or said Slurm's "Socket timed out on send/recv
-    operation"; squeue lists the user's jobs with their comments (or does not answer)."""
+SOCKET_TIMEOUT = (
+    "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
+)
 
-    def __init__(self, fail: str, squeue_rc: int = 0) -> None:
+
+class Unanswered(FakeSbatch):
+    """sbatch of `fail` submits its job (as a busy slurmctld does after the client gave up) yet
+    names none: it printed `said` and exited `rc`; squeue lists the user's jobs with their
+    comments (or does not answer)."""
+
+    def __init__(
+        self, fail: str, squeue_rc: int = 0, rc: int = 1, said: str = SOCKET_TIMEOUT
+    ) -> None:
         super().__init__()
-        self.fail_on, self.squeue_rc, self.queued = fail, squeue_rc, [("55", "(null)")]
+        self.fail_on, self.squeue_rc, self.rc, self.said = fail, squeue_rc, rc, said
+        self.queued = [("55", "(null)")]
 
     def __call__(self, argv: Any, cwd: Any = None, **k: Any) -> CmdResult:
         argv = list(argv)
@@ -854,13 +862,20 @@ class Unanswered(FakeSbatch):
         if argv[0] == "sbatch":
             self.queued.append((got.out.strip(), argv[2].removeprefix("--comment=")))
             if argv[-1].endswith(self.fail_on):
-                return CmdResult(124, "", "sbatch: no answer after 120s", b"", True)
+                return CmdResult(self.rc, "", self.said, b"", self.rc == 124)
         return got
 
 
-@pytest.mark.parametrize("fail", ["import.slurm", "batch_array0.slurm"])
+@pytest.mark.parametrize(
+    ("fail", "rc", "said"),
+    [
+        ("import.slurm", 1, SOCKET_TIMEOUT),
+        ("batch_array0.slurm", 1, SOCKET_TIMEOUT),
+        ("batch_array0.slurm", 124, "sbatch: no answer after 120s"),
+    ],
+)
 def test_a_job_whose_sbatch_named_none_is_found_by_its_comment_and_cancelled(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str, rc: int, said: str
 ) -> None:
     """Decision sbatch-without-answer: the job was made all the same; nothing of this submit
     is left running (the user's other job 55, without the comment, is left alone)."""
@@ -868,30 +883,52 @@ def test_a_job_whose_sbatch_named_none_is_found_by_its_comment_and_cancelled(
     from trtllm_script_builder.process import slurm_submit
 
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
-    fake = Unanswered(fail)
+    fake = Unanswered(fail, rc=rc, said=said)
     monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(ToolFailed) as exc:
         slurm_submit.submit_batch(folder)
     made = ["100"] if fail == "import.slurm" else ["100", "101", "102"]
     assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", *made]]
     assert str(exc.value).startswith(
-        f"error: sbatch: sbatch: no answer after 120s; cancelled the {len(made)} already "
-        f"submitted (job {made[-1]} by this submit's comment: its sbatch named none)"
+        f"error: sbatch: {said}; cancelled the {len(made)} already submitted (job {made[-1]} "
+        "by this submit's comment: its sbatch named none)"
     )
     assert not (folder / BATCH_SUBMISSION).exists()
 
 
-def test_a_refused_sbatch_with_no_squeue_answer_says_how_to_find_its_job(
+def test_a_refusal_is_an_answer_and_no_job_is_looked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from trtllm_script_builder.errors import ToolFailed
     from trtllm_script_builder.process import slurm_submit
 
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
-    fake = Unanswered("compile.slurm", squeue_rc=1)
+    fake = Unanswered("compile.slurm", said="sbatch: error: Invalid account or account/partition")
     monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(ToolFailed) as exc:
         slurm_submit.submit_batch(folder)
+    assert not [c for c in fake.calls if c[0] == "squeue"]
+    assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "100"]]
+    assert str(exc.value).startswith(
+        "error: sbatch: sbatch: error: Invalid account or account/partition; cancelled the 1 "
+        "already submitted; check the job"
+    )
+
+
+def test_an_unanswered_sbatch_whose_job_squeue_does_not_show_says_how_to_find_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """squeue is asked again while slurmctld may still be working through the request."""
+    from trtllm_script_builder.errors import ToolFailed
+    from trtllm_script_builder.process import slurm_submit
+
+    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
+    fake = Unanswered("compile.slurm", squeue_rc=1)
+    monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
+    monkeypatch.setattr(slurm_submit, "LOST_JOB_PAUSES", (0.0, 0.0, 0.0))
+    with pytest.raises(ToolFailed) as exc:
+        slurm_submit.submit_batch(folder)
+    assert len([c for c in fake.calls if c[0] == "squeue"]) == 3
     assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "100"]]
     mark = fake.queued[-1][1]
     assert (

@@ -33,6 +33,7 @@ import re
 import secrets
 import shlex
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,13 +58,14 @@ from trtllm_script_builder.process.handles import LogNames
 from trtllm_script_builder.process.host import Host
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import first_line
+from trtllm_script_builder.process.proc import TIMED_OUT
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import (
     check_log_folders,
     check_own_files,
     read_job_spec,
 )
-from trtllm_script_builder.process.ssh import SshTarget
+from trtllm_script_builder.process.ssh import SSH_FAILED, SshTarget
 from trtllm_script_builder.process.submission import (
     Record,
     Say,
@@ -80,6 +82,11 @@ from trtllm_script_builder.resolve import backend as be
 
 BATCH_INDEX = "jobs.json"
 BATCH_SUBMISSION = "batch_submission.json"
+# sbatch's words when the controller's answer did not come back (slurm_strerror's for a socket
+# timeout, zero bytes or a failed receive): it may have taken the job all the same
+_NO_ANSWER = re.compile(r"timed out|zero bytes|receive", re.I)
+# seconds between squeue's looks for the job of an sbatch that named none (15 s in all)
+LOST_JOB_PAUSES = (0.0, 1.0, 2.0, 4.0, 8.0)
 SLURM_MAX_ARRAY_SIZE = 1001  # its default; probe reads the cluster's (decision max-array-size)
 # The options that name one job's own things; all other #SBATCH lines make the shape.
 _OWN = re.compile(r"#SBATCH\s+(--job-name|--output|--error|-J|-o|-e)(=|\s|$)")
@@ -452,7 +459,7 @@ class _Target:
     # the Slurm comment of every job this submit makes: it finds a job whose sbatch named
     # none (decision sbatch-without-answer)
     mark: str = field(default_factory=lambda: "tsb-submit-" + secrets.token_hex(8))
-    unsure: bool = False  # an sbatch ended without naming its job, or was interrupted
+    lost: bool = False  # an sbatch may have made a job it did not name
 
     def commit(self, spec: JobSpec) -> str | None:
         """The commit the job's compile chain checks its clone against; None without one."""
@@ -468,52 +475,57 @@ class _Target:
         job_dir: Path,
         extra: Sequence[str] = (),
     ) -> str:
-        self.unsure = True
+        self.lost = True  # until sbatch answers: an interrupt may come while it runs
         res = self.runner(["sbatch", "--parsable", f"--comment={self.mark}", *extra, script], cwd)
         job = submitted_id(res) if res.rc == 0 else None
         if job is None:
+            # no answer: sbatch timed out, its connection was lost, or it printed no job id
+            lost_ssh = self.ssh_host is not None and res.rc == SSH_FAILED
+            self.lost = res.rc in (0, TIMED_OUT) or lost_ssh or bool(_NO_ANSWER.search(res.err))
             where = f"on {self.ssh_host}: " if self.ssh_host else ""
             raise ToolFailed(
                 "sbatch",
                 f"{where}{first_line(res)}{self.undo(started)}",
                 f"check the job against the cluster: trtllm-script-builder check {job_dir}",
             )
-        self.unsure = False
+        self.lost = False
         started.append(job)
         return job
 
     def undo(self, started: list[str]) -> str:
-        """Cancel every job this submit made (nothing half-submitted: they all go again), and
-        after an sbatch that named no job, any job carrying this submit's comment; says what
-        it did, for the error."""
-        lost, extra = "", []
-        if self.unsure:
+        """Cancel every job this submit made (nothing half-submitted: they all go again), a job
+        an unanswered sbatch made included; says what it did, for the error."""
+        note, extra = "", []
+        if self.lost:
             user = hosts.host_user(self.runner)
-            found = self.marked(user)
-            if found is None:
-                lost = (
+            extra = self.find_lost(user, started)
+            if extra:
+                note = f" (job {', '.join(extra)} by this submit's comment: its sbatch named none)"
+            else:
+                note = (
                     f"; sbatch may have submitted a job all the same, with the comment "
                     f"{self.mark} (squeue -u {user} -o '%A %k' shows it)"
                 )
-            elif extra := [j for j in found if j not in started]:
-                lost = f" (job {', '.join(extra)} by this submit's comment: its sbatch named none)"
         every = [*started, *extra]
         started.clear()
-        self.unsure = False
+        self.lost = False
         if not every:
-            return lost
+            return note
         self.runner(["scancel", *every])
-        return f"; cancelled the {len(every)} already submitted{lost}"
+        return f"; cancelled the {len(every)} already submitted{note}"
 
-    def marked(self, user: str) -> list[str] | None:
-        """`user`'s jobs that carry this submit's comment (an array by its array job id);
-        None when squeue does not answer."""
-        res = self.runner(["squeue", "-h", "-u", user, "-o", "%A %k"])
-        if res.rc != 0:
-            return None
-        rows = (line.split() for line in res.out.splitlines())
-        found = (w[0] for w in rows if w[1:] == [self.mark] and values.JOB_ID.fullmatch(w[0]))
-        return list(dict.fromkeys(found))
+    def find_lost(self, user: str, started: list[str]) -> list[str]:
+        """`user`'s jobs with this submit's comment that no sbatch named (an array by its
+        array job id): slurmctld may still be working through the request sbatch gave up on,
+        so squeue is asked again a few times before it counts as not made."""
+        for pause in LOST_JOB_PAUSES:
+            time.sleep(pause)
+            res = self.runner(["squeue", "-h", "-u", user, "-o", "%A %k"])
+            rows = (line.split() for line in res.out.splitlines()) if res.rc == 0 else ()
+            found = [w[0] for w in rows if w[1:] == [self.mark] and w[0] not in started]
+            if found := [j for j in dict.fromkeys(found) if values.JOB_ID.fullmatch(j)]:
+                return found
+        return []
 
 
 def log_folders(jobs: list[_Job], remote: bool, driver_dir: str | None) -> list[str]:
@@ -721,7 +733,7 @@ def submit_slurm(
     try:
         return _submit_all(folder, jobs, groups, target, started, driver_dir, max_running, say)
     except BaseException:  # interrupted, or failed: nothing of this run is left running
-        if started or target.unsure:
+        if started or target.lost:
             cleanly(lambda: _say_undone(target.undo(started), say))
         raise
 
