@@ -841,27 +841,46 @@ SOCKET_TIMEOUT = (
 
 
 class Unanswered(FakeSbatch):
-    """sbatch of `fail` submits its job (as a busy slurmctld does after the client gave up) yet
-    names none: it printed `said` and exited `rc`; squeue lists the user's jobs with their
-    comments (or does not answer)."""
+    """sbatch of `fail` submits its job (as a busy slurmctld does after the client gave up,
+    unless `made` is False) yet names none: it printed `said` and exited `rc`. squeue lists the
+    user's jobs as `-o '%F %k'` or `'%A %k'` asks (an array's running task has an id of its own
+    in `%A`), or does not answer; the user has a job without a comment and one of another
+    submit."""
 
     def __init__(
-        self, fail: str, squeue_rc: int = 0, rc: int = 1, said: str = SOCKET_TIMEOUT
+        self,
+        fail: str,
+        squeue_rc: int = 0,
+        rc: int = 1,
+        said: str = SOCKET_TIMEOUT,
+        made: bool = True,
     ) -> None:
         super().__init__()
-        self.fail_on, self.squeue_rc, self.rc, self.said = fail, squeue_rc, rc, said
-        self.queued = [("55", "(null)")]
+        self.fail_on, self.squeue_rc, self.rc, self.said, self.made = (
+            fail,
+            squeue_rc,
+            rc,
+            said,
+            made,
+        )
+        self.queued = [("55", "55", "(null)"), ("56", "56", "tsb-submit-0123456789abcdef")]
 
     def __call__(self, argv: Any, cwd: Any = None, **k: Any) -> CmdResult:
         argv = list(argv)
         if argv[0] == "squeue":
             self.calls.append(argv)
-            rows = "".join(f"{job} {comment}\n" for job, comment in self.queued)
+            base = argv[argv.index("-o") + 1] == "%F %k"
+            rows = "".join(f"{b if base else e} {c}\n" for b, e, c in self.queued)
             return CmdResult(self.squeue_rc, rows if self.squeue_rc == 0 else "")
         got = super().__call__(argv, cwd, **k)
         if argv[0] == "sbatch":
-            self.queued.append((got.out.strip(), argv[2].removeprefix("--comment=")))
-            if argv[-1].endswith(self.fail_on):
+            job, mark = got.out.strip(), argv[2].removeprefix("--comment=")
+            lost = argv[-1].endswith(self.fail_on)
+            if self.made or not lost:
+                # a running array task: `%A` shows it as job 110
+                element = "110" if "batch_array" in argv[-1] else job
+                self.queued.append((job, element, mark))
+            if lost:
                 return CmdResult(self.rc, "", self.said, b"", self.rc == 124)
         return got
 
@@ -870,28 +889,31 @@ class Unanswered(FakeSbatch):
     ("fail", "rc", "said"),
     [
         ("import.slurm", 1, SOCKET_TIMEOUT),
-        ("batch_array0.slurm", 1, SOCKET_TIMEOUT),
-        ("batch_array0.slurm", 124, "sbatch: no answer after 120s"),
+        ("x.slurm", 1, SOCKET_TIMEOUT),
+        ("x.slurm", 124, "sbatch: no answer after 120s"),
+        ("x.slurm", 0, ""),
     ],
 )
 def test_a_job_whose_sbatch_named_none_is_found_by_its_comment_and_cancelled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str, rc: int, said: str
 ) -> None:
     """Decision sbatch-without-answer: the job was made all the same; nothing of this submit
-    is left running (the user's other job 55, without the comment, is left alone)."""
+    is left running, and nothing else is cancelled (the user's job 55 without a comment, 56 of
+    another submit, the array's running task by another id)."""
     from trtllm_script_builder.errors import ToolFailed
     from trtllm_script_builder.process import slurm_submit
 
-    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
+    other = COMPILE_KEY.replace("/wheel", "/wheel2") + " --benchmarks"
+    folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY, other])
     fake = Unanswered(fail, rc=rc, said=said)
     monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     with pytest.raises(ToolFailed) as exc:
         slurm_submit.submit_batch(folder)
-    made = ["100"] if fail == "import.slurm" else ["100", "101", "102"]
+    made = ["100"] if fail == "import.slurm" else ["100", "101", "102", "103", "104"]
     assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", *made]]
     assert str(exc.value).startswith(
-        f"error: sbatch: {said}; cancelled the {len(made)} already submitted (job {made[-1]} "
-        "by this submit's comment: its sbatch named none)"
+        f"error: sbatch: {said or 'exit status 0'}; cancelled the {len(made)} already submitted "
+        f"(job {made[-1]} by this submit's comment: its sbatch named none); check the job"
     )
     assert not (folder / BATCH_SUBMISSION).exists()
 
@@ -915,25 +937,29 @@ def test_a_refusal_is_an_answer_and_no_job_is_looked_for(
     )
 
 
+@pytest.mark.parametrize(("squeue_rc", "made"), [(1, True), (0, False)])
 def test_an_unanswered_sbatch_whose_job_squeue_does_not_show_says_how_to_find_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, squeue_rc: int, made: bool
 ) -> None:
     """squeue is asked again while slurmctld may still be working through the request."""
     from trtllm_script_builder.errors import ToolFailed
     from trtllm_script_builder.process import slurm_submit
 
     folder = chain_folder(tmp_path, [COMPILE_KEY, COMPILE_KEY])
-    fake = Unanswered("compile.slurm", squeue_rc=1)
+    from trtllm_script_builder.process.host import current_user
+
+    fake = Unanswered("compile.slurm", squeue_rc=squeue_rc, made=made)
     monkeypatch.setattr("trtllm_script_builder.process.host.run", fake)
     monkeypatch.setattr(slurm_submit, "LOST_JOB_PAUSES", (0.0, 0.0, 0.0))
     with pytest.raises(ToolFailed) as exc:
         slurm_submit.submit_batch(folder)
     assert len([c for c in fake.calls if c[0] == "squeue"]) == 3
     assert [c for c in fake.calls if c[0] == "scancel"] == [["scancel", "100"]]
-    mark = fake.queued[-1][1]
+    mark = fake.queued[-1][2]
     assert (
-        f"; cancelled the 1 already submitted; sbatch may have submitted a job all the same, "
-        f"with the comment {mark} (squeue -u "
+        "; cancelled the 1 already submitted; sbatch may have submitted a job all the same: "
+        f"`squeue -u {current_user()} -o '%F %k'` shows it with the comment {mark}; once "
+        "slurmctld answers, scancel the job that squeue line shows, then submit again"
     ) in str(exc.value)
 
 

@@ -4,6 +4,9 @@ slurmctld is stopped (SIGSTOP) while `submit` runs sbatch: the kernel still acce
 connection and holds the request, sbatch gives up without an answer, and once slurmctld goes on
 (SIGCONT) it reads the request and queues the job, as a controller too busy to answer in time
 does. `submit` must find that job by its comment and cancel it, and say so.
+
+slurmctld stops answering everyone for about 10 s: the live tests run one at a time (on one
+xdist worker), and live tests submit only to the project's own test cluster.
 """
 
 from __future__ import annotations
@@ -36,14 +39,20 @@ def slurmctld_pid() -> int | None:
 
 
 def sbatch_running() -> bool:
+    """Whether this process has an sbatch child carrying a submit's comment (another user of the
+    machine may run sbatch too)."""
+    me = str(os.getpid())
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
-            except OSError:
+                parent = Path(entry.path, "stat").read_text().rpartition(")")[2].split()[1]
+            except (OSError, IndexError):
                 continue
-            if Path(argv[0].decode(errors="replace")).name == "sbatch" and any(
-                a.startswith(SBATCH_OF_SUBMIT) for a in argv
+            if (
+                parent == me
+                and Path(argv[0].decode(errors="replace")).name == "sbatch"
+                and any(a.startswith(SBATCH_OF_SUBMIT) for a in argv)
             ):
                 return True
     return False

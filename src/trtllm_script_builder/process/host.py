@@ -57,7 +57,12 @@ class Host(Protocol):
 
 def host_user(host: Host) -> str:
     """The user the scheduler's tools run as on `host`: the last word of its `check`."""
-    return (host.check().out.split() or [current_user()])[-1]
+    return user_in(host.check())
+
+
+def user_in(check: CmdResult) -> str:
+    """The user a host's `check` answered (this machine's user when it said none)."""
+    return (check.out.split() or [current_user()])[-1]
 
 
 class Here:

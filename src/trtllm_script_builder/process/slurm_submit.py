@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from trtllm_script_builder.atomic import cleanly
 from trtllm_script_builder.errors import BuildError, ToolFailed
 from trtllm_script_builder.model import values
 from trtllm_script_builder.model.datafile import parse_json
@@ -58,7 +59,7 @@ from trtllm_script_builder.process.handles import LogNames
 from trtllm_script_builder.process.host import Host
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import TIMED_OUT
+from trtllm_script_builder.process.proc import TIMED_OUT, CmdResult
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import (
     check_log_folders,
@@ -85,8 +86,9 @@ BATCH_SUBMISSION = "batch_submission.json"
 # sbatch's words when the controller's answer did not come back (slurm_strerror's for a socket
 # timeout, zero bytes or a failed receive): it may have taken the job all the same
 _NO_ANSWER = re.compile(r"timed out|zero bytes|receive", re.I)
-# seconds between squeue's looks for the job of an sbatch that named none (15 s in all)
+# seconds between squeue's looks for the job of an sbatch that named none
 LOST_JOB_PAUSES = (0.0, 1.0, 2.0, 4.0, 8.0)
+LOST_JOB_WAIT = 30.0  # seconds, at most, for all of them: signals wait meanwhile
 SLURM_MAX_ARRAY_SIZE = 1001  # its default; probe reads the cluster's (decision max-array-size)
 # The options that name one job's own things; all other #SBATCH lines make the shape.
 _OWN = re.compile(r"#SBATCH\s+(--job-name|--output|--error|-J|-o|-e)(=|\s|$)")
@@ -460,6 +462,7 @@ class _Target:
     # none (decision sbatch-without-answer)
     mark: str = field(default_factory=lambda: "tsb-submit-" + secrets.token_hex(8))
     lost: bool = False  # an sbatch may have made a job it did not name
+    user: str | None = None  # the cluster's user name, when reaching it said (over ssh)
 
     def commit(self, spec: JobSpec) -> str | None:
         """The commit the job's compile chain checks its clone against; None without one."""
@@ -480,47 +483,60 @@ class _Target:
         job = submitted_id(res) if res.rc == 0 else None
         if job is None:
             # no answer: sbatch timed out, its connection was lost, or it printed no job id
-            lost_ssh = self.ssh_host is not None and res.rc == SSH_FAILED
-            self.lost = res.rc in (0, TIMED_OUT) or lost_ssh or bool(_NO_ANSWER.search(res.err))
+            self.lost = res.rc == 0 or self.no_answer(res) or bool(_NO_ANSWER.search(res.err))
+            undone: list[tuple[str, bool]] = []
+            cleanly(lambda: undone.append(self.undo(started)))
+            note, unknown = undone[0]
             where = f"on {self.ssh_host}: " if self.ssh_host else ""
-            raise ToolFailed(
-                "sbatch",
-                f"{where}{first_line(res)}{self.undo(started)}",
-                f"check the job against the cluster: trtllm-script-builder check {job_dir}",
-            )
+            fix = f"check the job against the cluster: trtllm-script-builder check {job_dir}"
+            if unknown:
+                fix = "once slurmctld answers, scancel the job that squeue line shows, then submit again"
+            raise ToolFailed("sbatch", f"{where}{first_line(res)}{note}", fix)
         self.lost = False
         started.append(job)
         return job
 
-    def undo(self, started: list[str]) -> str:
+    def no_answer(self, res: CmdResult) -> bool:
+        """Whether a tool got no answer: it timed out, or ssh lost the connection (whether the
+        command ran there is not known)."""
+        return res.rc == TIMED_OUT or self.ssh_host is not None and res.rc == SSH_FAILED
+
+    def undo(self, started: list[str]) -> tuple[str, bool]:
         """Cancel every job this submit made (nothing half-submitted: they all go again), a job
-        an unanswered sbatch made included; says what it did, for the error."""
+        an unanswered sbatch made included. Returns what it did, for the error, and whether a
+        job may be left that squeue did not show."""
         note, extra = "", []
         if self.lost:
-            user = hosts.host_user(self.runner)
+            user = self.user or hosts.host_user(self.runner)
             extra = self.find_lost(user, started)
             if extra:
                 note = f" (job {', '.join(extra)} by this submit's comment: its sbatch named none)"
             else:
                 note = (
-                    f"; sbatch may have submitted a job all the same, with the comment "
-                    f"{self.mark} (squeue -u {user} -o '%A %k' shows it)"
+                    f"; sbatch may have submitted a job all the same: `squeue -u {user} -o "
+                    f"'%F %k'` shows it with the comment {self.mark}"
                 )
         every = [*started, *extra]
+        if every:  # the list is emptied only once scancel has run
+            self.runner(["scancel", *every])
         started.clear()
-        self.lost = False
-        if not every:
-            return note
-        self.runner(["scancel", *every])
-        return f"; cancelled the {len(every)} already submitted{note}"
+        unknown, self.lost = self.lost and not extra, False
+        return (f"; cancelled the {len(every)} already submitted{note}" if every else note), unknown
 
     def find_lost(self, user: str, started: list[str]) -> list[str]:
-        """`user`'s jobs with this submit's comment that no sbatch named (an array by its
-        array job id): slurmctld may still be working through the request sbatch gave up on,
-        so squeue is asked again a few times before it counts as not made."""
+        """`user`'s jobs with this submit's comment that no sbatch named (an array by its base
+        id: `%A` gives each running task an id of its own). slurmctld may still be working
+        through the request sbatch gave up on, so squeue is asked again a few times, within
+        LOST_JOB_WAIT in all, and not after a squeue that got no answer."""
+        deadline = time.monotonic() + LOST_JOB_WAIT
         for pause in LOST_JOB_PAUSES:
             time.sleep(pause)
-            res = self.runner(["squeue", "-h", "-u", user, "-o", "%A %k"])
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            res = self.runner(["squeue", "-h", "-u", user, "-o", "%F %k"], timeout=left)
+            if self.no_answer(res):
+                break
             rows = (line.split() for line in res.out.splitlines()) if res.rc == 0 else ()
             found = [w[0] for w in rows if w[1:] == [self.mark] and w[0] not in started]
             if found := [j for j in dict.fromkeys(found) if values.JOB_ID.fullmatch(j)]:
@@ -608,7 +624,7 @@ def _target(
             say(f"copied {len(files)} file(s) to {host}:{remote_dir}")
     if len(by_dir) > 1:
         say(f"copied the scripts of {len(jobs)} job(s) to {host} ({len(by_dir)} folder(s))")
-    return _Target(on, host, host, commits)
+    return _Target(on, host, host, commits, user=hosts.user_in(hello))
 
 
 def _sync_checkouts(
@@ -716,7 +732,6 @@ def submit_slurm(
     plain jobs; every job's submission.json, and the batch's record. When an sbatch fails or
     the run is interrupted, everything it started is cancelled
     (decision interrupted-submit-undone)."""
-    from trtllm_script_builder.atomic import cleanly
     from trtllm_script_builder.resolve.job import check_sbatch_value
 
     _refuse_shared_wheel_dirs(jobs)
@@ -734,7 +749,7 @@ def submit_slurm(
         return _submit_all(folder, jobs, groups, target, started, driver_dir, max_running, say)
     except BaseException:  # interrupted, or failed: nothing of this run is left running
         if started or target.lost:
-            cleanly(lambda: _say_undone(target.undo(started), say))
+            cleanly(lambda: _say_undone(target.undo(started)[0], say))
         raise
 
 
