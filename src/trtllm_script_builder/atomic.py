@@ -23,9 +23,10 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+T = TypeVar("T")
 _HOST = re.sub(r"[^A-Za-z0-9_.-]", "_", os.uname().nodename) or "host"
 # `.<name>.tsb-<host>-<pid>-<token>.tmp`; a pid has at most 9 digits (Linux's pid_max is at
 # most 2**22), so a name anyone may plant in /tmp never reaches kill(2) as a number it cannot
@@ -202,10 +203,11 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def cleanly(cleanup: Callable[[], None]) -> None:
-    """Run a cleanup to its end: a signal that comes meanwhile arrives after it."""
+def cleanly(cleanup: Callable[[], T]) -> T:
+    """Run a cleanup to its end, and return what it returns: a signal that comes meanwhile
+    arrives after it."""
     with signals_held():
-        cleanup()
+        return cleanup()
 
 
 # ---------------------------------------------------------------- single files

@@ -484,9 +484,7 @@ class _Target:
         if job is None:
             # no answer: sbatch timed out, its connection was lost, or it printed no job id
             self.lost = res.rc == 0 or self.no_answer(res) or bool(_NO_ANSWER.search(res.err))
-            undone: list[tuple[str, bool]] = []
-            cleanly(lambda: undone.append(self.undo(started)))
-            note, unknown = undone[0]
+            note, unknown = cleanly(lambda: self.undo(started))
             where = f"on {self.ssh_host}: " if self.ssh_host else ""
             fix = f"check the job against the cluster: trtllm-script-builder check {job_dir}"
             if unknown:
