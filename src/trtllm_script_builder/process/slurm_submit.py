@@ -59,7 +59,7 @@ from trtllm_script_builder.process.handles import LogNames
 from trtllm_script_builder.process.host import Host
 from trtllm_script_builder.process.probe import parse
 from trtllm_script_builder.process.probe.collect import first_line
-from trtllm_script_builder.process.proc import TIMED_OUT, CmdResult
+from trtllm_script_builder.process.proc import CmdResult
 from trtllm_script_builder.process.slurm import submitted_id
 from trtllm_script_builder.process.spec_file import (
     check_log_folders,
@@ -497,7 +497,7 @@ class _Target:
     def no_answer(self, res: CmdResult) -> bool:
         """Whether a tool got no answer: it timed out, or ssh lost the connection (whether the
         command ran there is not known)."""
-        return res.rc == TIMED_OUT or self.ssh_host is not None and res.rc == SSH_FAILED
+        return res.timed_out or self.ssh_host is not None and res.rc == SSH_FAILED
 
     def undo(self, started: list[str]) -> tuple[str, bool]:
         """Cancel every job this submit made (nothing half-submitted: they all go again), a job
