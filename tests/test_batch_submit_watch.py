@@ -842,7 +842,10 @@ SOCKET_TIMEOUT = (
 
 class Unanswered(FakeSbatch):
     """sbatch of `fail` submits its job (as a busy slurmctld does after the client gave up,
-    unless `made` is False) yet names none: it printed `said` and exited `rc`. squeue lists the
+    unless `made` is False) yet names none: it printed `said` and exited `rc`. As Slurm's
+    src/sbatch/sbatch.c (SchedMD/slurm, 00af9a4a119ee2753152f0a95625a2385766a490) does: on an
+    error other than queue full, nodes busy or EAGAIN it prints "Batch job submission failed:"
+    with the error's text and exits at once, without a job id. squeue lists the
     user's jobs as `-o '%F %k'` or `'%A %k'` asks (an array's running task has an id of its own
     in `%A`), or does not answer; the user has a job without a comment and one of another
     submit."""
